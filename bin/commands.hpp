@@ -1,0 +1,22 @@
+// The subcommands of the rt program (CLI side: fill a struct, call librt).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace rt::cli {
+
+// A registered subcommand: `pre_parse` may rewrite the words after the
+// subcommand's name before CLI11 sees them; `run` is called after parsing
+// and returns the exit status.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<std::vector<std::string>(const std::vector<std::string>&)> pre_parse;
+  std::function<int()> run;
+};
+
+// cmd_exec.cpp: exec, run, shell.
+void add_exec_commands(CLI::App& app, std::vector<Command>& out);
+
+} // namespace rt::cli

@@ -1,0 +1,37 @@
+// rt's error family: every failure names the call, the paths and the reason.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace rt {
+
+// Exit codes are interface (documented in rt-exec(1)).
+inline constexpr int kExitRtFailed = 125;    // rt failed before exec
+inline constexpr int kExitNotExecutable = 126;
+inline constexpr int kExitNotFound = 127;
+
+class Error : public std::runtime_error {
+public:
+  explicit Error(std::string message, std::string hint = {}, int exit_code = kExitRtFailed);
+  const std::string& hint() const noexcept { return hint_; }
+  int exit_code() const noexcept { return exit_code_; }
+
+private:
+  std::string hint_;
+  int exit_code_;
+};
+
+// A failed system call. Construct it right after the call: it reads errno
+// first. The message is "CALL `PATH`[ on `PATH2`]: strerror", plus a hint
+// for errnos whose usual cause is known.
+class SysError : public Error {
+public:
+  SysError(std::string call, std::string path = {}, std::string path2 = {});
+  SysError(int errnum, std::string call, std::string path = {}, std::string path2 = {});
+  int errnum() const noexcept { return errnum_; }
+
+private:
+  int errnum_;
+};
+
+} // namespace rt

@@ -1,0 +1,57 @@
+// The public entry point of `rt exec`, `rt run` and `rt shell`.
+#pragma once
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rt {
+
+struct BindSpec {
+  std::string src;  // host path
+  std::string dst;  // path inside the container
+  bool readonly = false;
+};
+
+// Parses "SRC[:DST[:ro|rw]]"; throws rt::Error on malformed input.
+BindSpec parse_bind(std::string_view spec);
+
+enum class ExecMode {
+  Exec,   // run `command` (PROG ARGS...)
+  Run,    // image ENTRYPOINT + (command if given, else CMD), in WORKDIR
+  Shell,  // an interactive shell: $SHELL if the image has it, else /bin/sh
+};
+
+struct ExecOptions {
+  ExecMode mode = ExecMode::Exec;
+  std::string image;                 // directory (root filesystem or bundle)
+  std::vector<std::string> command;  // PROG ARGS... (Exec), ARGS... (Run)
+
+  std::optional<uid_t> uid;  // inside the container; default: the caller's
+  std::optional<gid_t> gid;
+
+  std::vector<BindSpec> binds;
+  bool write = false;        // image writable (directory images)
+  bool write_tmpfs = false;  // ephemeral overlay, discarded at exit
+  bool private_tmp = false;  // a private tmpfs on /tmp instead of the host's
+  bool no_home = false;      // do not bind $HOME
+  std::string cd;            // working directory inside; default: the caller's
+
+  bool clean_env = false;
+  std::vector<std::string> env_unset;  // globs
+  std::vector<std::string> env_files;
+  std::vector<std::string> env_set;    // K=V
+
+  int verbosity = 0;  // -1 quiet, 0 default, 1 plan, 2 plan + timings
+  bool dry_run = false;  // print the plan, change nothing
+};
+
+// Replaces the calling process with the container's program (host ->
+// namespace -> container root). Returns only when dry_run is set; throws
+// rt::Error (exit code 125/126/127) when anything fails before the program
+// starts.
+void exec(const ExecOptions& options);
+
+} // namespace rt

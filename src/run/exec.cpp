@@ -1,0 +1,151 @@
+// rt::exec, the orchestrator: a list of verbs (host -> namespace -> container).
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "rt/error.hpp"
+#include "rt/exec.hpp"
+#include "run/env.hpp"
+#include "run/hostinfo.hpp"
+#include "run/image.hpp"
+#include "run/launch.hpp"
+#include "run/mount_apply.hpp"
+#include "run/passwd.hpp"
+#include "run/plan.hpp"
+#include "run/userns.hpp"
+#include "util/fs.hpp"
+#include "util/inroot.hpp"
+#include "util/log.hpp"
+
+namespace rt {
+namespace {
+
+using run::HostInfo;
+using run::Image;
+
+void timing(const char* stage) {
+  if (util::log_enabled(util::Level::Debug)) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%.3f ms: %s", util::log_elapsed_ms(), stage);
+    util::debug(buf);
+  }
+}
+
+// A file of the image, read on the host with in-root resolution.
+std::string read_image_file(int rootfd, const char* path) {
+  auto r = util::open_in_root(rootfd, path, O_RDONLY);
+  if (!r.fd) return {};
+  return util::read_fd(r.fd.get(), path, 1 << 22);
+}
+
+bool image_has(int rootfd, const std::string& path) {
+  return !path.empty() && static_cast<bool>(util::open_in_root(rootfd, path, O_PATH).fd);
+}
+
+run::Identity identity(const ExecOptions& o, const HostInfo& h, int rootfd) {
+  run::Identity id;
+  id.uid = o.uid.value_or(h.uid);
+  id.gid = o.gid.value_or(h.gid);
+  if (id.uid == 0) {
+    id.user = "root";
+    id.home = "/root";
+  } else {
+    id.user = h.user;
+    id.home = o.no_home ? "/" : h.home;
+  }
+  id.group = id.gid == 0 ? "root" : id.gid == h.gid ? h.group : "group" + std::to_string(id.gid);
+  id.shell = image_has(rootfd, h.shell) ? h.shell : "/bin/sh";
+  return id;
+}
+
+void check_bind_sources(const ExecOptions& o, const HostInfo& h) {
+  for (const auto& b : o.binds) {
+    std::string src = util::normalize_path(b.src, h.cwd.empty() ? "/" : h.cwd);
+    if (!util::path_exists(src))
+      throw Error("bind source `" + src + "` does not exist (from --bind " + b.src + ")");
+  }
+}
+
+std::vector<std::string> env_file_entries(const ExecOptions& o) {
+  std::vector<std::string> out;
+  for (const auto& f : o.env_files) {
+    auto text = util::read_file_if_exists(f);
+    if (!text) throw Error("--env-file `" + f + "` does not exist");
+    auto entries = run::parse_env_file(*text, f);
+    out.insert(out.end(), entries.begin(), entries.end());
+  }
+  return out;
+}
+
+} // namespace
+
+void exec(const ExecOptions& o) {
+  util::log_init(o.verbosity);
+  timing("start");
+  // Host: gather and decide everything while errors are easy to explain.
+  HostInfo host = run::gather_host_info();
+  Image image = run::open_image(o.image, host.cwd);
+  util::UniqueFd rootfd = util::open_fd(image.rootfs, O_PATH | O_DIRECTORY);
+  check_bind_sources(o, host);
+  const run::ImageConfig* config = image.config ? &*image.config : nullptr;
+
+  run::Identity id = identity(o, host, rootfd.get());
+  run::PlanInputs pin;
+  pin.options = &o;
+  pin.host = &host;
+  pin.rootfs = image.rootfs;
+  if (o.mode == ExecMode::Run && config) pin.image_workdir = config->working_dir;
+  pin.passwd = run::synth_passwd(read_image_file(rootfd.get(), "/etc/passwd"), id);
+  pin.group = run::synth_group(read_image_file(rootfd.get(), "/etc/group"), id);
+  run::MountPlan plan = run::build_plan(pin);
+
+  run::EnvInputs ein;
+  ein.host = std::move(host.env);
+  ein.clean = o.clean_env;
+  if (config) ein.image = config->env;
+  ein.unset = o.env_unset;
+  ein.files = env_file_entries(o);
+  ein.set = o.env_set;
+  ein.container = image.name;
+  if (id.uid == 0 || o.no_home) ein.home = id.home;
+  std::vector<std::string> changes;
+  bool show = util::log_enabled(util::Level::Info) || o.dry_run;
+  std::vector<std::string> env = run::compute_env(ein, show ? &changes : nullptr);
+
+  std::string shell;
+  for (const auto& kv : env)
+    if (kv.starts_with("SHELL=")) shell = kv.substr(6);
+  if (!image_has(rootfd.get(), shell)) shell = "/bin/sh";
+  std::vector<std::string> argv = run::command_for(o.mode, o.command, config, image.name, shell);
+  rootfd.reset();
+
+  if (show) {
+    auto out = [&](const std::string& line) {
+      if (o.dry_run) std::printf("%s\n", line.c_str());
+      else util::info(line);
+    };
+    for (const auto& line : run::describe(plan)) out(line);
+    for (const auto& line : changes) out(line);
+    std::string cmd = "command:";
+    for (const auto& a : argv) cmd += " " + a;
+    out(cmd);
+  }
+  if (o.dry_run) return;
+  timing("planned");
+
+  // Namespace: enter, build the tree, pivot.
+  run::enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
+  timing("user namespace");
+  run::apply_plan(plan);
+  timing("mounted");
+
+  // Container root: no privilege can be gained from here on.
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw SysError("prctl(PR_SET_NO_NEW_PRIVS)");
+  timing("exec");
+  run::exec_program(argv, env, image.name);
+}
+
+} // namespace rt

@@ -1,0 +1,63 @@
+// Facts about the caller (host).
+#include "run/hostinfo.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "util/fs.hpp"
+#include "util/strings.hpp"
+
+extern char** environ;
+
+namespace rt::run {
+
+std::vector<std::string> find_id_line(const std::string& text, unsigned long id) {
+  const std::string want = std::to_string(id);
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + start, end - start);
+    start = end + 1;
+    if (line.empty() || line.front() == '#') continue;
+    auto fields = util::split(line, ':');
+    if (fields.size() >= 3 && fields[2] == want) return fields;
+  }
+  return {};
+}
+
+HostInfo gather_host_info() {
+  HostInfo h;
+  h.uid = ::getuid();
+  h.gid = ::getgid();
+  for (char** e = environ; e && *e; ++e) h.env.emplace_back(*e);
+  auto env = [](const char* k) -> std::string {
+    const char* v = std::getenv(k);
+    return v ? v : "";
+  };
+  h.user = env("USER");
+  if (h.user.empty()) h.user = env("LOGNAME");
+  h.home = env("HOME");
+  h.shell = env("SHELL");
+  if (h.user.empty() || h.home.empty()) {
+    if (auto text = util::read_file_if_exists("/etc/passwd")) {
+      auto f = find_id_line(*text, h.uid);
+      if (f.size() >= 6) {
+        if (h.user.empty()) h.user = f[0];
+        if (h.home.empty()) h.home = f[5];
+      }
+    }
+  }
+  if (h.user.empty()) h.user = "user" + std::to_string(h.uid);
+  if (auto text = util::read_file_if_exists("/etc/group")) {
+    auto f = find_id_line(*text, h.gid);
+    if (!f.empty()) h.group = f[0];
+  }
+  if (h.group.empty()) h.group = h.user;
+  char buf[4096];
+  if (::getcwd(buf, sizeof buf)) h.cwd = buf;
+  return h;
+}
+
+} // namespace rt::run

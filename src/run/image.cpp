@@ -1,0 +1,63 @@
+// Locating an image (host).
+#include "run/image.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "rt/error.hpp"
+#include "util/fs.hpp"
+
+namespace rt::run {
+namespace {
+
+bool is_dir_at(const std::string& path) { return util::is_directory(path); }
+
+bool looks_like_rootfs(const std::string& dir) {
+  for (const char* entry : {"/bin", "/usr", "/etc"}) {
+    struct stat st;
+    // lstat: a root filesystem may well have bin -> usr/bin.
+    if (::lstat((dir + entry).c_str(), &st) == 0) return true;
+  }
+  return false;
+}
+
+} // namespace
+
+Image open_image(const std::string& ref, const std::string& cwd) {
+  if (ref.empty()) throw Error("no image given");
+  Image img;
+  img.name = ref;
+  std::string path = util::normalize_path(ref, cwd);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    int e = errno;
+    if (e == ENOENT) throw Error("image `" + ref + "` not found: no such directory `" + path + "`");
+    throw SysError(e, "stat", path);
+  }
+  if (!S_ISDIR(st.st_mode))
+    throw Error("image `" + ref + "`: `" + path + "` is not a directory");
+
+  std::string bundle_rootfs = path + "/" + kBundleRootfs;
+  std::string bundle_config = path + "/" + kBundleConfig;
+  if (auto text = util::read_file_if_exists(bundle_config)) {
+    if (!is_dir_at(bundle_rootfs))
+      throw Error("image `" + ref + "`: has `" + kBundleConfig + "` but no `" + kBundleRootfs +
+                  "/` directory");
+    img.rootfs = bundle_rootfs;
+    img.config = parse_image_config(*text, bundle_config);
+    return img;
+  }
+  if (!looks_like_rootfs(path)) {
+    if (is_dir_at(bundle_rootfs) && looks_like_rootfs(bundle_rootfs)) {
+      img.rootfs = bundle_rootfs;
+      return img;
+    }
+    throw Error("image `" + ref + "`: `" + path +
+                "` is not a root filesystem (it has no bin, usr or etc)");
+  }
+  img.rootfs = path;
+  return img;
+}
+
+} // namespace rt::run

@@ -1,0 +1,28 @@
+// Locating an image and its configuration (host).
+#pragma once
+#include <optional>
+#include <string>
+
+#include "run/image_config.hpp"
+
+namespace rt::run {
+
+// An image ready to run: a root filesystem directory plus, when the image
+// came with one, its configuration.
+//
+// Accepted forms of IMAGE:
+//   DIR             a root filesystem (has bin/, usr/ or etc/)
+//   DIR             a bundle: DIR/rootfs/ plus DIR/image-config.json
+struct Image {
+  std::string name;    // what the user typed, for RT_CONTAINER and messages
+  std::string rootfs;  // absolute host path of the root filesystem
+  std::optional<ImageConfig> config;
+};
+
+inline constexpr const char* kBundleRootfs = "rootfs";
+inline constexpr const char* kBundleConfig = "image-config.json";
+
+// Throws rt::Error naming the image and what is wrong with it.
+Image open_image(const std::string& ref, const std::string& cwd);
+
+} // namespace rt::run

@@ -1,0 +1,78 @@
+// Choosing and starting the container's program (container root).
+#include "run/launch.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "rt/error.hpp"
+#include "run/env.hpp"
+#include "util/log.hpp"
+#include "util/strings.hpp"
+
+namespace rt::run {
+
+std::vector<std::string> command_for(ExecMode mode, const std::vector<std::string>& args,
+                                     const ImageConfig* config, const std::string& image_name,
+                                     const std::string& shell) {
+  switch (mode) {
+    case ExecMode::Exec:
+      if (args.empty()) throw Error("no program given to run in image `" + image_name + "`");
+      return args;
+    case ExecMode::Shell:
+      return {shell.empty() ? std::string("/bin/sh") : shell};
+    case ExecMode::Run: {
+      std::vector<std::string> argv;
+      if (config) argv = config->entrypoint;
+      if (!args.empty())
+        argv.insert(argv.end(), args.begin(), args.end());
+      else if (config)
+        argv.insert(argv.end(), config->cmd.begin(), config->cmd.end());
+      if (argv.empty())
+        throw Error("image `" + image_name + "` has no ENTRYPOINT or CMD",
+                    "give the program to run: rt run IMAGE PROG [ARGS...], or use rt exec");
+      return argv;
+    }
+  }
+  return args;
+}
+
+[[noreturn]] void exec_program(const std::vector<std::string>& argv,
+                               const std::vector<std::string>& env, const std::string& image_name) {
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  std::vector<char*> cenv;
+  std::string path = kDefaultPath;
+  for (const auto& kv : env) {
+    cenv.push_back(const_cast<char*>(kv.c_str()));
+    if (kv.starts_with("PATH=")) path = kv.substr(5);
+  }
+  cenv.push_back(nullptr);
+
+  const std::string& prog = argv.front();
+  int err = ENOENT;
+  if (prog.find('/') != std::string::npos) {
+    ::execve(prog.c_str(), cargv.data(), cenv.data());
+    err = errno;
+  } else {
+    bool denied = false;
+    for (const auto& dir : util::split(path, ':')) {
+      std::string cand = (dir.empty() ? std::string(".") : dir) + "/" + prog;
+      ::execve(cand.c_str(), cargv.data(), cenv.data());
+      if (errno == EACCES) denied = true;
+      else if (errno != ENOENT && errno != ENOTDIR) {
+        err = errno;
+        break;
+      }
+    }
+    if (denied && err == ENOENT) err = EACCES;
+  }
+  int code = err == ENOENT || err == ENOTDIR ? kExitNotFound : kExitNotExecutable;
+  util::log(util::Level::Error, "cannot run " + util::quoted(prog) + " in image `" + image_name +
+                                    "`: " + std::strerror(err));
+  ::_exit(code);
+}
+
+} // namespace rt::run

@@ -1,0 +1,337 @@
+// Applying a mount plan (namespace, before pivot_root -> container root).
+//
+// Layout while building, all private to this mount namespace:
+//   ROOTFS             <- a small "staging" tmpfs mounted over the image path
+//   ROOTFS/root        <- the image (bind, or overlay with --write-tmpfs): the new root
+//   ROOTFS/passwd ...  <- synthesized files, bound into the new root
+// pivot_root then makes ROOTFS/root "/" and the staging tmpfs goes away with
+// the old root. Targets inside the image are always opened relative to the
+// new root with in-root resolution, so image symlinks cannot redirect a
+// mount to the host.
+#include "run/mount_apply.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <set>
+
+#include "rt/error.hpp"
+#include "util/fs.hpp"
+#include "util/inroot.hpp"
+#include "util/log.hpp"
+#include "util/strings.hpp"
+
+namespace rt::run {
+namespace {
+
+using util::fd_path;
+using util::UniqueFd;
+
+// Mount flags of the mount holding `fd` that an unprivileged remount must
+// keep: the kernel locks them (mount_namespaces(7), "restrictions on mount
+// namespaces"). statvfs reports them as ST_* values, which differ from MS_*
+// for the atime flags.
+unsigned long locked_flags(int fd, const std::string& name) {
+  struct statvfs sv;
+  if (::fstatvfs(fd, &sv) != 0) throw SysError("statvfs", name);
+  unsigned long f = 0;
+  if (sv.f_flag & ST_RDONLY) f |= MS_RDONLY;
+  if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
+  if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
+  if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+  if (sv.f_flag & ST_NOATIME) f |= MS_NOATIME;
+  if (sv.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
+  if (sv.f_flag & ST_RELATIME) f |= MS_RELATIME;
+  return f;
+}
+
+void do_mount(const std::string& src, const std::string& dst, const char* type, unsigned long flags,
+              const std::string& data, const char* what, const std::string& shown_src,
+              const std::string& shown_dst) {
+  if (::mount(src.empty() ? nullptr : src.c_str(), dst.c_str(), type, flags,
+              data.empty() ? nullptr : data.c_str()) != 0)
+    throw SysError(std::string("mount(") + what + ")", shown_src, shown_dst);
+}
+
+class Builder {
+public:
+  explicit Builder(const MountPlan& plan) : plan_(plan) {}
+
+  void run() {
+    setup_staging_and_root();
+    for (const auto& m : plan_.mounts) apply(m);
+    finish_underlays();
+    pivot();
+  }
+
+private:
+  const MountPlan& plan_;
+  UniqueFd image_;    // the image directory itself (under the staging tmpfs)
+  UniqueFd staging_;  // root of the staging tmpfs
+  UniqueFd root_;     // root of the new root mount
+  std::set<dev_t> writable_devs_;       // filesystems of ours where mount points may be made
+  std::vector<std::string> underlays_;  // in-root paths of underlay tmpfs mounts
+
+  std::string shown(const std::string& dst) const { return plan_.rootfs + "/root" + dst; }
+  std::string stage_path(const std::string& name) const { return fd_path(staging_.get()) + "/" + name; }
+
+  void setup_staging_and_root() {
+    const std::string& rootfs = plan_.rootfs;
+    image_ = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
+    const unsigned long image_locked = locked_flags(image_.get(), rootfs);
+
+    do_mount("tmpfs", rootfs, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m", "tmpfs",
+             "tmpfs", rootfs);
+    staging_ = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
+    if (::mkdirat(staging_.get(), "root", 0755) != 0) throw SysError("mkdir", rootfs + "/root");
+    for (const auto& f : plan_.staged) {
+      UniqueFd fd = util::open_fd_at(staging_.get(), f.name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+      util::write_all(fd.get(), f.content, "synthesized " + f.name);
+    }
+    const std::string root_path = stage_path("root");
+    if (plan_.root_mode == RootMode::Overlay) {
+      for (const char* d : {"upper", "work"})
+        if (::mkdirat(staging_.get(), d, 0755) != 0) throw SysError("mkdir", rootfs + "/" + d);
+      std::string opts = "lowerdir=" + fd_path(image_.get()) + ",upperdir=" + stage_path("upper") +
+                         ",workdir=" + stage_path("work");
+      // userxattr (Linux 5.11) is what makes an unprivileged overlay mount possible.
+      if (::mount("overlay", root_path.c_str(), "overlay", MS_NOSUID | MS_NODEV,
+                  (opts + ",userxattr").c_str()) != 0) {
+        int e = errno;
+        Error err = SysError(e, "mount(overlay)", rootfs);
+        throw Error(err.what(), "--write-tmpfs needs unprivileged overlayfs (Linux 5.11 or later)");
+      }
+    } else {
+      do_mount(fd_path(image_.get()), root_path, nullptr, MS_BIND, "", "MS_BIND", rootfs, rootfs);
+      unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | image_locked;
+      if (plan_.root_mode == RootMode::ReadOnly) flags |= MS_RDONLY;
+      do_mount("", root_path, nullptr, flags, "", "MS_REMOUNT", rootfs, rootfs);
+      // Synthesized files are read-only inside: freeze the staging tmpfs.
+      do_mount("", fd_path(staging_.get()), nullptr,
+               MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "", "MS_REMOUNT",
+               "tmpfs", rootfs);
+    }
+    root_ = util::open_fd(root_path, O_PATH | O_DIRECTORY);
+    if (plan_.root_mode == RootMode::Overlay) writable_devs_.insert(dev_of(root_.get(), rootfs));
+  }
+
+  static dev_t dev_of(int fd, const std::string& name) {
+    struct stat st;
+    if (::fstat(fd, &st) != 0) throw SysError("stat", name);
+    return st.st_dev;
+  }
+
+  UniqueFd resolve(const std::string& dst, int* err) {
+    auto r = util::open_in_root(root_.get(), dst, O_PATH);
+    *err = r.err;
+    return std::move(r.fd);
+  }
+
+  // Returns an O_PATH fd of dst inside the new root, making it (without
+  // touching the image) when it does not exist.
+  UniqueFd target(const std::string& dst, bool want_dir) {
+    int err = 0;
+    UniqueFd fd = resolve(dst, &err);
+    if (fd) return fd;
+    if (err != ENOENT) throw SysError(err, "open", shown(dst));
+
+    // Find the deepest existing directory above dst.
+    auto comps = util::split(dst.substr(1), '/');
+    size_t keep = comps.size() - 1;
+    UniqueFd anc;
+    std::string anc_path;
+    for (;; --keep) {
+      anc_path.clear();
+      for (size_t i = 0; i < keep; ++i) anc_path += "/" + comps[i];
+      if (anc_path.empty()) anc_path = "/";
+      auto r = util::open_in_root(root_.get(), anc_path, O_PATH | O_DIRECTORY);
+      if (r.fd) {
+        anc = std::move(r.fd);
+        break;
+      }
+      if (r.err != ENOENT)
+        throw SysError(r.err, "open", shown(anc_path),
+                       "");  // e.g. ENOTDIR: a file where the path needs a directory
+      if (keep == 0) throw SysError(ENOENT, "open", shown("/"));
+    }
+    if (!writable_devs_.count(dev_of(anc.get(), shown(anc_path)))) anc = underlay(anc, anc_path, comps[keep]);
+    else ::unlinkat(anc.get(), comps[keep].c_str(), 0);  // a dangling symlink in the way, say
+
+    // Make the missing components on our own tmpfs.
+    UniqueFd dir = std::move(anc);
+    for (size_t i = keep; i < comps.size(); ++i) {
+      const std::string& name = comps[i];
+      bool last = i + 1 == comps.size();
+      if (!last || want_dir) {
+        if (::mkdirat(dir.get(), name.c_str(), 0755) != 0 && errno != EEXIST)
+          throw SysError("mkdir", shown(dst));
+        dir = util::open_fd_at(dir.get(), name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+      } else {
+        int f = ::openat(dir.get(), name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+        if (f < 0) throw SysError("create", shown(dst));
+        ::close(f);
+        dir = util::open_fd_at(dir.get(), name, O_PATH | O_NOFOLLOW);
+      }
+    }
+    return dir;
+  }
+
+  // Replaces directory `old` (at in-root path `path`) by a tmpfs holding the
+  // same entries, each bound from the original, except `skip`, which the
+  // caller is about to create. The image is not modified.
+  UniqueFd underlay(const UniqueFd& old, const std::string& path, const std::string& skip) {
+    util::debug("underlay `" + path + "` to make a mount point for `" + skip + "`");
+    struct stat st;
+    if (::fstat(old.get(), &st) != 0) throw SysError("stat", shown(path));
+    int list_fd = ::open(fd_path(old.get()).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (list_fd < 0) throw SysError("open", shown(path));
+    DIR* dir = ::fdopendir(list_fd);
+    if (!dir) {
+      ::close(list_fd);
+      throw SysError("fdopendir", shown(path));
+    }
+    struct Entry {
+      std::string name;
+      unsigned char type;
+    };
+    std::vector<Entry> entries;
+    while (dirent* d = ::readdir(dir)) {
+      std::string name = d->d_name;
+      if (name == "." || name == ".." || name == skip) continue;
+      unsigned char type = d->d_type;
+      if (type == DT_UNKNOWN) {
+        struct stat est;
+        if (::fstatat(dirfd(dir), d->d_name, &est, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        type = S_ISDIR(est.st_mode) ? DT_DIR : S_ISLNK(est.st_mode) ? DT_LNK : DT_REG;
+      }
+      entries.push_back({std::move(name), type});
+    }
+    ::closedir(dir);
+
+    char opts[64];
+    std::snprintf(opts, sizeof opts, "mode=0%o", st.st_mode & 07777);
+    do_mount("tmpfs", fd_path(old.get()), "tmpfs", MS_NOSUID | MS_NODEV, opts, "tmpfs", "tmpfs",
+             shown(path));
+    auto fresh = util::open_in_root(root_.get(), path, O_PATH | O_DIRECTORY);
+    if (!fresh.fd) throw SysError(fresh.err, "open", shown(path));
+    const int nd = fresh.fd.get();
+    const std::string old_base = fd_path(old.get()) + "/";
+    const std::string new_base = fd_path(nd) + "/";
+    for (const auto& e : entries) {
+      const char* n = e.name.c_str();
+      if (e.type == DT_LNK) {
+        std::string target(4096, '\0');
+        ssize_t len = ::readlinkat(old.get(), n, target.data(), target.size());
+        if (len < 0) throw SysError("readlink", shown(path + "/" + e.name));
+        target.resize(static_cast<size_t>(len));
+        if (::symlinkat(target.c_str(), nd, n) != 0) throw SysError("symlink", shown(path + "/" + e.name));
+        continue;
+      }
+      if (e.type == DT_DIR) {
+        if (::mkdirat(nd, n, 0755) != 0) throw SysError("mkdir", shown(path + "/" + e.name));
+      } else {
+        int f = ::openat(nd, n, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+        if (f < 0) throw SysError("create", shown(path + "/" + e.name));
+        ::close(f);
+      }
+      do_mount(old_base + e.name, new_base + e.name, nullptr, MS_BIND | MS_REC, "", "MS_BIND",
+               shown(path + "/" + e.name), shown(path + "/" + e.name));
+    }
+    writable_devs_.insert(dev_of(nd, shown(path)));
+    underlays_.push_back(path);
+    return std::move(fresh.fd);
+  }
+
+  void apply(const Mount& m) {
+    std::string src;
+    bool src_is_dir = true;
+    switch (m.kind) {
+      case Mount::Kind::Bind: {
+        struct stat st;
+        if (::stat(m.src.c_str(), &st) != 0) {
+          if (m.optional && (errno == ENOENT || errno == ENOTDIR || errno == EACCES)) {
+            util::debug("skip `" + m.src + "`: not on this host");
+            return;
+          }
+          throw SysError("stat", m.src);
+        }
+        src = m.src;
+        src_is_dir = S_ISDIR(st.st_mode);
+        break;
+      }
+      case Mount::Kind::Staged:
+        src = stage_path(m.src);
+        src_is_dir = false;
+        break;
+      case Mount::Kind::Tmpfs:
+        break;
+    }
+    if (m.if_target) {
+      int err = 0;
+      if (!resolve(m.dst, &err)) {
+        util::debug("skip `" + m.dst + "`: not in the image");
+        return;
+      }
+    }
+    UniqueFd t = target(m.dst, src_is_dir);
+    const std::string tp = fd_path(t.get());
+    if (m.kind == Mount::Kind::Tmpfs) {
+      do_mount("tmpfs", tp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", "tmpfs", "tmpfs", shown(m.dst));
+      return;
+    }
+    const std::string shown_src = m.kind == Mount::Kind::Staged ? "synthesized " + m.src : m.src;
+    do_mount(src, tp, nullptr, MS_BIND | MS_REC, "", "MS_BIND", shown_src, shown(m.dst));
+    if (m.readonly && m.kind == Mount::Kind::Bind) {
+      // The remount must name the new mount's root: resolve again from the top.
+      UniqueFd src_fd = util::open_fd(src, O_PATH);
+      unsigned long keep = locked_flags(src_fd.get(), src);
+      int err = 0;
+      UniqueFd top = resolve(m.dst, &err);
+      if (!top) throw SysError(err, "open", shown(m.dst));
+      do_mount("", fd_path(top.get()), nullptr,
+               MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | keep, "", "MS_REMOUNT",
+               src, shown(m.dst));
+    }
+  }
+
+  void finish_underlays() {
+    if (plan_.root_mode != RootMode::ReadOnly) return;
+    for (const auto& path : underlays_) {
+      auto r = util::open_in_root(root_.get(), path, O_PATH | O_DIRECTORY);
+      if (!r.fd) throw SysError(r.err, "open", shown(path));
+      do_mount("", fd_path(r.fd.get()), nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "",
+               "MS_REMOUNT", "tmpfs", shown(path));
+    }
+  }
+
+  void pivot() {
+    // pivot_root(".", ".") stacks the old root on the new one; detaching it
+    // leaves the new root alone (pivot_root(2), NOTES).
+    if (::fchdir(root_.get()) != 0) throw SysError("chdir", shown("/"));
+    if (::syscall(SYS_pivot_root, ".", ".") != 0) throw SysError("pivot_root", shown("/"));
+    if (::umount2(".", MNT_DETACH) != 0) throw SysError("umount2", "old root");
+    if (::chdir("/") != 0) throw SysError("chdir", "/");
+    image_.reset();
+    staging_.reset();
+    root_.reset();
+  }
+};
+
+} // namespace
+
+void apply_plan(const MountPlan& plan) {
+  Builder(plan).run();
+  if (::chdir(plan.cwd.c_str()) != 0) {
+    if (plan.cwd_explicit) throw SysError("chdir", plan.cwd);
+    util::warn("cannot enter `" + plan.cwd + "` in the container; starting in `/`");
+  }
+}
+
+} // namespace rt::run

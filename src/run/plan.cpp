@@ -1,0 +1,122 @@
+// The mount plan (pure).
+#include "run/plan.hpp"
+
+#include <array>
+
+#include "rt/error.hpp"
+#include "util/fs.hpp"
+#include "util/strings.hpp"
+
+namespace rt::run {
+
+bool is_system_dir(const std::string& path) {
+  static constexpr std::array kSystem = {"/bin",  "/boot", "/dev", "/etc",   "/lib", "/lib32",
+                                         "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys",
+                                         "/usr",  "/var"};
+  if (path == "/") return true;
+  for (const char* s : kSystem)
+    if (util::path_within(path, s)) return true;
+  return false;
+}
+
+namespace {
+
+// True when an earlier mount already shows host path `p` at the same path.
+bool shown_by_identity_mount(const std::vector<Mount>& mounts, const std::string& p) {
+  for (const auto& m : mounts)
+    if (m.kind == Mount::Kind::Bind && m.src == m.dst && util::path_within(p, m.dst)) return true;
+  return false;
+}
+
+} // namespace
+
+MountPlan build_plan(const PlanInputs& in) {
+  const ExecOptions& o = *in.options;
+  const HostInfo& h = *in.host;
+  if (o.write && o.write_tmpfs) throw Error("--write and --write-tmpfs exclude each other");
+
+  MountPlan p;
+  p.rootfs = in.rootfs;
+  p.root_mode = o.write_tmpfs ? RootMode::Overlay : o.write ? RootMode::Writable : RootMode::ReadOnly;
+  p.outer_uid = h.uid;
+  p.outer_gid = h.gid;
+  p.inner_uid = o.uid.value_or(h.uid);
+  p.inner_gid = o.gid.value_or(h.gid);
+
+  auto bind = [&](std::string src, std::string dst, const char* why, bool optional = false,
+                  bool ro = false) {
+    p.mounts.push_back({Mount::Kind::Bind, std::move(src), std::move(dst), ro, optional, why});
+  };
+  // Host devices, processes and kernel state; /dev brings /dev/shm and
+  // /dev/pts (MPI shared memory needs the host's /dev/shm).
+  bind("/dev", "/dev", "default");
+  bind("/proc", "/proc", "default");
+  bind("/sys", "/sys", "default");
+  if (o.private_tmp)
+    p.mounts.push_back({Mount::Kind::Tmpfs, "tmpfs", "/tmp", false, false, "--private-tmp"});
+  else
+    bind("/tmp", "/tmp", "default");  // Open MPI's session directory lives here
+  // Without /etc/hosts MPI_Init stalls on a DNS timeout, so these two are
+  // provided even where the image lacks them; machine-id only where it has one.
+  for (const char* f : {"/etc/hosts", "/etc/resolv.conf", "/etc/machine-id"})
+    bind(f, f, "default", /*optional=*/true);
+  p.mounts.back().if_target = true;
+  p.staged = {{"passwd", in.passwd}, {"group", in.group}};
+  p.mounts.push_back({Mount::Kind::Staged, "passwd", "/etc/passwd", true, false, "synthesized"});
+  p.mounts.push_back({Mount::Kind::Staged, "group", "/etc/group", true, false, "synthesized"});
+
+  if (!o.no_home && !h.home.empty() && h.home.front() == '/') {
+    std::string home = util::normalize_path(h.home);
+    if (!is_system_dir(home) && !shown_by_identity_mount(p.mounts, home))
+      bind(home, home, "home", /*optional=*/true);
+  }
+  std::string cwd = h.cwd.empty() ? std::string("/") : util::normalize_path(h.cwd);
+  if (!is_system_dir(cwd) && !shown_by_identity_mount(p.mounts, cwd) &&
+      !(o.no_home && !h.home.empty() && util::path_within(cwd, util::normalize_path(h.home))))
+    bind(cwd, cwd, "working directory", /*optional=*/true);
+
+  for (const auto& b : o.binds) {
+    std::string src = util::normalize_path(b.src, h.cwd.empty() ? "/" : h.cwd);
+    bind(src, util::normalize_path(b.dst), "--bind", false, b.readonly);
+  }
+
+  if (!o.cd.empty()) {
+    p.cwd = util::normalize_path(o.cd, "/");
+    p.cwd_explicit = true;
+  } else if (!in.image_workdir.empty()) {
+    p.cwd = util::normalize_path(in.image_workdir, "/");
+    p.cwd_explicit = true;
+  } else {
+    p.cwd = cwd;
+  }
+  return p;
+}
+
+std::vector<std::string> describe(const MountPlan& p) {
+  std::vector<std::string> out;
+  const char* mode = p.root_mode == RootMode::ReadOnly   ? "read-only"
+                     : p.root_mode == RootMode::Writable ? "writable"
+                                                         : "writable tmpfs overlay (discarded)";
+  out.push_back("image root `" + p.rootfs + "` " + mode + ", nosuid, nodev");
+  out.push_back("uid map: " + std::to_string(p.inner_uid) + " -> " + std::to_string(p.outer_uid) +
+                ", gid map: " + std::to_string(p.inner_gid) + " -> " +
+                std::to_string(p.outer_gid) + " (one id each)");
+  for (const auto& m : p.mounts) {
+    std::string line = "mount ";
+    switch (m.kind) {
+      case Mount::Kind::Bind: line += "bind `" + m.src + "`"; break;
+      case Mount::Kind::Tmpfs: line += "tmpfs"; break;
+      case Mount::Kind::Staged: line += "synthesized " + m.src; break;
+    }
+    line += " on `" + m.dst + "`";
+    if (m.readonly) line += " ro";
+    if (m.optional) line += " (if on the host)";
+    if (m.if_target) line += " (if in the image)";
+    line += " [" + m.why + "]";
+    out.push_back(line);
+  }
+  out.push_back("working directory `" + p.cwd + "`" + (p.cwd_explicit ? "" : " (falls back to /)"));
+  return out;
+}
+
+} // namespace rt::run

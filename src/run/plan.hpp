@@ -1,0 +1,69 @@
+// The mount plan: a value built from the options and host facts (pure),
+// printed at -v, then applied by mount_apply (namespace).
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "rt/exec.hpp"
+#include "run/hostinfo.hpp"
+
+namespace rt::run {
+
+struct Mount {
+  enum class Kind {
+    Bind,    // src: host path
+    Tmpfs,   // a fresh private tmpfs
+    Staged,  // src: name of a StagedFile, bound read-only
+  };
+  Kind kind = Kind::Bind;
+  std::string src;
+  std::string dst;  // absolute, inside the container
+  bool readonly = false;
+  bool optional = false;  // skip quietly when src does not exist on the host
+  std::string why;        // for -v: "default", "--bind", "home", ...
+  bool if_target = false; // skip quietly when dst does not exist in the image
+};
+
+enum class RootMode {
+  ReadOnly,  // default
+  Writable,  // --write
+  Overlay,   // --write-tmpfs: writes go to a tmpfs, discarded at exit
+};
+
+struct StagedFile {
+  std::string name;
+  std::string content;
+};
+
+struct MountPlan {
+  std::string rootfs;  // host path
+  RootMode root_mode = RootMode::ReadOnly;
+  std::vector<Mount> mounts;
+  std::vector<StagedFile> staged;
+  uid_t outer_uid = 0, inner_uid = 0;
+  gid_t outer_gid = 0, inner_gid = 0;
+  std::string cwd;            // inside the container
+  bool cwd_explicit = false;  // from --cd or the image's WorkingDir: failing is an error
+};
+
+struct PlanInputs {
+  const ExecOptions* options = nullptr;
+  const HostInfo* host = nullptr;
+  std::string rootfs;
+  std::string image_workdir;  // WorkingDir, used by `rt run` only
+  std::string passwd;         // the synthesized files' contents
+  std::string group;
+};
+
+MountPlan build_plan(const PlanInputs& in);
+
+// Host directories never bound as the working directory: binding the host's
+// /usr over the image's would replace the image.
+bool is_system_dir(const std::string& path);
+
+// One line per fact, for -v and --dry-run.
+std::vector<std::string> describe(const MountPlan& plan);
+
+} // namespace rt::run

@@ -1,0 +1,20 @@
+// Logging to stderr with a rank prefix under launchers (any world).
+#pragma once
+#include <string_view>
+
+namespace rt::util {
+
+enum class Level { Error = 0, Warn = 1, Info = 2, Debug = 3, Trace = 4 };
+
+// verbosity: -1 quiet (errors only), 0 default (warnings), 1 -v, 2 -vv.
+void log_init(int verbosity);
+bool log_enabled(Level level);
+void log(Level level, std::string_view message);
+// Seconds since log_init, for -vv stage timings.
+double log_elapsed_ms();
+
+inline void warn(std::string_view m) { log(Level::Warn, m); }
+inline void info(std::string_view m) { log(Level::Info, m); }
+inline void debug(std::string_view m) { log(Level::Debug, m); }
+
+} // namespace rt::util

@@ -1,0 +1,46 @@
+// String helpers (pure).
+#include "util/strings.hpp"
+
+#include <fnmatch.h>
+
+namespace rt::util {
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t pos = s.find(sep, start);
+    out.emplace_back(s.substr(start, pos - start));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+
+bool glob_match(const std::string& pattern, const std::string& text) {
+  return ::fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
+}
+
+bool path_within(std::string_view path, std::string_view prefix) {
+  if (prefix == "/") return true;
+  if (!path.starts_with(prefix)) return false;
+  return path.size() == prefix.size() || path[prefix.size()] == '/';
+}
+
+std::string quoted(std::string_view s) {
+  std::string out = "`";
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      static const char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '`';
+  return out;
+}
+
+} // namespace rt::util

@@ -1,0 +1,17 @@
+// String helpers (pure).
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rt::util {
+
+std::vector<std::string> split(std::string_view s, char sep);
+// Shell-style glob ("*", "?", "[...]") as fnmatch(3) without flags.
+bool glob_match(const std::string& pattern, const std::string& text);
+// True when `path` is `prefix` or lies below it (both normalised, absolute).
+bool path_within(std::string_view path, std::string_view prefix);
+// Quote for logs: `x` with control characters escaped.
+std::string quoted(std::string_view s);
+
+} // namespace rt::util
