@@ -11,7 +11,7 @@ namespace rt {
 
 struct BindSpec {
   std::string src;  // host path
-  std::string dst;  // path inside the container
+  std::string dst;  // path inside the container; empty: where SRC is on the host
   bool readonly = false;
 };
 

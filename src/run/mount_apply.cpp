@@ -79,7 +79,10 @@ private:
   std::set<dev_t> writable_devs_;       // filesystems of ours where mount points may be made
   std::vector<std::string> underlays_;  // in-root paths of underlay tmpfs mounts
 
-  std::string shown(const std::string& dst) const { return plan_.rootfs + "/root" + dst; }
+  std::string shown(const std::string& dst) const { return plan_.rootfs + "/root" + (dst == "/" ? "" : dst); }
+  static std::string child(const std::string& dir, const std::string& name) {
+    return dir == "/" ? "/" + name : dir + "/" + name;
+  }
   std::string stage_path(const std::string& name) const { return fd_path(staging_.get()) + "/" + name; }
 
   void setup_staging_and_root() {
@@ -122,6 +125,11 @@ private:
     if (plan_.root_mode == RootMode::Overlay) writable_devs_.insert(dev_of(root_.get(), rootfs));
   }
 
+  static bool same_file(int a, int b) {
+    struct stat sa, sb;
+    return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  }
+
   static dev_t dev_of(int fd, const std::string& name) {
     struct stat st;
     if (::fstat(fd, &st) != 0) throw SysError("stat", name);
@@ -161,8 +169,20 @@ private:
                        "");  // e.g. ENOTDIR: a file where the path needs a directory
       if (keep == 0) throw SysError(ENOENT, "open", shown("/"));
     }
-    if (!writable_devs_.count(dev_of(anc.get(), shown(anc_path)))) anc = underlay(anc, anc_path, comps[keep]);
-    else ::unlinkat(anc.get(), comps[keep].c_str(), 0);  // a dangling symlink in the way, say
+    if (same_file(anc.get(), root_.get())) anc_path = "/";  // reached through a link like `up -> ..`
+
+    // On our own tmpfs (or the --write-tmpfs overlay) the missing part can be
+    // made in place, unless the directory is not ours to write (an image
+    // directory owned by root in an overlay): then underlay it too.
+    bool in_place = writable_devs_.count(dev_of(anc.get(), shown(anc_path))) != 0;
+    if (in_place) {
+      ::unlinkat(anc.get(), comps[keep].c_str(), 0);  // a dangling symlink in the way, say
+      if (::mkdirat(anc.get(), comps[keep].c_str(), 0755) == 0)
+        ::unlinkat(anc.get(), comps[keep].c_str(), AT_REMOVEDIR);
+      else if (errno != EEXIST)
+        in_place = false;
+    }
+    if (!in_place) anc = underlay(anc, anc_path, comps[keep]);
 
     // Make the missing components on our own tmpfs.
     UniqueFd dir = std::move(anc);
@@ -219,6 +239,11 @@ private:
     std::snprintf(opts, sizeof opts, "mode=0%o", st.st_mode & 07777);
     do_mount("tmpfs", fd_path(old.get()), "tmpfs", MS_NOSUID | MS_NODEV, opts, "tmpfs", "tmpfs",
              shown(path));
+    if (path == "/") {
+      // Resolution starts at root_ and never climbs onto a mount stacked on
+      // the starting point itself: the new root is now the tmpfs.
+      root_ = util::open_fd(stage_path("root"), O_PATH | O_DIRECTORY);
+    }
     auto fresh = util::open_in_root(root_.get(), path, O_PATH | O_DIRECTORY);
     if (!fresh.fd) throw SysError(fresh.err, "open", shown(path));
     const int nd = fresh.fd.get();
@@ -229,20 +254,20 @@ private:
       if (e.type == DT_LNK) {
         std::string target(4096, '\0');
         ssize_t len = ::readlinkat(old.get(), n, target.data(), target.size());
-        if (len < 0) throw SysError("readlink", shown(path + "/" + e.name));
+        if (len < 0) throw SysError("readlink", shown(child(path, e.name)));
         target.resize(static_cast<size_t>(len));
-        if (::symlinkat(target.c_str(), nd, n) != 0) throw SysError("symlink", shown(path + "/" + e.name));
+        if (::symlinkat(target.c_str(), nd, n) != 0) throw SysError("symlink", shown(child(path, e.name)));
         continue;
       }
       if (e.type == DT_DIR) {
-        if (::mkdirat(nd, n, 0755) != 0) throw SysError("mkdir", shown(path + "/" + e.name));
+        if (::mkdirat(nd, n, 0755) != 0) throw SysError("mkdir", shown(child(path, e.name)));
       } else {
         int f = ::openat(nd, n, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-        if (f < 0) throw SysError("create", shown(path + "/" + e.name));
+        if (f < 0) throw SysError("create", shown(child(path, e.name)));
         ::close(f);
       }
       do_mount(old_base + e.name, new_base + e.name, nullptr, MS_BIND | MS_REC, "", "MS_BIND",
-               shown(path + "/" + e.name), shown(path + "/" + e.name));
+               shown(child(path, e.name)), shown(child(path, e.name)));
     }
     writable_devs_.insert(dev_of(nd, shown(path)));
     underlays_.push_back(path);

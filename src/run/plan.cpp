@@ -14,6 +14,7 @@ bool is_system_dir(const std::string& path) {
                                          "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys",
                                          "/usr",  "/var"};
   if (path == "/") return true;
+  if (util::path_within(path, "/var/tmp")) return false;  // node-local scratch, not system
   for (const char* s : kSystem)
     if (util::path_within(path, s)) return true;
   return false;
@@ -21,10 +22,14 @@ bool is_system_dir(const std::string& path) {
 
 namespace {
 
-// True when an earlier mount already shows host path `p` at the same path.
-bool shown_by_identity_mount(const std::vector<Mount>& mounts, const std::string& p) {
+// True when an earlier mount already covers path `p`: a bind showing the
+// host path at the same path, or a private tmpfs the user asked for (with
+// --private-tmp, a working directory in /tmp is not brought back).
+bool covered(const std::vector<Mount>& mounts, const std::string& p) {
   for (const auto& m : mounts)
-    if (m.kind == Mount::Kind::Bind && m.src == m.dst && util::path_within(p, m.dst)) return true;
+    if (((m.kind == Mount::Kind::Bind && m.src == m.dst) || m.kind == Mount::Kind::Tmpfs) &&
+        util::path_within(p, m.dst))
+      return true;
   return false;
 }
 
@@ -67,17 +72,18 @@ MountPlan build_plan(const PlanInputs& in) {
 
   if (!o.no_home && !h.home.empty() && h.home.front() == '/') {
     std::string home = util::normalize_path(h.home);
-    if (!is_system_dir(home) && !shown_by_identity_mount(p.mounts, home))
+    if (!is_system_dir(home) && !covered(p.mounts, home))
       bind(home, home, "home", /*optional=*/true);
   }
   std::string cwd = h.cwd.empty() ? std::string("/") : util::normalize_path(h.cwd);
-  if (!is_system_dir(cwd) && !shown_by_identity_mount(p.mounts, cwd) &&
+  if (!is_system_dir(cwd) && !covered(p.mounts, cwd) &&
       !(o.no_home && !h.home.empty() && util::path_within(cwd, util::normalize_path(h.home))))
     bind(cwd, cwd, "working directory", /*optional=*/true);
 
   for (const auto& b : o.binds) {
     std::string src = util::normalize_path(b.src, h.cwd.empty() ? "/" : h.cwd);
-    bind(src, util::normalize_path(b.dst), "--bind", false, b.readonly);
+    std::string dst = b.dst.empty() ? src : util::normalize_path(b.dst);
+    bind(std::move(src), std::move(dst), "--bind", false, b.readonly);
   }
 
   if (!o.cd.empty()) {

@@ -1,0 +1,21 @@
+#!/bin/bash
+# Installs the Debian 12 packages rt needs to build, test and benchmark.
+# Idempotent: does nothing when they are all there already.
+set -euo pipefail
+PACKAGES=(
+  build-essential cmake pkg-config
+  libcli11-dev catch2 nlohmann-json3-dev libseccomp-dev
+  libarchive-dev libssl-dev libcurl4-openssl-dev libsquashfuse-dev libfuse3-dev
+  busybox-static util-linux
+  charliecloud hyperfine
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+[ "$(id -u)" = 0 ] || { echo "install-deps: run as root to install: ${missing[*]}" >&2; exit 1; }
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

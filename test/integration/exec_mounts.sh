@@ -1,0 +1,70 @@
+#!/bin/bash
+# rt exec: what is mounted, where, read-only or not; the image is never modified.
+. "$(dirname "$0")/lib.sh"
+
+before=$(tree_listing "$IMG")
+
+out=$("$RT" exec "$IMG" rt-probe flags /)
+expect_eq "$out" "ro nosuid nodev" "image root is read-only, nosuid, nodev"
+out=$("$RT" exec "$IMG" rt-probe write /newfile)
+expect_eq "$out" "EROFS" "writing the image fails"
+
+for p in /dev/null /proc/self/status /sys/kernel /etc/hosts; do
+  "$RT" exec "$IMG" test -e "$p" || fail "$p is not visible"
+done
+pass "host /dev, /proc, /sys, /etc/hosts visible"
+
+shm=/dev/shm/rt-test-$$
+echo shared >"$shm"
+out=$("$RT" exec "$IMG" cat "$shm")
+rm -f "$shm"
+expect_eq "$out" "shared" "host /dev/shm is shared"
+
+tmpf=$(mktemp /tmp/rt-test-tmp.XXXXXX)
+echo hosttmp >"$tmpf"
+out=$("$RT" exec "$IMG" cat "$tmpf")
+expect_eq "$out" "hosttmp" "host /tmp is shared"
+out=$("$RT" exec --private-tmp "$IMG" sh -c "test -e $tmpf && echo visible || echo hidden; touch /tmp/x && echo writable")
+rm -f "$tmpf"
+expect_eq "$out" $'hidden\nwritable' "--private-tmp hides the host's /tmp"
+
+mkdir -p "$T/home/me"
+echo mine >"$T/home/me/file"
+out=$(HOME="$T/home/me" "$RT" exec "$IMG" cat "$T/home/me/file")
+expect_eq "$out" "mine" "home is visible at its host path"
+out=$(cd / && HOME="$T/home/me" "$RT" exec --no-home "$IMG" sh -c "test -e $T/home/me/file && echo visible || echo hidden")
+expect_eq "$out" "hidden" "--no-home"
+
+# Binds, including destinations the read-only image lacks.
+mkdir -p "$T/src"
+echo data >"$T/src/f"
+out=$("$RT" exec -b "$T/src:/new/deep/dir" "$IMG" cat /new/deep/dir/f)
+expect_eq "$out" "data" "bind to a destination missing from a read-only image"
+out=$("$RT" exec -b "$T/src/f:/etc/newfile" "$IMG" cat /etc/newfile)
+expect_eq "$out" "data" "bind a file to a destination missing from the image"
+out=$("$RT" exec -b "$T/src:/home/x:ro" "$IMG" rt-probe write /home/x/g)
+expect_eq "$out" "EROFS" ":ro bind is read-only"
+out=$("$RT" exec -b "$T/src:/home/x" "$IMG" rt-probe write /home/x/g)
+expect_eq "$out" "ok" "bind is writable by default"
+[ -e "$T/src/g" ] || fail "write through the bind did not reach the host"
+out=$("$RT" exec -b "$T/src:/bin/extra" "$IMG" sh -c 'ls /bin/extra; ls /bin/sh')
+expect_eq "$out" $'f\ng\n/bin/sh' "the rest of a directory with a new mount point stays visible"
+out=$("$RT" exec -b "$T/src:/tmp/inside" "$IMG" cat /tmp/inside/f)
+expect_eq "$out" "data" "bind below another bind (host /tmp) with a missing destination"
+[ ! -e /tmp/inside ] || fail "a mount point was made on the host's /tmp"
+pass "nothing was created in the host's /tmp"
+
+after=$(tree_listing "$IMG")
+expect_eq "$after" "$before" "the read-only image is unchanged"
+
+# --write-tmpfs: writable, changes discarded.
+out=$("$RT" exec --write-tmpfs "$IMG" sh -c 'echo x > /etc/new && rm /bin/ls && cat /etc/new && rt-probe flags /')
+expect_eq "$out" $'x\nrw nosuid nodev' "--write-tmpfs makes the image writable"
+expect_eq "$(tree_listing "$IMG")" "$before" "--write-tmpfs changes are discarded"
+out=$("$RT" exec --write-tmpfs -b "$T/src:/brand/new" "$IMG" ls /brand/new/f)
+expect_eq "$out" "/brand/new/f" "--write-tmpfs with a missing bind destination"
+
+# --write: the image changes for real.
+out=$("$RT" exec --write "$IMG" sh -c 'echo kept > /etc/kept && rt-probe flags /')
+expect_eq "$out" "rw nosuid nodev" "--write makes the image writable"
+expect_eq "$(cat "$IMG/etc/kept")" "kept" "--write writes reach the image"

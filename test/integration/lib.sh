@@ -1,0 +1,64 @@
+# Shared helpers of the integration tests; sourced, never run.
+# The tests drive the built rt as an unprivileged user; as root they skip
+# (and fail under RT_TEST_REQUIRE_USERNS=1, as in CI): a container test that
+# passes only as root proves nothing.
+set -euo pipefail
+
+: "${RT:?RT must name the rt binary}"
+: "${RT_PROBE:?RT_PROBE must name the probe binary}"
+BUSYBOX=${BUSYBOX:-/bin/busybox}
+
+skip() {
+  echo "SKIP: $*" >&2
+  if [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
+    echo "FAIL: skipping is not allowed here (RT_TEST_REQUIRE_USERNS=1)" >&2
+    exit 1
+  fi
+  exit 77
+}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok: $*"; }
+
+[ "$(id -u)" != 0 ] || skip "running as root; run the integration tests as an unprivileged user"
+unshare -Urm true 2>/dev/null || skip "unprivileged user namespaces are not available"
+[ -x "$BUSYBOX" ] || skip "$BUSYBOX missing (Debian package busybox-static)"
+
+mkdir -p "${RT_TEST_TMP:-/tmp}"
+T=$(mktemp -d "${RT_TEST_TMP:-/tmp}/rt-test.XXXXXX")
+cleanup() { chmod -R u+w "$T" 2>/dev/null || true; rm -rf "$T"; }
+trap cleanup EXIT
+export HOME=${HOME:-/tmp}
+
+# expect_eq ACTUAL EXPECTED WHAT
+expect_eq() {
+  [ "$1" == "$2" ] || fail "$3: expected [$2], got [$1]"
+  pass "$3"
+}
+# expect_match ACTUAL REGEX WHAT
+expect_match() {
+  [[ "$1" =~ $2 ]] || fail "$3: [$1] does not match /$2/"
+  pass "$3"
+}
+# expect_status EXPECTED WHAT -- COMMAND...: runs COMMAND, keeps stderr in $ERR
+expect_status() {
+  local want=$1 what=$2
+  shift 3
+  local rc=0
+  "$@" >"$T/out" 2>"$T/err" || rc=$?
+  OUT=$(cat "$T/out")
+  ERR=$(cat "$T/err")
+  [ "$rc" = "$want" ] || fail "$what: exit status $rc, expected $want; stderr: $ERR"
+  pass "$what (exit $rc)"
+}
+
+# make_image DIR: the example busybox root filesystem plus the probe at /bin/rt-probe.
+make_image() {
+  bash "${RT_SOURCE_DIR:?}/examples/make-busybox-image.sh" "$1"
+  cp "$RT_PROBE" "$1/bin/rt-probe"
+}
+
+# tree_listing DIR: names, types, modes, sizes, link targets; for "unchanged" checks.
+tree_listing() { (cd "$1" && find . -printf '%p %y %m %s %l\n' | LC_ALL=C sort); }
+
+IMG="$T/img"
+make_image "$IMG"

@@ -1,0 +1,42 @@
+#!/bin/bash
+# The whole test suite. As root (CI): installs the packages, creates the
+# unprivileged user rt-test, builds and runs every test as that user with
+# skips turned into failures; root only prepares the setuid fixtures. As any
+# other user: builds in build/ and runs the suite as that user.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+jobs=$(nproc)
+
+if [ "$(id -u)" != 0 ]; then
+  cmake -S "$src" -B "$src/build" -DRT_DEVELOPER=ON >/dev/null
+  cmake --build "$src/build" -j"$jobs"
+  exec ctest --test-dir "$src/build" --output-on-failure -j"$jobs"
+fi
+
+bash "$src/test/install-deps.sh"
+user=rt-test
+id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
+if [ "$(cat /proc/sys/user/max_user_namespaces)" = 0 ]; then
+  echo "run-all: user.max_user_namespaces is 0 on this machine; rt cannot work here" >&2
+  exit 1
+fi
+
+work=/var/tmp/rt-test-suite
+fixtures=/var/tmp/rt-test-fixtures
+cleanup() { rm -rf "$fixtures"; }
+trap cleanup EXIT
+rm -rf "$work" "$fixtures"
+install -d -o "$user" "$work" "$work/src"
+(cd "$src" && tar --exclude=./build --exclude=./.git -cf - .) | runuser -u "$user" -- tar -xf - -C "$work/src"
+cd "$work"
+runuser -u "$user" -- cmake -S "$work/src" -B "$work/build" -DRT_DEVELOPER=ON >/dev/null
+runuser -u "$user" -- cmake --build "$work/build" -j"$jobs"
+
+# Root-owned setuid fixtures, in a directory only root can write.
+install -d -m 0755 "$fixtures"
+install -m 4755 -o root "$work/build/test/rt-suid-id" "$fixtures/suid-id"
+install -m 4755 -o root "$work/build/rt" "$fixtures/rt-suid"
+
+runuser -u "$user" -- env RT_TEST_REQUIRE_USERNS=1 \
+  RT_SUID_FIXTURE="$fixtures/suid-id" RT_SUID_RT="$fixtures/rt-suid" \
+  ctest --test-dir "$work/build" --output-on-failure -j"$jobs"
