@@ -45,7 +45,7 @@ bool image_has(int rootfd, const std::string& path) {
   return !path.empty() && static_cast<bool>(util::open_in_root(rootfd, path, O_PATH).fd);
 }
 
-run::Identity identity(const ExecOptions& o, const HostInfo& h, int rootfd) {
+run::Identity identity(const ExecOptions& o, const HostInfo& h) {
   run::Identity id;
   id.uid = o.uid.value_or(h.uid);
   id.gid = o.gid.value_or(h.gid);
@@ -57,7 +57,7 @@ run::Identity identity(const ExecOptions& o, const HostInfo& h, int rootfd) {
     id.home = o.no_home ? "/" : h.home;
   }
   id.group = id.gid == 0 ? "root" : id.gid == h.gid ? h.group : "group" + std::to_string(id.gid);
-  id.shell = image_has(rootfd, h.shell) ? h.shell : "/bin/sh";
+  id.shell = "/bin/sh";  // the image's shell; the host's may not exist there
   return id;
 }
 
@@ -92,7 +92,7 @@ void exec(const ExecOptions& o) {
   check_bind_sources(o, host);
   const run::ImageConfig* config = image.config ? &*image.config : nullptr;
 
-  run::Identity id = identity(o, host, rootfd.get());
+  run::Identity id = identity(o, host);
   run::PlanInputs pin;
   pin.options = &o;
   pin.host = &host;
@@ -116,9 +116,11 @@ void exec(const ExecOptions& o) {
   std::vector<std::string> env = run::compute_env(ein, show ? &changes : nullptr);
 
   std::string shell;
-  for (const auto& kv : env)
-    if (kv.starts_with("SHELL=")) shell = kv.substr(6);
-  if (!image_has(rootfd.get(), shell)) shell = "/bin/sh";
+  if (o.mode == ExecMode::Shell) {
+    for (const auto& kv : env)
+      if (kv.starts_with("SHELL=")) shell = kv.substr(6);
+    if (!image_has(rootfd.get(), shell)) shell = "/bin/sh";
+  }
   std::vector<std::string> argv = run::command_for(o.mode, o.command, config, image.name, shell);
   rootfd.reset();
 
@@ -144,6 +146,15 @@ void exec(const ExecOptions& o) {
 
   // Container root: no privilege can be gained from here on.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw SysError("prctl(PR_SET_NO_NEW_PRIVS)");
+  if (util::log_enabled(util::Level::Debug)) {
+    // rt's own peak memory (VmHWM counts this process image only, unlike
+    // getrusage, which also counts whatever exec'd into rt).
+    if (auto status = util::read_file_if_exists("/proc/self/status")) {
+      size_t at = status->find("VmHWM:");
+      if (at != std::string::npos)
+        util::debug("peak RSS" + status->substr(at + 5, status->find('\n', at) - at - 5));
+    }
+  }
   timing("exec");
   run::exec_program(argv, env, image.name);
 }

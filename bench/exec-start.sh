@@ -1,0 +1,35 @@
+#!/bin/bash
+# Start latency of `rt exec DIR /bin/true` beside `unshare -Urm /bin/true`
+# and Charliecloud's `ch-run DIR -- /bin/true`, interleaved in one run, as an
+# unprivileged user (as root: re-runs itself as rt-test). Prints medians,
+# peak RSS and ratios. Usage: bench/exec-start.sh [ROUNDS] (default 1000).
+# Targets: rt <= 1.2x unshare, <= 0.7x ch-run, peak RSS <= 3 MiB.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+rounds=${1:-1000}
+if [ "$(id -u)" = 0 ]; then
+  bash "$src/test/install-deps.sh"
+  id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
+  work=/var/tmp/rt-bench
+  rm -rf "$work"
+  install -d -o rt-test "$work"
+  (cd "$src" && tar --exclude=./build --exclude=./.git -cf - .) | runuser -u rt-test -- tar -xf - -C "$work"
+  exec runuser -u rt-test -- bash "$work/bench/exec-start.sh" "$rounds"
+fi
+cd "$src"
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-bench -j"$(nproc)" --target rt spawn_bench >/dev/null
+img=$(mktemp -d /var/tmp/rt-bench-img.XXXXXX)
+trap 'rm -rf "$img"' EXIT
+bash examples/make-busybox-image.sh "$img"
+export USER=${USER:-$(id -un)}  # ch-run needs it
+cd "${HOME:-/}"                  # a typical working directory: inside home
+echo "$("$src/build-bench/rt" --version 2>&1 | head -1), ch-run $(ch-run --version 2>&1 | head -1), kernel $(uname -r), $(nproc) cores"
+"$src/build-bench/bench/spawn_bench" "$rounds" \
+  "true|/bin/true" \
+  "unshare -Urm|unshare -Urm /bin/true" \
+  "ch-run DIR|ch-run $img -- /bin/true" \
+  "rt exec DIR|$src/build-bench/rt exec $img /bin/true"
+echo
+echo "rt's own peak RSS (VmHWM before exec, from -vv):$("$src/build-bench/rt" exec -vv "$img" /bin/true 2>&1 | sed -n 's/.*peak RSS//p')"
+echo "(the spawn_bench RSS column is wait4's ru_maxrss, which includes the spawner's own pages: compare with the /bin/true row)"
