@@ -85,10 +85,21 @@ void add_one(CLI::App& app, std::vector<Command>& out, const char* name, const c
 
 } // namespace
 
-void add_exec_commands(CLI::App& app, std::vector<Command>& out) {
-  add_one(app, out, "exec", "run PROG in IMAGE", ExecMode::Exec);
-  add_one(app, out, "run", "run the image's ENTRYPOINT/CMD in its WORKDIR", ExecMode::Run);
-  add_one(app, out, "shell", "start an interactive shell in IMAGE", ExecMode::Shell);
+void add_exec_commands(CLI::App& app, std::vector<Command>& out, const std::string& only) {
+  struct Verb {
+    const char* name;
+    const char* help;
+    ExecMode mode;
+  };
+  static constexpr Verb kVerbs[] = {
+      {"exec", "run PROG in IMAGE", ExecMode::Exec},
+      {"run", "run the image's ENTRYPOINT/CMD in its WORKDIR", ExecMode::Run},
+      {"shell", "start an interactive shell in IMAGE", ExecMode::Shell},
+  };
+  bool known = false;
+  for (const auto& v : kVerbs) known = known || only == v.name;
+  for (const auto& v : kVerbs)
+    if (!known || only == v.name) add_one(app, out, v.name, v.help, v.mode);
 }
 
 } // namespace rt::cli

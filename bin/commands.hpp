@@ -16,7 +16,9 @@ struct Command {
   std::function<int()> run;
 };
 
-// cmd_exec.cpp: exec, run, shell.
-void add_exec_commands(CLI::App& app, std::vector<Command>& out);
+// cmd_exec.cpp: exec, run, shell. With `only` set, registers just that
+// subcommand when it is one of them: building every option of every
+// subcommand is wasted work on the per-rank start path.
+void add_exec_commands(CLI::App& app, std::vector<Command>& out, const std::string& only = {});
 
 } // namespace rt::cli

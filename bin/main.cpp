@@ -39,10 +39,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("rt ") + RT_VERSION);
   app.require_subcommand(1);
   app.fallthrough(false);
-  std::vector<rt::cli::Command> commands;
-  rt::cli::add_exec_commands(app, commands);
-
   std::vector<std::string> words(argv + 1, argv + argc);
+  std::vector<rt::cli::Command> commands;
+  rt::cli::add_exec_commands(app, commands, words.empty() ? std::string() : words[0]);
+
   // Let a subcommand see its words first (exec keeps PROG's options for PROG).
   if (!words.empty()) {
     for (auto& c : commands) {

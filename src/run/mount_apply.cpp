@@ -60,15 +60,29 @@ void do_mount(const std::string& src, const std::string& dst, const char* type, 
     throw SysError(std::string("mount(") + what + ")", shown_src, shown_dst);
 }
 
+void stage(const char* what) {
+  if (util::log_enabled(util::Level::Trace)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.3f ms: %s", util::log_elapsed_ms(), what);
+    util::log(util::Level::Trace, buf);
+  }
+}
+
 class Builder {
 public:
   explicit Builder(const MountPlan& plan) : plan_(plan) {}
 
   void run() {
     setup_staging_and_root();
-    for (const auto& m : plan_.mounts) apply(m);
+    stage("staging and root");
+    for (const auto& m : plan_.mounts) {
+      apply(m);
+      stage(m.dst.c_str());
+    }
     finish_underlays();
+    stage("underlays frozen");
     pivot();
+    stage("pivot");
   }
 
 private:
