@@ -4,6 +4,8 @@
 //   ROOTFS             <- a small "staging" tmpfs mounted over the image path
 //   ROOTFS/root        <- the image (bind, or overlay with --write-tmpfs): the new root
 //   ROOTFS/passwd ...  <- synthesized files, bound into the new root
+//   ROOTFS/u0 ...      <- underlays: bound over image directories that lack a
+//                         mount point, holding the original entries re-bound
 // pivot_root then makes ROOTFS/root "/" and the staging tmpfs goes away with
 // the old root. Targets inside the image are always opened relative to the
 // new root with in-root resolution, so image symlinks cannot redirect a
@@ -79,8 +81,8 @@ public:
       apply(m);
       stage(m.dst.c_str());
     }
-    finish_underlays();
-    stage("underlays frozen");
+    freeze_staging();
+    stage("staging frozen");
     pivot();
     stage("pivot");
   }
@@ -91,7 +93,7 @@ private:
   UniqueFd staging_;  // root of the staging tmpfs
   UniqueFd root_;     // root of the new root mount
   std::set<dev_t> writable_devs_;       // filesystems of ours where mount points may be made
-  std::vector<std::string> underlays_;  // in-root paths of underlay tmpfs mounts
+  int underlays_ = 0;                   // directories of the staging tmpfs used as underlays
 
   std::string shown(const std::string& dst) const { return plan_.rootfs + "/root" + (dst == "/" ? "" : dst); }
   static std::string child(const std::string& dir, const std::string& name) {
@@ -130,12 +132,9 @@ private:
       unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | image_locked;
       if (plan_.root_mode == RootMode::ReadOnly) flags |= MS_RDONLY;
       do_mount("", root_path, nullptr, flags, "", "MS_REMOUNT", rootfs, rootfs);
-      // Synthesized files are read-only inside: freeze the staging tmpfs.
-      do_mount("", fd_path(staging_.get()), nullptr,
-               MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "", "MS_REMOUNT",
-               "tmpfs", rootfs);
     }
     root_ = util::open_fd(root_path, O_PATH | O_DIRECTORY);
+    writable_devs_.insert(dev_of(staging_.get(), rootfs));
     if (plan_.root_mode == RootMode::Overlay) writable_devs_.insert(dev_of(root_.get(), rootfs));
   }
 
@@ -156,14 +155,9 @@ private:
     return std::move(r.fd);
   }
 
-  // Returns an O_PATH fd of dst inside the new root, making it (without
-  // touching the image) when it does not exist.
-  UniqueFd target(const std::string& dst, bool want_dir) {
-    int err = 0;
-    UniqueFd fd = resolve(dst, &err);
-    if (fd) return fd;
-    if (err != ENOENT) throw SysError(err, "open", shown(dst));
-
+  // Makes dst, which does not exist inside the new root, without touching
+  // the image, and returns an O_PATH fd of it.
+  UniqueFd make_target(const std::string& dst, bool want_dir) {
     // Find the deepest existing directory above dst.
     auto comps = util::split(dst.substr(1), '/');
     size_t keep = comps.size() - 1;
@@ -249,9 +243,14 @@ private:
     }
     ::closedir(dir);
 
-    char opts[64];
-    std::snprintf(opts, sizeof opts, "mode=0%o", st.st_mode & 07777);
-    do_mount("tmpfs", fd_path(old.get()), "tmpfs", MS_NOSUID | MS_NODEV, opts, "tmpfs", "tmpfs",
+    // The underlay is a directory of the staging tmpfs, bound over the
+    // original: a bind is cheaper than a new tmpfs, and freezing the staging
+    // tmpfs at the end makes every underlay read-only at once.
+    const std::string under = "u" + std::to_string(underlays_++);
+    if (::mkdirat(staging_.get(), under.c_str(), 0700) != 0) throw SysError("mkdir", "staging " + under);
+    if (::fchmodat(staging_.get(), under.c_str(), st.st_mode & 07777, 0) != 0)
+      throw SysError("chmod", "staging " + under);
+    do_mount(stage_path(under), fd_path(old.get()), nullptr, MS_BIND, "", "MS_BIND", "underlay",
              shown(path));
     if (path == "/") {
       // Resolution starts at root_ and never climbs onto a mount stacked on
@@ -283,55 +282,47 @@ private:
       do_mount(old_base + e.name, new_base + e.name, nullptr, MS_BIND | MS_REC, "", "MS_BIND",
                shown(child(path, e.name)), shown(child(path, e.name)));
     }
-    writable_devs_.insert(dev_of(nd, shown(path)));
-    underlays_.push_back(path);
     return std::move(fresh.fd);
   }
 
   void apply(const Mount& m) {
-    std::string src;
-    bool src_is_dir = true;
-    switch (m.kind) {
-      case Mount::Kind::Bind: {
-        struct stat st;
-        if (::stat(m.src.c_str(), &st) != 0) {
-          if (m.optional && (errno == ENOENT || errno == ENOTDIR || errno == EACCES)) {
-            util::debug("skip `" + m.src + "`: not on this host");
-            return;
-          }
-          throw SysError("stat", m.src);
-        }
-        src = m.src;
-        src_is_dir = S_ISDIR(st.st_mode);
-        break;
-      }
-      case Mount::Kind::Staged:
-        src = stage_path(m.src);
-        src_is_dir = false;
-        break;
-      case Mount::Kind::Tmpfs:
-        break;
-    }
-    if (m.if_target) {
-      int err = 0;
-      if (!resolve(m.dst, &err)) {
+    const std::string src = m.kind == Mount::Kind::Staged ? stage_path(m.src) : m.src;
+    const std::string shown_src = m.kind == Mount::Kind::Staged ? "synthesized " + m.src : m.src;
+    int err = 0;
+    UniqueFd t = resolve(m.dst, &err);
+    if (!t) {
+      if (err != ENOENT) throw SysError(err, "open", shown(m.dst));
+      if (m.if_target) {
         util::debug("skip `" + m.dst + "`: not in the image");
         return;
       }
+      bool want_dir = m.kind == Mount::Kind::Tmpfs;
+      if (m.kind == Mount::Kind::Bind) {
+        struct stat st;
+        if (::stat(src.c_str(), &st) != 0) {
+          if (m.optional && source_missing(errno)) return skip_missing(m);
+          throw SysError("stat", src);
+        }
+        want_dir = S_ISDIR(st.st_mode);
+      }
+      t = make_target(m.dst, want_dir);
     }
-    UniqueFd t = target(m.dst, src_is_dir);
     const std::string tp = fd_path(t.get());
     if (m.kind == Mount::Kind::Tmpfs) {
       do_mount("tmpfs", tp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", "tmpfs", "tmpfs", shown(m.dst));
       return;
     }
-    const std::string shown_src = m.kind == Mount::Kind::Staged ? "synthesized " + m.src : m.src;
-    do_mount(src, tp, nullptr, MS_BIND | MS_REC, "", "MS_BIND", shown_src, shown(m.dst));
+    // Sources are not stat'ed beforehand: one syscall fewer per mount on
+    // the per-rank path; a missing optional source shows up as ENOENT here.
+    if (::mount(src.c_str(), tp.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+      int e = errno;
+      if (m.optional && source_missing(e)) return skip_missing(m);
+      throw SysError(e, "mount(MS_BIND)", shown_src, shown(m.dst));
+    }
     if (m.readonly && m.kind == Mount::Kind::Bind) {
       // The remount must name the new mount's root: resolve again from the top.
       UniqueFd src_fd = util::open_fd(src, O_PATH);
       unsigned long keep = locked_flags(src_fd.get(), src);
-      int err = 0;
       UniqueFd top = resolve(m.dst, &err);
       if (!top) throw SysError(err, "open", shown(m.dst));
       do_mount("", fd_path(top.get()), nullptr,
@@ -340,14 +331,16 @@ private:
     }
   }
 
-  void finish_underlays() {
-    if (plan_.root_mode != RootMode::ReadOnly) return;
-    for (const auto& path : underlays_) {
-      auto r = util::open_in_root(root_.get(), path, O_PATH | O_DIRECTORY);
-      if (!r.fd) throw SysError(r.err, "open", shown(path));
-      do_mount("", fd_path(r.fd.get()), nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "",
-               "MS_REMOUNT", "tmpfs", shown(path));
-    }
+  static bool source_missing(int e) { return e == ENOENT || e == ENOTDIR || e == EACCES; }
+  static void skip_missing(const Mount& m) { util::debug("skip `" + m.src + "`: not on this host"); }
+
+  // Synthesized files and underlays are read-only inside: freeze the
+  // staging tmpfs (with --write-tmpfs it holds the overlay's upper layer).
+  void freeze_staging() {
+    if (plan_.root_mode == RootMode::Overlay) return;
+    do_mount("", fd_path(staging_.get()), nullptr,
+             MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "", "MS_REMOUNT", "tmpfs",
+             plan_.rootfs);
   }
 
   void pivot() {
