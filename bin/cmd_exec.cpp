@@ -47,6 +47,8 @@ void add_options(CLI::App* sub, State& s) {
   sub->add_flag("--clean-env", s.opts.clean_env,
                 "start from an empty environment (keeping HOME, USER, TERM, LANG and launcher variables)");
   sub->add_flag("-n,--dry-run", s.opts.dry_run, "print the plan and exit without running anything");
+  sub->add_option("--storage", s.opts.storage, "image store (default: $RT_STORAGE or /var/tmp/$USER.rt)")
+      ->type_name("DIR");
   sub->add_option("image", s.opts.image, "image directory")->required()->type_name("IMAGE");
 }
 
@@ -84,6 +86,8 @@ void add_one(CLI::App& app, std::vector<Command>& out, const char* name, const c
 }
 
 } // namespace
+
+bool is_exec_verb(const std::string& w) { return w == "exec" || w == "run" || w == "shell"; }
 
 void add_exec_commands(CLI::App& app, std::vector<Command>& out, const std::string& only) {
   struct Verb {

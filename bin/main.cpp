@@ -3,7 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "commands.hpp"
 #include "rt/error.hpp"
@@ -19,6 +22,33 @@ bool installed_privileged() {
   // The bits count even where a nosuid mount makes the kernel ignore them.
   return ::stat("/proc/self/exe", &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0;
 }
+
+#ifndef RT_FULL
+// Hands the command line to the full program, installed beside rt or in
+// ../libexec/rt/. Only returns on failure.
+int forward_to_full(char** argv) {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    std::perror("rt: readlink /proc/self/exe");
+    return rt::kExitRtFailed;
+  }
+  self[n] = '\0';
+  std::string dir(self);
+  dir.resize(dir.rfind('/'));
+  std::string candidates[] = {dir + "/rt-image", dir + "/../libexec/rt/rt-image"};
+  for (const auto& c : candidates) {
+    ::execv(c.c_str(), argv);
+    if (errno != ENOENT) {
+      std::fprintf(stderr, "rt: error: cannot run `%s`: %s\n", c.c_str(), std::strerror(errno));
+      return rt::kExitRtFailed;
+    }
+  }
+  std::fprintf(stderr, "rt: error: cannot find rt-image (looked for `%s` and `%s`)\n", candidates[0].c_str(),
+               candidates[1].c_str());
+  return rt::kExitRtFailed;
+}
+#endif
 
 void print_error(const rt::Error& e) {
   std::fprintf(stderr, "rt: error: %s\n", e.what());
@@ -41,7 +71,13 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
   std::vector<std::string> words(argv + 1, argv + argc);
   std::vector<rt::cli::Command> commands;
+#ifdef RT_FULL
   rt::cli::add_exec_commands(app, commands, words.empty() ? std::string() : words[0]);
+  rt::cli::add_image_commands(app, commands);
+#else
+  if (words.empty() || !rt::cli::is_exec_verb(words[0])) return forward_to_full(argv);
+  rt::cli::add_exec_commands(app, commands, words[0]);
+#endif
 
   // Let a subcommand see its words first (exec keeps PROG's options for PROG).
   if (!words.empty()) {

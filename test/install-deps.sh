@@ -6,7 +6,9 @@ PACKAGES=(
   build-essential cmake pkg-config
   libcli11-dev catch2 nlohmann-json3-dev libseccomp-dev
   libarchive-dev libssl-dev libcurl4-openssl-dev libsquashfuse-dev libfuse3-dev
-  busybox-static util-linux
+  libzstd-dev libisal-dev zlib1g-dev
+  busybox-static util-linux python3 openssl zstd
+  docker-registry skopeo apache2-utils
   charliecloud hyperfine
 )
 missing=()

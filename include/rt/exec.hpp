@@ -26,7 +26,8 @@ enum class ExecMode {
 
 struct ExecOptions {
   ExecMode mode = ExecMode::Exec;
-  std::string image;                 // directory (root filesystem or bundle)
+  std::string image;                 // directory (root filesystem or bundle) or store name
+  std::string storage;               // image store; empty: $RT_STORAGE or /var/tmp/$USER.rt
   std::vector<std::string> command;  // PROG ARGS... (Exec), ARGS... (Run)
 
   std::optional<uid_t> uid;  // inside the container; default: the caller's

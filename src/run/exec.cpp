@@ -87,7 +87,7 @@ void exec(const ExecOptions& o) {
   timing("start");
   // Host: gather and decide everything while errors are easy to explain.
   HostInfo host = run::gather_host_info();
-  Image image = run::open_image(o.image, host.cwd);
+  Image image = run::open_image(o.image, host.cwd, o.storage);
   util::UniqueFd rootfd = util::open_fd(image.rootfs, O_PATH | O_DIRECTORY);
   check_bind_sources(o, host);
   const run::ImageConfig* config = image.config ? &*image.config : nullptr;

@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "rt/error.hpp"
+#include "store/lookup.hpp"
 #include "util/fs.hpp"
 
 namespace rt::run {
@@ -24,7 +25,7 @@ bool looks_like_rootfs(const std::string& dir) {
 
 } // namespace
 
-Image open_image(const std::string& ref, const std::string& cwd) {
+Image open_image(const std::string& ref, const std::string& cwd, const std::string& storage) {
   if (ref.empty()) throw Error("no image given");
   Image img;
   img.name = ref;
@@ -32,8 +33,14 @@ Image open_image(const std::string& ref, const std::string& cwd) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     int e = errno;
-    if (e == ENOENT) throw Error("image `" + ref + "` not found: no such directory `" + path + "`");
-    throw SysError(e, "stat", path);
+    if (e != ENOENT) throw SysError(e, "stat", path);
+    std::string root = storage.empty() ? store::default_root() : storage;
+    auto dir = store::find_image(root, ref);
+    if (!dir)
+      throw Error("image `" + ref + "` not found: no directory `" + path + "`, and no image of that name in store `" +
+                  root + "`");
+    path = *dir;
+    if (::stat(path.c_str(), &st) != 0) throw SysError("stat", path);
   }
   if (!S_ISDIR(st.st_mode))
     throw Error("image `" + ref + "`: `" + path + "` is not a directory");

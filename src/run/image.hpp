@@ -13,6 +13,7 @@ namespace rt::run {
 // Accepted forms of IMAGE:
 //   DIR             a root filesystem (has bin/, usr/ or etc/)
 //   DIR             a bundle: DIR/rootfs/ plus DIR/image-config.json
+//   NAME            an image in the store (a bundle there)
 struct Image {
   std::string name;    // what the user typed, for RT_CONTAINER and messages
   std::string rootfs;  // absolute host path of the root filesystem
@@ -22,7 +23,9 @@ struct Image {
 inline constexpr const char* kBundleRootfs = "rootfs";
 inline constexpr const char* kBundleConfig = "image-config.json";
 
-// Throws rt::Error naming the image and what is wrong with it.
-Image open_image(const std::string& ref, const std::string& cwd);
+// A directory path is used as it is; otherwise `ref` is looked up by name
+// in the store at `storage`. Throws rt::Error naming the image and what is
+// wrong with it.
+Image open_image(const std::string& ref, const std::string& cwd, const std::string& storage);
 
 } // namespace rt::run

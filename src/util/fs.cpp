@@ -102,3 +102,61 @@ bool is_directory(const std::string& path) {
 }
 
 } // namespace rt::util
+
+#include <dirent.h>
+
+namespace rt::util {
+
+void remove_tree_at(int dirfd, const std::string& name, const std::string& shown) {
+  struct stat st;
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return;
+    throw SysError("stat", shown);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == EACCES && ::fchmodat(dirfd, name.c_str(), 0700, 0) == 0)
+      fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) throw SysError("open", shown);
+    if ((st.st_mode & 0700) != 0700) ::fchmod(fd, 0700);
+    DIR* d = ::fdopendir(fd);
+    if (!d) {
+      ::close(fd);
+      throw SysError("fdopendir", shown);
+    }
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(std::move(n));
+    }
+    for (const auto& n : names) remove_tree_at(::dirfd(d), n, shown + "/" + n);
+    ::closedir(d);
+    if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) throw SysError("rmdir", shown);
+  } else if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) {
+    throw SysError("unlink", shown);
+  }
+}
+
+void remove_tree(const std::string& path) {
+  std::string norm = normalize_path(path);
+  size_t slash = norm.rfind('/');
+  std::string parent = slash == 0 ? "/" : norm.substr(0, slash);
+  UniqueFd dir(::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) {
+    if (errno == ENOENT) return;
+    throw SysError("open", parent);
+  }
+  remove_tree_at(dir.get(), norm.substr(slash + 1), norm);
+}
+
+} // namespace rt::util
+
+namespace rt::util {
+size_t read_some(int fd, void* buf, size_t size, const std::string& name) {
+  for (;;) {
+    ssize_t n = ::read(fd, buf, size);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno != EINTR) throw SysError("read", name);
+  }
+}
+} // namespace rt::util

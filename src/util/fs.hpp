@@ -30,3 +30,18 @@ bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);
 
 } // namespace rt::util
+
+namespace rt::util {
+
+// Removes `name` below dirfd, recursively, never following a symlink, and
+// making directories writable first (an image may hold 0555 directories).
+// Missing is not an error. Throws SysError naming `shown`.
+void remove_tree_at(int dirfd, const std::string& name, const std::string& shown);
+void remove_tree(const std::string& path);
+
+} // namespace rt::util
+
+namespace rt::util {
+// One read(2), retried on EINTR; throws SysError naming `name`.
+size_t read_some(int fd, void* buf, size_t size, const std::string& name);
+} // namespace rt::util

@@ -42,6 +42,17 @@ void log(Level level, std::string_view message) {
   (void)ignored;
 }
 
+void note(std::string_view message) {
+  if (g_verbosity < 0) return;
+  std::string line = g_prefix;
+  line += message;
+  line += '\n';
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+bool stderr_is_tty() { return ::isatty(STDERR_FILENO) == 1; }
+
 double log_elapsed_ms() {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);

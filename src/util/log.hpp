@@ -14,6 +14,10 @@ void log(Level level, std::string_view message);
 double log_elapsed_ms();
 
 inline void warn(std::string_view m) { log(Level::Warn, m); }
+// Progress and results: shown unless -q.
+void note(std::string_view message);
+// True when stderr is a terminal (progress bars instead of lines).
+bool stderr_is_tty();
 inline void info(std::string_view m) { log(Level::Info, m); }
 inline void debug(std::string_view m) { log(Level::Debug, m); }
 

@@ -6,6 +6,7 @@ before=$(tree_listing "$IMG")
 
 expect_status 125 "missing image" -- "$RT" exec "$T/nope" true
 expect_match "$ERR" "nope" "names the missing image"
+expect_match "$ERR" "store" "says where else it looked"
 expect_eq "$(echo "$ERR" | wc -l)" 1 "one line"
 
 mkdir -p "$T/empty"

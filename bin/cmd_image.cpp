@@ -1,0 +1,203 @@
+// `rt pull`, `rt import`, `rt images`, `rt inspect`, `rt rm`, `rt prune`,
+// `rt login`: fill the options, call librt.
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "image/ref.hpp"
+#include "image/registry.hpp"
+#include "rt/error.hpp"
+#include "rt/image.hpp"
+
+namespace rt::cli {
+namespace {
+
+struct Common {
+  int verbose = 0;
+  bool quiet = false;
+  std::string storage;
+  void add(CLI::App* sub) {
+    sub->add_flag("-v,--verbose", verbose, "more detail; twice for debugging");
+    sub->add_flag("-q,--quiet", quiet, "print errors only");
+    sub->add_option("--storage", storage, "image store (default: $RT_STORAGE or /var/tmp/$USER.rt)")->type_name("DIR");
+  }
+  void fill(StoreOptions& o) const {
+    o.storage = storage;
+    o.verbosity = quiet ? -1 : verbose;
+  }
+};
+
+template <class State>
+Command make(CLI::App& app, const char* name, const char* help, std::shared_ptr<State> s,
+             std::function<int(State&)> run) {
+  Command c;
+  c.app = app.add_subcommand(name, help);
+  s->common.add(c.app);
+  c.run = [s, run] { return run(*s); };
+  return c;
+}
+
+std::string json_escape(const std::string& s) { return nlohmann::json(s).dump(); }
+
+} // namespace
+
+void add_image_commands(CLI::App& app, std::vector<Command>& out) {
+  {
+    struct S {
+      Common common;
+      PullOptions o;
+      std::string ref, max_size;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "pull", "download an image from a registry into the store", s, [](S& st) {
+      st.common.fill(st.o);
+      pull(st.ref, st.o);
+      return 0;
+    });
+    c.app->add_option("--platform", s->o.platform, "OS/ARCH[/VARIANT] to pull (default: this host's)")
+        ->type_name("PLATFORM");
+    c.app->add_option("--ca-file", s->o.ca_file, "trust the CA certificates in FILE too")->type_name("FILE");
+    c.app->add_flag("--insecure", s->o.insecure, "do not verify the registry's TLS certificate (test registries)");
+    c.app->add_flag("--plain-http", s->o.plain_http, "talk HTTP, not HTTPS (test registries)");
+    c.app->add_option("-j,--jobs", s->o.jobs, "parallel layer downloads (default 4)")->type_name("N");
+    c.app->add_option("--max-size", s->o.max_bytes, "refuse images larger than BYTES unpacked (default 64 GiB)")
+        ->type_name("BYTES");
+    c.app->add_option("ref", s->ref, "image reference, e.g. ubuntu:24.04 or docker://ghcr.io/org/img:tag")
+        ->required()
+        ->type_name("REF");
+    c.app->add_option("name", s->o.name, "store it under NAME (default: the canonical reference)")->type_name("NAME");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      ImportOptions o;
+      std::string source;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "import", "store an image from a docker-archive, OCI layout or root-filesystem tar", s,
+                        [](S& st) {
+                          st.common.fill(st.o);
+                          import_image(st.source, st.o);
+                          return 0;
+                        });
+    c.app->add_option("--max-size", s->o.max_bytes, "refuse images larger than BYTES unpacked (default 64 GiB)")
+        ->type_name("BYTES");
+    c.app->add_option("source", s->source, "docker save tarball, OCI layout directory or archive[:TAG], or rootfs tar(.gz)")
+        ->required()
+        ->type_name("SOURCE");
+    c.app->add_option("name", s->o.name, "store it under NAME (default: its tag, else the file name)")->type_name("NAME");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      StoreOptions o;
+      bool json = false;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "images", "list the images in the store", s, [](S& st) {
+      st.common.fill(st.o);
+      auto list = list_images(st.o);
+      if (st.json) {
+        nlohmann::json a = nlohmann::json::array();
+        for (const auto& i : list)
+          a.push_back({{"name", i.name}, {"ref", i.ref}, {"manifest_digest", i.manifest_digest},
+                       {"config_digest", i.config_digest}, {"size", i.size}, {"created", i.created}, {"path", i.dir}});
+        std::cout << a.dump(2) << "\n";
+        return 0;
+      }
+      std::printf("%-50s %-19s %10s  %s\n", "NAME", "DIGEST", "SIZE", "CREATED");
+      for (const auto& i : list) {
+        char size[32];
+        std::snprintf(size, sizeof size, "%.1f MB", static_cast<double>(i.size) / 1e6);
+        std::printf("%-50s %-19s %10s  %s\n", i.name.c_str(),
+                    (i.manifest_digest.empty() ? i.config_digest : i.manifest_digest).substr(0, 19).c_str(), size,
+                    i.created.c_str());
+      }
+      return 0;
+    });
+    c.app->add_flag("--json", s->json, "print JSON");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      StoreOptions o;
+      std::string name;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "inspect", "print what the store knows of an image, as JSON", s, [](S& st) {
+      st.common.fill(st.o);
+      auto i = inspect_image(st.name, st.o);
+      std::cout << "{\n  \"name\": " << json_escape(i.name) << ",\n  \"ref\": " << json_escape(i.ref)
+                << ",\n  \"manifest_digest\": " << json_escape(i.manifest_digest)
+                << ",\n  \"config_digest\": " << json_escape(i.config_digest) << ",\n  \"size\": " << i.size
+                << ",\n  \"created\": " << json_escape(i.created) << ",\n  \"path\": " << json_escape(i.dir)
+                << "\n}\n";
+      return 0;
+    });
+    c.app->add_option("name", s->name, "image name")->required()->type_name("NAME");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      StoreOptions o;
+      std::vector<std::string> names;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "rm", "remove images from the store", s, [](S& st) {
+      st.common.fill(st.o);
+      for (const auto& n : st.names) remove_image(n, st.o);
+      return 0;
+    });
+    c.app->add_option("names", s->names, "image names")->required()->type_name("NAME");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      StoreOptions o;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "prune", "remove cached blobs no image uses and debris of interrupted runs", s, [](S& st) {
+      st.common.fill(st.o);
+      uint64_t freed = prune_store(st.o);
+      if (!st.common.quiet) std::printf("freed %.1f MB\n", static_cast<double>(freed) / 1e6);
+      return 0;
+    });
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      StoreOptions o;
+      std::string registry, user;
+      bool password_stdin = false;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "login", "save registry credentials in ~/.docker/config.json", s, [](S& st) {
+      if (st.user.empty()) throw Error("rt login needs -u USER");
+      if (!st.password_stdin) throw Error("rt login reads the password from standard input: add --password-stdin");
+      std::string pw;
+      std::getline(std::cin, pw);
+      if (pw.empty()) throw Error("no password on standard input");
+      std::string reg = st.registry;
+      if (reg.find('/') != std::string::npos || reg.find('.') == std::string::npos)
+        reg = image::parse_reference(reg + "/x").registry;
+      image::save_docker_config_credentials(reg, st.user, pw);
+      if (!st.common.quiet) std::printf("saved credentials for %s\n", reg.c_str());
+      return 0;
+    });
+    c.app->add_option("-u,--username", s->user, "user name")->type_name("USER");
+    c.app->add_flag("--password-stdin", s->password_stdin, "read the password from standard input");
+    c.app->add_option("registry", s->registry, "registry host[:port], e.g. ghcr.io")->required()->type_name("REGISTRY");
+    out.push_back(std::move(c));
+  }
+}
+
+} // namespace rt::cli

@@ -1,0 +1,43 @@
+// Public entry points for images: pull, import, and the store.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rt {
+
+struct StoreOptions {
+  std::string storage;  // empty: $RT_STORAGE or /var/tmp/$USER.rt
+  int verbosity = 0;    // -1 quiet
+};
+
+struct ImportOptions : StoreOptions {
+  std::string name;             // store name; default: from the source
+  uint64_t max_bytes = 0;       // unpacked size limit; 0: the default limit
+};
+
+struct PullOptions : ImportOptions {
+  std::string platform;         // OS/ARCH[/VARIANT]; empty: the host's
+  std::string ca_file;          // extra CA bundle for TLS
+  bool insecure = false;        // do not verify TLS certificates (test registries only)
+  bool plain_http = false;      // http:// instead of https:// (test registries only)
+  int jobs = 4;                 // parallel layer downloads
+};
+
+// Default unpacked-size limit: 64 GiB (a guard against decompression bombs).
+inline constexpr uint64_t kDefaultMaxBytes = 64ull << 30;
+
+// Each returns the name the image was stored under. Throw rt::Error.
+std::string pull(const std::string& ref, const PullOptions& options);
+std::string import_image(const std::string& source, const ImportOptions& options);
+
+struct ImageSummary {
+  std::string name, ref, manifest_digest, config_digest, created, dir;
+  uint64_t size = 0;
+};
+std::vector<ImageSummary> list_images(const StoreOptions& options);
+ImageSummary inspect_image(const std::string& name, const StoreOptions& options);
+void remove_image(const std::string& name, const StoreOptions& options);
+uint64_t prune_store(const StoreOptions& options);
+
+} // namespace rt

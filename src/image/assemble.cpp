@@ -1,0 +1,89 @@
+// Building a stored image from its layers (host).
+#include "image/assemble.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "image/layer_stream.hpp"
+#include "rt/error.hpp"
+#include "store/lookup.hpp"
+#include "util/fs.hpp"
+#include "util/log.hpp"
+
+namespace rt::image {
+
+std::string human_bytes(uint64_t n) {
+  char buf[32];
+  if (n < 1000) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  else if (n < 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(n) / 1e3);
+  else if (n < 1000ull * 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(n) / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(n) / 1e9);
+  return buf;
+}
+
+namespace {
+
+std::string now_utc() {
+  char buf[32];
+  time_t t = ::time(nullptr);
+  tm tmv{};
+  ::gmtime_r(&t, &tmv);
+  ::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+  return buf;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  util::UniqueFd fd = util::open_fd(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  util::write_all(fd.get(), text, path);
+}
+
+} // namespace
+
+void assemble_image(store::Store& store, const ImageSource& src, const AssembleOptions& opts) {
+  store::WorkDir work(store.tmp_dir(), "image");
+  const std::string rootfs = work.path() + "/rootfs";
+  if (::mkdir(rootfs.c_str(), 0755) != 0) throw SysError("mkdir", rootfs);
+  TreeWriter writer(rootfs, src.name, opts.max_bytes);
+  const size_t n = src.layers.size();
+  for (size_t i = 0; i < n; ++i) {
+    const LayerInput& l = src.layers[i];
+    const std::string where = "image `" + src.name + "` layer " + std::to_string(i + 1) + "/" +
+                              std::to_string(n) + " `" + l.name + "`";
+    LayerStream stream(l.open(), l.name);
+    uint64_t before = writer.stats().bytes;
+    writer.apply_layer([&](void* buf, size_t size) { return stream.read(buf, size); }, l.name);
+    if (!l.expected_blob.empty() && stream.blob_digest() != l.expected_blob)
+      throw Error(where + ": digest mismatch: the blob hashes to " + stream.blob_digest());
+    if (l.expected_size >= 0 && stream.blob_size() != static_cast<uint64_t>(l.expected_size))
+      throw Error(where + ": size mismatch: " + std::to_string(stream.blob_size()) + " bytes, the manifest says " +
+                  std::to_string(l.expected_size));
+    if (!l.expected_diff_id.empty() && stream.diff_id() != l.expected_diff_id)
+      throw Error(where + ": diff_id mismatch: the uncompressed layer hashes to " + stream.diff_id() +
+                  ", the config says " + l.expected_diff_id);
+    if (!opts.quiet)
+      util::note("layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + l.name.substr(0, 19) + " " +
+                 human_bytes(stream.blob_size()) + " " + stream.compression() + " -> " +
+                 human_bytes(writer.stats().bytes - before) + " unpacked");
+  }
+  writer.finish();
+
+  write_file(work.path() + "/image-config.json", src.config_text);
+  nlohmann::json meta;
+  meta["name"] = src.name;
+  meta["ref"] = src.ref;
+  meta["manifest_digest"] = src.manifest_digest;
+  meta["config_digest"] = src.config_digest;
+  meta["layers"] = nlohmann::json::array();
+  for (const auto& l : src.layers) meta["layers"].push_back(l.expected_blob.empty() ? l.name : l.expected_blob);
+  meta["size"] = writer.stats().bytes;
+  meta["created"] = now_utc();
+  write_file(work.path() + "/" + store::kMetaFile, meta.dump(2) + "\n");
+  store.commit_image(src.name, work);
+}
+
+} // namespace rt::image

@@ -1,0 +1,202 @@
+// rt import: docker-archive, OCI layout (directory or archive), root
+// filesystem tar (host).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "image/assemble.hpp"
+#include "image/manifest.hpp"
+#include "image/tar_member.hpp"
+#include "rt/error.hpp"
+#include "rt/image.hpp"
+#include "store/lookup.hpp"
+#include "util/fs.hpp"
+#include "util/log.hpp"
+#include "util/sha256.hpp"
+
+namespace rt {
+namespace image {
+namespace {
+
+using nlohmann::json;
+
+ReadFn file_reader(const std::string& path) {
+  auto fd = std::make_shared<util::UniqueFd>(util::open_fd(path, O_RDONLY));
+  return [fd, path](void* buf, size_t size) -> size_t { return util::read_some(fd->get(), buf, size, path); };
+}
+
+std::string base_name(const std::string& path) {
+  std::string p = util::normalize_path(path);
+  return p.substr(p.rfind('/') + 1);
+}
+
+// Where the pieces of an OCI layout live: a directory or a tar of one.
+struct Layout {
+  std::string dir;  // set for a directory
+  std::string tar;  // set for an archive
+  std::string read(const std::string& member) const {
+    if (!dir.empty()) {
+      auto t = util::read_file_if_exists(dir + "/" + member, 4 << 20);
+      if (!t) throw Error("`" + dir + "` has no `" + member + "`");
+      return *t;
+    }
+    auto t = tar_read_small(tar, member);
+    if (!t) throw Error("`" + tar + "` has no member `" + member + "`");
+    return *t;
+  }
+  std::function<ReadFn()> opener(const std::string& member) const {
+    if (!dir.empty()) return [p = dir + "/" + member] { return file_reader(p); };
+    return [t = tar, member] { return tar_member_reader(t, member); };
+  }
+  std::string where() const { return dir.empty() ? tar : dir; }
+};
+
+std::string blob_member(const std::string& digest, const std::string& what) {
+  return "blobs/sha256/" + util::digest_hex(digest, what);
+}
+
+ImageSource from_oci_layout(const Layout& lay, const std::string& tag, const std::string& source) {
+  json index = parse_json(lay.read("index.json"), "`" + source + "` index.json");
+  auto ms = parse_index(index, source);
+  if (ms.empty()) throw Error("`" + source + "`: index.json lists no image");
+  const Descriptor* pick = nullptr;
+  std::vector<std::string> tags;
+  for (const auto& m : index["manifests"]) {
+    std::string t = m.contains("annotations") ? m["annotations"].value("org.opencontainers.image.ref.name", "") : "";
+    if (!t.empty()) tags.push_back(t);
+  }
+  if (!tag.empty()) {
+    for (size_t i = 0; i < ms.size(); ++i) {
+      const auto& a = index["manifests"][i];
+      if (a.contains("annotations") && a["annotations"].value("org.opencontainers.image.ref.name", "") == tag)
+        pick = &ms[i];
+    }
+    if (!pick) throw Error("`" + source + "` has no image tagged `" + tag + "`");
+  } else if (ms.size() == 1) {
+    pick = &ms[0];
+  } else {
+    std::string list;
+    for (const auto& t : tags) list += (list.empty() ? "" : ", ") + t;
+    throw Error("`" + source + "` holds " + std::to_string(ms.size()) + " images; choose one with SOURCE:TAG",
+                list.empty() ? "" : "tags: " + list);
+  }
+  std::string mtext = lay.read(blob_member(pick->digest, source));
+  if (util::sha256_digest(mtext) != pick->digest) throw Error("`" + source + "`: manifest digest mismatch");
+  json mdoc = parse_json(mtext, "`" + source + "` manifest");
+  std::string manifest_digest = pick->digest;
+  if (is_index(mdoc)) {  // a multi-platform image: take the host's
+    auto inner = parse_index(mdoc, source);
+    const Descriptor& d = select_platform(inner, host_platform(), source);
+    mtext = lay.read(blob_member(d.digest, source));
+    if (util::sha256_digest(mtext) != d.digest) throw Error("`" + source + "`: manifest digest mismatch");
+    mdoc = parse_json(mtext, "`" + source + "` manifest");
+    manifest_digest = d.digest;
+  }
+  Manifest m = parse_manifest(mdoc, "`" + source + "` manifest");
+  ImageSource src;
+  src.manifest_digest = manifest_digest;
+  src.config_text = lay.read(blob_member(m.config.digest, source));
+  src.config_digest = m.config.digest;
+  if (util::sha256_digest(src.config_text) != m.config.digest)
+    throw Error("`" + source + "`: image config digest mismatch");
+  auto diff_ids = parse_diff_ids(parse_json(src.config_text, "image config"), source);
+  if (diff_ids.size() != m.layers.size())
+    throw Error("`" + source + "`: the manifest has " + std::to_string(m.layers.size()) + " layers, the config " +
+                std::to_string(diff_ids.size()) + " diff_ids");
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    check_layer(m.layers[i], source);
+    src.layers.push_back({m.layers[i].digest, m.layers[i].digest, m.layers[i].size, diff_ids[i],
+                          lay.opener(blob_member(m.layers[i].digest, source))});
+  }
+  if (!tags.empty() && tag.empty()) src.name = tags.front();
+  return src;
+}
+
+ImageSource from_docker_archive(const std::string& tar, const std::string& source) {
+  json manifest = json::parse(*tar_read_small(tar, "manifest.json"), nullptr, false);
+  if (!manifest.is_array() || manifest.empty() || !manifest[0].is_object())
+    throw Error("`" + source + "`: manifest.json is not a docker-archive manifest");
+  const json& m = manifest[0];
+  if (manifest.size() > 1) util::warn("`" + source + "` holds several images; importing the first");
+  std::string config_member = m.value("Config", "");
+  auto config = tar_read_small(tar, config_member);
+  if (!config) throw Error("`" + source + "` has no config `" + config_member + "`");
+  ImageSource src;
+  src.config_text = *config;
+  src.config_digest = util::sha256_digest(*config);
+  auto diff_ids = parse_diff_ids(parse_json(src.config_text, "image config"), source);
+  auto layers = m.find("Layers");
+  if (layers == m.end() || !layers->is_array()) throw Error("`" + source + "`: manifest.json has no Layers");
+  if (layers->size() != diff_ids.size())
+    throw Error("`" + source + "`: " + std::to_string(layers->size()) + " layers but " +
+                std::to_string(diff_ids.size()) + " diff_ids");
+  for (size_t i = 0; i < diff_ids.size(); ++i) {
+    if (!(*layers)[i].is_string()) throw Error("`" + source + "`: a layer name is not a string");
+    std::string member = (*layers)[i].get<std::string>();
+    // Docker save names blobs by digest in newer versions; older ones use
+    // <id>/layer.tar (uncompressed: its digest is the diff_id).
+    std::string blob = member.starts_with("blobs/sha256/") ? "sha256:" + member.substr(13) : "";
+    if (!blob.empty() && !util::is_valid_digest(blob)) blob.clear();
+    src.layers.push_back({diff_ids[i], blob, -1, diff_ids[i], [tar, member] { return tar_member_reader(tar, member); }});
+  }
+  if (auto tags = m.find("RepoTags"); tags != m.end() && tags->is_array() && !tags->empty() && (*tags)[0].is_string())
+    src.name = (*tags)[0].get<std::string>();
+  return src;
+}
+
+ImageSource from_rootfs_tar(const std::string& tar) {
+  ImageSource src;
+  json cfg = {{"architecture", host_platform().architecture},
+              {"os", "linux"},
+              {"config", {{"Env", {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}}},
+              {"rootfs", {{"type", "layers"}, {"diff_ids", json::array()}}}};
+  src.config_text = cfg.dump();
+  src.config_digest = util::sha256_digest(src.config_text);
+  src.layers.push_back({base_name(tar), "", -1, "", [tar] { return file_reader(tar); }});
+  return src;
+}
+
+} // namespace
+} // namespace image
+
+std::string import_image(const std::string& source_arg, const ImportOptions& o) {
+  util::log_init(o.verbosity);
+  // SOURCE[:TAG] for OCI layouts; a path containing ':' wins if it exists.
+  std::string source = source_arg, tag;
+  if (!util::path_exists(source)) {
+    size_t colon = source.rfind(':');
+    if (colon != std::string::npos && util::path_exists(source.substr(0, colon))) {
+      tag = source.substr(colon + 1);
+      source = source.substr(0, colon);
+    }
+  }
+  struct stat st;
+  if (::stat(source.c_str(), &st) != 0) throw Error("import source `" + source + "` does not exist");
+  image::ImageSource src;
+  if (S_ISDIR(st.st_mode)) {
+    if (!util::path_exists(source + "/index.json"))
+      throw Error("`" + source + "` is a directory but not an OCI image layout (no index.json)",
+                  "to run a root filesystem directory, give it to rt exec directly");
+    src = image::from_oci_layout({source, ""}, tag, source);
+  } else {
+    auto members = image::tar_members(source);
+    auto has = [&](const char* m) { return std::find(members.begin(), members.end(), m) != members.end(); };
+    if (has("manifest.json")) src = image::from_docker_archive(source, source);
+    else if (has("index.json") && has("oci-layout")) src = image::from_oci_layout({"", source}, tag, source);
+    else src = image::from_rootfs_tar(source);
+  }
+  if (!o.name.empty()) src.name = o.name;
+  if (src.name.empty()) src.name = image::base_name(source);
+  src.ref = "import:" + util::normalize_path(source_arg, "/");
+  store::Store store(o.storage.empty() ? store::default_root() : o.storage);
+  auto lock = store.lock_name(src.name);
+  image::assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
+  util::note("imported `" + src.name + "` into " + store.root());
+  return src.name;
+}
+
+} // namespace rt

@@ -1,0 +1,173 @@
+// rt pull: registry -> verified blobs in the cache -> unpacked image (host).
+// Layers download in parallel; each is unpacked as soon as it and the
+// layers below it are there, so downloading and unpacking overlap.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "image/assemble.hpp"
+#include "image/manifest.hpp"
+#include "image/ref.hpp"
+#include "image/registry.hpp"
+#include "rt/error.hpp"
+#include "rt/image.hpp"
+#include "store/lookup.hpp"
+#include "store/store.hpp"
+#include "util/fs.hpp"
+#include "util/log.hpp"
+
+namespace rt {
+namespace {
+
+using image::Descriptor;
+
+// A terminal line showing the bytes downloaded so far.
+class Progress {
+public:
+  Progress(uint64_t total, size_t layers, bool show)
+      : total_(total), layers_(layers), tty_(show && util::stderr_is_tty()), show_(show) {}
+  void add(uint64_t n) {
+    uint64_t now = done_ += n;
+    if (!tty_) return;
+    auto t = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> g(m_);
+    if (t - last_ < std::chrono::milliseconds(100)) return;
+    last_ = t;
+    std::fprintf(stderr, "\rrt: downloading %zu layer%s: %s / %s   ", layers_, layers_ == 1 ? "" : "s",
+                 image::human_bytes(now).c_str(), image::human_bytes(total_).c_str());
+  }
+  void layer_done(size_t i, size_t n, const Descriptor& d) {
+    if (!show_) return;
+    std::lock_guard<std::mutex> g(m_);
+    if (tty_) std::fprintf(stderr, "\r\033[K");
+    util::note("downloaded layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + d.digest.substr(0, 19) +
+               " " + image::human_bytes(static_cast<uint64_t>(std::max<int64_t>(d.size, 0))));
+  }
+
+private:
+  std::atomic<uint64_t> done_{0};
+  uint64_t total_;
+  size_t layers_;
+  bool tty_, show_;
+  std::mutex m_;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+} // namespace
+
+std::string pull(const std::string& ref_text, const PullOptions& o) {
+  util::log_init(o.verbosity);
+  image::Reference ref = image::parse_reference(ref_text);
+  image::RegistryOptions ro;
+  ro.ca_file = o.ca_file;
+  ro.insecure = o.insecure;
+  ro.plain_http = o.plain_http;
+  image::Registry reg(ref, ro);
+  const std::string shown = ref.str();
+
+  auto doc = reg.get_manifest(ref.manifest_ref());
+  auto j = image::parse_json(doc.body, "image `" + shown + "` manifest");
+  std::string manifest_digest = doc.digest;
+  if (image::is_index(j)) {
+    auto ms = image::parse_index(j, "image `" + shown + "` index");
+    image::Platform want = o.platform.empty() ? image::host_platform() : image::parse_platform(o.platform);
+    const Descriptor& d = image::select_platform(ms, want, shown);
+    doc = reg.get_manifest(d.digest);
+    j = image::parse_json(doc.body, "image `" + shown + "` manifest");
+    manifest_digest = doc.digest;
+  }
+  image::Manifest m = image::parse_manifest(j, "image `" + shown + "` manifest");
+  for (const auto& l : m.layers) image::check_layer(l, shown);
+  std::string config = reg.get_blob(m.config);
+  auto diff_ids = image::parse_diff_ids(image::parse_json(config, "image `" + shown + "` config"), shown);
+  if (diff_ids.size() != m.layers.size())
+    throw Error("image `" + shown + "`: the manifest lists " + std::to_string(m.layers.size()) +
+                " layers but the config " + std::to_string(diff_ids.size()) + " diff_ids");
+
+  std::string name = o.name.empty() ? ref.str() : o.name;
+  store::Store store(o.storage.empty() ? store::default_root() : o.storage);
+  auto lock = store.lock_name(name);
+  if (auto info = store.info(name); info && info->manifest_digest == manifest_digest) {
+    util::note("`" + name + "` is up to date (" + manifest_digest.substr(0, 19) + ")");
+    return name;
+  }
+
+  // Downloads: a few threads take layers in order; each layer's future says
+  // when its blob is in the cache.
+  const size_t n = m.layers.size();
+  std::vector<std::promise<void>> ready(n);
+  std::vector<std::shared_future<void>> ready_f;
+  uint64_t total = 0;
+  size_t missing = 0;
+  for (size_t i = 0; i < n; ++i) {
+    ready_f.push_back(ready[i].get_future().share());
+    if (!store.has_blob(m.layers[i].digest)) {
+      total += static_cast<uint64_t>(std::max<int64_t>(m.layers[i].size, 0));
+      ++missing;
+    }
+  }
+  Progress progress(total, missing, o.verbosity >= 0);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> cancelled{false};
+  std::mutex commit_mutex;
+  auto worker = [&] {
+    for (;;) {
+      size_t i = next++;
+      if (i >= n) return;
+      const Descriptor& d = m.layers[i];
+      try {
+        if (cancelled) throw Error("cancelled");
+        if (!store.has_blob(d.digest)) {
+          store::WorkDir work(store.tmp_dir(), "blob");
+          std::string file = work.path() + "/blob";
+          reg.download_blob(d, file, [&](uint64_t b) { progress.add(b); });
+          store.commit_blob(d.digest, file);
+          progress.layer_done(i, n, d);
+        }
+        ready[i].set_value();
+      } catch (...) {
+        ready[i].set_exception(std::current_exception());
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::max(1, std::min<int>(o.jobs, static_cast<int>(n))); ++t) threads.emplace_back(worker);
+  struct Joiner {
+    std::vector<std::thread>& t;
+    std::atomic<bool>& c;
+    ~Joiner() {
+      c = true;
+      for (auto& x : t) x.join();
+    }
+  } joiner{threads, cancelled};
+
+  image::ImageSource src;
+  src.name = name;
+  src.ref = shown;
+  src.config_text = config;
+  src.config_digest = m.config.digest;
+  src.manifest_digest = manifest_digest;
+  for (size_t i = 0; i < n; ++i) {
+    std::string path = store.blob_path(m.layers[i].digest);
+    src.layers.push_back({m.layers[i].digest, m.layers[i].digest, m.layers[i].size, diff_ids[i],
+                          [f = ready_f[i], path] {
+                            f.get();  // rethrows a failed download
+                            auto fd = std::make_shared<util::UniqueFd>(util::open_fd(path, O_RDONLY));
+                            return image::ReadFn([fd, path](void* buf, size_t size) {
+                              return util::read_some(fd->get(), buf, size, path);
+                            });
+                          }});
+  }
+  image::assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
+  util::note("pulled `" + shown + "` as `" + name + "` (" + manifest_digest.substr(0, 19) + ")");
+  return name;
+}
+
+} // namespace rt

@@ -1,0 +1,419 @@
+// Registry client over libcurl (host).
+#include "image/registry.hpp"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "rt/error.hpp"
+#include "util/fs.hpp"
+#include "util/log.hpp"
+#include "util/sha256.hpp"
+
+namespace rt::image {
+namespace {
+
+constexpr int kTries = 5;
+constexpr size_t kMaxDocument = 4 << 20;
+
+std::once_flag g_curl_init;
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  size_t i = s.find_first_not_of(' ');
+  return i == std::string::npos ? "" : s.substr(i);
+}
+
+std::string base64(const std::string& in) {
+  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::string unbase64(const std::string& in) {
+  std::string out(3 * in.size() / 4 + 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+  if (n < 0) return {};
+  out.resize(static_cast<size_t>(n));
+  while (!in.empty() && in.back() == '=' && !out.empty() && out.back() == '\0') out.pop_back();
+  return out;
+}
+
+std::string url_escape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
+    else {
+      char b[4];
+      std::snprintf(b, sizeof b, "%%%02X", c);
+      out += b;
+    }
+  }
+  return out;
+}
+
+// key="value" pairs of a WWW-Authenticate challenge.
+std::map<std::string, std::string> challenge_params(const std::string& s) {
+  std::map<std::string, std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ' ' || s[i] == ',')) ++i;
+    size_t eq = s.find('=', i);
+    if (eq == std::string::npos) break;
+    std::string key = lower(trim(s.substr(i, eq - i)));
+    std::string val;
+    size_t j = eq + 1;
+    if (j < s.size() && s[j] == '"') {
+      ++j;
+      while (j < s.size() && s[j] != '"') val += s[j++];
+      ++j;
+    } else {
+      while (j < s.size() && s[j] != ',') val += s[j++];
+    }
+    out[key] = val;
+    i = j;
+  }
+  return out;
+}
+
+std::string home_docker_config() {
+  const char* h = std::getenv("HOME");
+  return std::string(h ? h : "") + "/.docker/config.json";
+}
+
+std::vector<std::string> config_keys(const std::string& registry) {
+  if (registry == "docker.io")
+    return {"https://index.docker.io/v1/", "index.docker.io", "docker.io", "registry-1.docker.io"};
+  return {registry, "https://" + registry, "http://" + registry};
+}
+
+struct CurlDeleter {
+  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+};
+struct SlistDeleter {
+  void operator()(curl_slist* s) const { curl_slist_free_all(s); }
+};
+
+bool retryable_status(long s) { return s == 429 || s == 408 || (s >= 500 && s <= 599); }
+
+void backoff(int attempt) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(250 << attempt));
+}
+
+} // namespace
+
+std::string docker_config_credentials(const std::string& registry) {
+  auto text = util::read_file_if_exists(home_docker_config(), 1 << 20);
+  if (!text) return {};
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object() || !j.contains("auths") || !j["auths"].is_object()) return {};
+  for (const auto& key : config_keys(registry)) {
+    auto it = j["auths"].find(key);
+    if (it == j["auths"].end() || !it->is_object()) continue;
+    if (it->contains("auth") && (*it)["auth"].is_string()) return unbase64((*it)["auth"].get<std::string>());
+    if (it->contains("username") && it->contains("password"))
+      return (*it)["username"].get<std::string>() + ":" + (*it)["password"].get<std::string>();
+  }
+  return {};
+}
+
+void save_docker_config_credentials(const std::string& registry, const std::string& user, const std::string& pass) {
+  std::string path = home_docker_config();
+  nlohmann::json j = nlohmann::json::object();
+  if (auto text = util::read_file_if_exists(path, 1 << 20)) {
+    j = nlohmann::json::parse(*text, nullptr, false);
+    if (!j.is_object()) throw Error("`" + path + "` is not a JSON object; not touching it");
+  }
+  std::string key = registry == "docker.io" ? "https://index.docker.io/v1/" : registry;
+  j["auths"][key] = {{"auth", base64(user + ":" + pass)}};
+  std::string dir = path.substr(0, path.rfind('/'));
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", dir);
+  std::string tmp = path + ".rt-tmp";
+  {
+    util::UniqueFd fd = util::open_fd(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    util::write_all(fd.get(), j.dump(2) + "\n", tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw SysError("rename", tmp, path);
+}
+
+struct Registry::Response {
+  long status = 0;
+  CURLcode curl = CURLE_OK;
+  std::string curl_error;
+  std::string body;
+  std::string content_type;
+  std::string www_authenticate;
+  std::string docker_digest;
+  uint64_t written = 0;
+};
+
+Registry::Registry(Reference ref, RegistryOptions opts) : ref_(std::move(ref)), opts_(std::move(opts)) {
+  std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (!opts_.username.empty()) basic_ = opts_.username + ":" + opts_.password;
+  else basic_ = docker_config_credentials(ref_.registry);
+}
+
+Registry::~Registry() = default;
+
+std::string Registry::base_url() const {
+  return std::string(opts_.plain_http ? "http://" : "https://") + ref_.api_host() + "/v2/" + ref_.repository;
+}
+
+namespace {
+
+struct Transfer {
+  Registry::Response* resp;
+  int fd;
+  util::Sha256* hasher;
+  const std::function<void(uint64_t)>* progress;
+  CURL* curl;
+  std::string file;
+  std::string error;
+};
+
+size_t on_header(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  std::string line(data, size * n);
+  if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect): reset
+    t->resp->content_type.clear();
+    t->resp->www_authenticate.clear();
+  }
+  size_t colon = line.find(':');
+  if (colon != std::string::npos) {
+    std::string k = lower(line.substr(0, colon));
+    std::string v = trim(line.substr(colon + 1));
+    if (k == "content-type") t->resp->content_type = v.substr(0, v.find(';'));
+    else if (k == "www-authenticate") t->resp->www_authenticate = v;
+    else if (k == "docker-content-digest") t->resp->docker_digest = v;
+  }
+  return size * n;
+}
+
+size_t on_body(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  size_t len = size * n;
+  long status = 0;
+  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (t->fd >= 0 && (status == 200 || status == 206)) {
+    try {
+      util::write_all(t->fd, std::string_view(data, len), t->file);
+    } catch (const Error& e) {
+      t->error = e.what();
+      return 0;
+    }
+    if (t->hasher) t->hasher->update(data, len);
+    t->resp->written += len;
+    if (t->progress && *t->progress) (*t->progress)(len);
+    return len;
+  }
+  if (t->resp->body.size() + len > kMaxDocument) {
+    t->error = "response larger than " + std::to_string(kMaxDocument) + " bytes";
+    return 0;
+  }
+  t->resp->body.append(data, len);
+  return len;
+}
+
+} // namespace
+
+Registry::Response Registry::request(const std::string& url, const std::string& accept, int out_fd,
+                                     uint64_t resume_from, void* hasher,
+                                     const std::function<void(uint64_t)>& progress) {
+  Response r;
+  std::unique_ptr<CURL, CurlDeleter> c(curl_easy_init());
+  if (!c) throw Error("libcurl: cannot create a handle");
+  CURL* h = c.get();
+  std::unique_ptr<curl_slist, SlistDeleter> headers;
+  auto add = [&](const std::string& hdr) { headers.reset(curl_slist_append(headers.release(), hdr.c_str())); };
+  if (!accept.empty()) add("Accept: " + accept);
+  {
+    std::lock_guard<std::mutex> g(auth_mutex_);
+    if (!authorization_.empty()) add("Authorization: " + authorization_);
+  }
+  char errbuf[CURL_ERROR_SIZE] = "";
+  Transfer t{&r, out_fd, static_cast<util::Sha256*>(hasher), &progress, h, url, {}};
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, opts_.plain_http ? "http,https" : "https");
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "rt/" RT_VERSION);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);  // stalled for a minute: retry
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+  if (!opts_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, opts_.ca_file.c_str());
+  if (opts_.insecure) {
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  if (resume_from > 0) curl_easy_setopt(h, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(resume_from));
+  r.curl = curl_easy_perform(h);
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
+  if (!t.error.empty()) throw Error("`" + url + "`: " + t.error);
+  if (r.curl != CURLE_OK) r.curl_error = errbuf[0] ? errbuf : curl_easy_strerror(r.curl);
+  return r;
+}
+
+bool Registry::authenticate(const std::string& challenge) {
+  std::string scheme = lower(challenge.substr(0, challenge.find(' ')));
+  auto params = challenge_params(challenge.substr(std::min(challenge.size(), challenge.find(' ') + 1)));
+  if (scheme == "basic") {
+    if (basic_.empty()) return false;
+    std::lock_guard<std::mutex> g(auth_mutex_);
+    authorization_ = "Basic " + base64(basic_);
+    return true;
+  }
+  if (scheme != "bearer" || params["realm"].empty()) return false;
+  std::string url = params["realm"];
+  url += url.find('?') == std::string::npos ? "?" : "&";
+  url += "service=" + url_escape(params["service"]);
+  std::string scope = params.count("scope") ? params["scope"] : "repository:" + ref_.repository + ":pull";
+  url += "&scope=" + url_escape(scope);
+  // The token request carries the basic credentials, if any, and nothing else.
+  {
+    std::lock_guard<std::mutex> g(auth_mutex_);
+    authorization_ = basic_.empty() ? "" : "Basic " + base64(basic_);
+  }
+  Response r;
+  for (int attempt = 0;; ++attempt) {
+    r = request(url, "", -1, 0, nullptr, {});
+    if ((r.curl == CURLE_OK && !retryable_status(r.status)) || attempt + 1 == kTries) break;
+    backoff(attempt);
+  }
+  std::lock_guard<std::mutex> g(auth_mutex_);
+  authorization_.clear();
+  if (r.curl != CURLE_OK) throw Error("token service `" + params["realm"] + "`: " + r.curl_error);
+  if (r.status == 401 || r.status == 403) return false;
+  if (r.status != 200) throw Error("token service `" + params["realm"] + "` answered HTTP " + std::to_string(r.status));
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  std::string token;
+  if (j.is_object()) {
+    if (j.contains("token") && j["token"].is_string()) token = j["token"];
+    else if (j.contains("access_token") && j["access_token"].is_string()) token = j["access_token"];
+  }
+  if (token.empty()) throw Error("token service `" + params["realm"] + "` returned no token");
+  authorization_ = "Bearer " + token;
+  return true;
+}
+
+Registry::Response Registry::request_with_retries(const std::string& url, const std::string& accept) {
+  bool authed = false;
+  for (int attempt = 0;; ++attempt) {
+    Response r = request(url, accept, -1, 0, nullptr, {});
+    if (r.curl == CURLE_OK && r.status == 401 && !authed && !r.www_authenticate.empty()) {
+      authed = true;
+      if (!authenticate(r.www_authenticate))
+        throw Error("registry `" + ref_.registry + "` refused access to `" + ref_.repository + "`",
+                    basic_.empty() ? "it needs credentials: rt login " + ref_.registry
+                                   : "check the credentials for " + ref_.registry);
+      --attempt;
+      continue;
+    }
+    bool transient = r.curl != CURLE_OK ? (r.curl != CURLE_SSL_CACERT && r.curl != CURLE_PEER_FAILED_VERIFICATION &&
+                                           r.curl != CURLE_UNSUPPORTED_PROTOCOL)
+                                        : retryable_status(r.status);
+    if (!transient || attempt + 1 >= kTries) {
+      if (r.curl != CURLE_OK) {
+        std::string hint;
+        if (r.curl == CURLE_PEER_FAILED_VERIFICATION || r.curl == CURLE_SSL_CACERT)
+          hint = "the registry's certificate is not trusted: give its CA with --ca-file, or --insecure for a test registry";
+        throw Error("cannot reach `" + url + "`: " + r.curl_error, hint);
+      }
+      return r;
+    }
+    util::debug("retrying `" + url + "` (" + (r.curl != CURLE_OK ? r.curl_error : "HTTP " + std::to_string(r.status)) + ")");
+    backoff(attempt);
+  }
+}
+
+Registry::Document Registry::get_manifest(const std::string& reference) {
+  static const std::string accept = std::string(media::kOciIndex) + ", " + media::kOciManifest + ", " +
+                                    media::kDockerList + ", " + media::kDockerManifest;
+  std::string url = base_url() + "/manifests/" + reference;
+  Response r = request_with_retries(url, accept);
+  if (r.status == 404)
+    throw Error("image `" + ref_.str() + "` not found in registry `" + ref_.registry + "` (no manifest `" + reference + "`)");
+  if (r.status != 200) throw Error("`" + url + "` answered HTTP " + std::to_string(r.status));
+  Document d{r.body, r.content_type, util::sha256_digest(r.body)};
+  if (reference.starts_with("sha256:") && d.digest != reference)
+    throw Error("image `" + ref_.str() + "`: manifest digest mismatch: got " + d.digest);
+  return d;
+}
+
+std::string Registry::get_blob(const Descriptor& d) {
+  std::string url = base_url() + "/blobs/" + d.digest;
+  Response r = request_with_retries(url, "");
+  if (r.status != 200) throw Error("`" + url + "` answered HTTP " + std::to_string(r.status));
+  if (util::sha256_digest(r.body) != d.digest)
+    throw Error("image `" + ref_.str() + "` blob `" + d.digest + "`: digest mismatch");
+  if (d.size >= 0 && r.body.size() != static_cast<size_t>(d.size))
+    throw Error("image `" + ref_.str() + "` blob `" + d.digest + "`: size mismatch");
+  return r.body;
+}
+
+void Registry::download_blob(const Descriptor& d, const std::string& file,
+                             const std::function<void(uint64_t)>& progress) {
+  const std::string url = base_url() + "/blobs/" + d.digest;
+  const std::string where = "image `" + ref_.str() + "` layer `" + d.digest + "`";
+  util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  auto hasher = std::make_unique<util::Sha256>();
+  uint64_t have = 0;
+  bool authed = false;
+  for (int attempt = 0;; ++attempt) {
+    Response r = request(url, "", fd.get(), have, hasher.get(), progress);
+    if (r.curl == CURLE_OK && r.status == 401 && !authed && !r.www_authenticate.empty()) {
+      authed = true;
+      if (!authenticate(r.www_authenticate)) throw Error(where + ": access refused by the registry");
+      --attempt;
+      continue;
+    }
+    if (r.curl == CURLE_OK && r.status == 200 && have > 0) {
+      // The server ignored the range and sent everything again.
+      util::warn(where + ": the server cannot resume; restarting");
+      if (::ftruncate(fd.get(), 0) != 0 || ::lseek(fd.get(), 0, SEEK_SET) != 0) throw SysError("truncate", file);
+      have = 0;
+      hasher = std::make_unique<util::Sha256>();
+      --attempt;
+      continue;
+    }
+    have += r.written;
+    bool ok = r.curl == CURLE_OK && (r.status == 200 || r.status == 206);
+    if (ok) break;
+    if (r.curl == CURLE_OK && !retryable_status(r.status))
+      throw Error(where + ": `" + url + "` answered HTTP " + std::to_string(r.status));
+    if (attempt + 1 >= kTries)
+      throw Error(where + ": download failed after " + std::to_string(kTries) + " tries: " +
+                  (r.curl != CURLE_OK ? r.curl_error : "HTTP " + std::to_string(r.status)));
+    util::warn(where + ": " + (r.curl != CURLE_OK ? r.curl_error : "HTTP " + std::to_string(r.status)) +
+               "; resuming at byte " + std::to_string(have));
+    backoff(attempt);
+  }
+  std::string got = hasher->digest();
+  if (d.size >= 0 && have != static_cast<uint64_t>(d.size))
+    throw Error(where + ": size mismatch: received " + std::to_string(have) + " bytes, the manifest says " +
+                std::to_string(d.size));
+  if (got != d.digest) throw Error(where + ": digest mismatch: the blob hashes to " + got);
+}
+
+} // namespace rt::image

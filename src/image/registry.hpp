@@ -1,0 +1,66 @@
+// An OCI distribution registry client over libcurl (host): TLS, bearer
+// token and basic auth, redirects, retries with back-off, resumable blobs.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "image/manifest.hpp"
+#include "image/ref.hpp"
+
+namespace rt::image {
+
+struct RegistryOptions {
+  std::string ca_file;
+  bool insecure = false;    // do not verify TLS certificates
+  bool plain_http = false;  // http:// instead of https://
+  std::string username;     // explicit credentials (else ~/.docker/config.json)
+  std::string password;
+};
+
+class Registry {
+public:
+  Registry(Reference ref, RegistryOptions opts);
+  ~Registry();
+
+  // The manifest or index for `reference` (tag or digest): body and its
+  // digest (checked against `reference` when that is a digest).
+  struct Document {
+    std::string body;
+    std::string media_type;
+    std::string digest;
+  };
+  Document get_manifest(const std::string& reference);
+  // A small blob (a config) into memory, verified.
+  std::string get_blob(const Descriptor& d);
+  // A blob into `file`, hashed while streaming and verified; resumes a
+  // partial file after a dropped connection. `progress` gets byte counts.
+  void download_blob(const Descriptor& d, const std::string& file,
+                     const std::function<void(uint64_t)>& progress = {});
+
+  const Reference& ref() const { return ref_; }
+  struct Response;
+
+private:
+  Response request(const std::string& url, const std::string& accept, int out_fd, uint64_t resume_from,
+                   void* hasher, const std::function<void(uint64_t)>& progress);
+  Response request_with_retries(const std::string& url, const std::string& accept);
+  bool authenticate(const std::string& challenge);
+  std::string base_url() const;
+
+  Reference ref_;
+  RegistryOptions opts_;
+  std::mutex auth_mutex_;
+  std::string authorization_;  // header value, never printed
+  std::string basic_;          // "user:password" when known
+};
+
+// Credentials for `registry` from ~/.docker/config.json ("auths"), as
+// "user:password"; empty when none.
+std::string docker_config_credentials(const std::string& registry);
+// Saves credentials for `registry` into ~/.docker/config.json (mode 0600).
+void save_docker_config_credentials(const std::string& registry, const std::string& user, const std::string& password);
+
+} // namespace rt::image

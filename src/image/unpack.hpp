@@ -1,0 +1,72 @@
+// Applying image layers (tar streams) to a directory tree, rootless and
+// hostile-proof (host). libarchive parses; every write goes through rt's
+// own *at() code with in-root resolution, so nothing lands outside the root.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_set>
+
+#include "util/fd.hpp"
+
+struct archive;
+struct archive_entry;
+
+namespace rt::image {
+
+// Supplies the next bytes of an uncompressed tar stream into buf; returns
+// the count, 0 at the end. May throw rt::Error (truncated, digest, ...).
+using ReadFn = std::function<size_t(void* buf, size_t size)>;
+
+struct UnpackStats {
+  uint64_t entries = 0;
+  uint64_t bytes = 0;  // file contents written
+  uint64_t devices_skipped = 0;
+  uint64_t whiteouts = 0;
+};
+
+class TreeWriter {
+public:
+  // root: an existing, empty directory. max_bytes: refuse an image whose
+  // files add up to more (decompression bombs); 0 means no limit.
+  TreeWriter(const std::string& root, std::string image_name, uint64_t max_bytes = 0);
+
+  // Applies one layer: later entries replace earlier ones (file, directory,
+  // symlink in any combination), OCI whiteouts (.wh.NAME, .wh..wh..opq)
+  // remove what lower layers made. Throws rt::Error naming the image, the
+  // layer, the entry and the reason.
+  void apply_layer(const ReadFn& read, const std::string& layer_name);
+
+  // Gives directories their final modes (they stay owner-writable while
+  // layers are applied, so a 0555 directory can still be filled).
+  void finish();
+
+  const UnpackStats& stats() const { return stats_; }
+
+private:
+  struct Entry;
+  void apply_entry(::archive* a, ::archive_entry* e, const std::string& layer);
+  int parent_fd(const std::vector<std::string>& comps, const std::string& layer, const std::string& path);
+  void invalidate_parent_cache();
+  void clear_for(int dirfd, const std::string& name, bool keep_dir, const std::string& shown);
+  void opaque(int dirfd, const std::string& dir_path, const std::string& shown);
+  std::string err_prefix(const std::string& layer, const std::string& path) const;
+
+  std::string root_path_;
+  util::UniqueFd root_;
+  std::string image_;
+  uint64_t max_bytes_;
+  UnpackStats stats_;
+  std::map<std::string, unsigned> dir_modes_;        // entry path -> final mode
+  std::unordered_set<std::string> made_this_layer_;  // for opaque whiteouts
+  std::string cached_parent_;
+  util::UniqueFd cached_parent_fd_;
+  bool warned_devices_ = false;
+};
+
+// Splits a tar entry path into clean components: "./" and "." dropped.
+// Returns false for paths that are absolute or climb with "..".
+bool split_entry_path(const std::string& path, std::vector<std::string>& comps);
+
+} // namespace rt::image

@@ -1,0 +1,51 @@
+// rt images / inspect / rm / prune (host).
+#include "rt/error.hpp"
+#include "rt/image.hpp"
+#include "store/lookup.hpp"
+#include "store/store.hpp"
+#include "util/log.hpp"
+
+namespace rt {
+namespace {
+
+store::Store open_store(const StoreOptions& o) {
+  util::log_init(o.verbosity);
+  return store::Store(o.storage.empty() ? store::default_root() : o.storage);
+}
+
+ImageSummary summary(const store::ImageInfo& i) {
+  return {i.name, i.ref, i.manifest_digest, i.config_digest, i.created, i.dir, i.size};
+}
+
+// The stored name for what the user typed: as given, or canonical.
+std::string resolve_name(const store::Store& s, const std::string& name) {
+  auto dir = store::find_image(s.root(), name);
+  if (!dir) throw Error("no image `" + name + "` in store `" + s.root() + "`", "rt images lists what is there");
+  return store::unescape_name(dir->substr(dir->rfind('/') + 1));
+}
+
+} // namespace
+
+std::vector<ImageSummary> list_images(const StoreOptions& o) {
+  std::vector<ImageSummary> out;
+  for (const auto& i : open_store(o).list()) out.push_back(summary(i));
+  return out;
+}
+
+ImageSummary inspect_image(const std::string& name, const StoreOptions& o) {
+  store::Store s = open_store(o);
+  auto info = s.info(resolve_name(s, name));
+  if (!info) throw Error("image `" + name + "` in store `" + s.root() + "` has no metadata");
+  return summary(*info);
+}
+
+void remove_image(const std::string& name, const StoreOptions& o) {
+  store::Store s = open_store(o);
+  std::string stored = resolve_name(s, name);
+  s.remove(stored);
+  util::note("removed `" + stored + "`");
+}
+
+uint64_t prune_store(const StoreOptions& o) { return open_store(o).prune(); }
+
+} // namespace rt

@@ -1,0 +1,61 @@
+// Finding images in the store (host).
+#include "store/lookup.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "image/ref.hpp"
+#include "rt/error.hpp"
+#include "util/fs.hpp"
+
+namespace rt::store {
+
+std::string default_root() {
+  if (const char* s = std::getenv("RT_STORAGE"); s && *s) return s;
+  const char* user = std::getenv("USER");
+  std::string u = user && *user ? user : std::to_string(::getuid());
+  return "/var/tmp/" + u + ".rt";
+}
+
+std::string escape_name(std::string_view name) {
+  if (name.empty() || name.size() > 255 || name.front() == '.' || name.front() == '/' ||
+      name.find("..") != std::string_view::npos || name.find('+') != std::string_view::npos)
+    throw Error("bad image name `" + std::string(name) + "`");
+  std::string out;
+  for (char c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      throw Error("bad image name: control character in `" + std::string(name) + "`");
+    out += c == '/' ? '+' : c;
+  }
+  return out;
+}
+
+std::string unescape_name(std::string_view dir) {
+  std::string out(dir);
+  for (char& c : out)
+    if (c == '+') c = '/';
+  return out;
+}
+
+std::optional<std::string> find_image(const std::string& root, const std::string& name) {
+  auto try_name = [&](const std::string& n) -> std::optional<std::string> {
+    std::string esc;
+    try {
+      esc = escape_name(n);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    std::string dir = root + "/" + kImagesDir + "/" + esc;
+    if (util::is_directory(dir)) return dir;
+    return std::nullopt;
+  };
+  if (auto d = try_name(name)) return d;
+  try {
+    return try_name(image::parse_reference(name).str());
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+} // namespace rt::store

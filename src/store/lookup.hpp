@@ -1,0 +1,26 @@
+// Finding images in the user's store (host). Light: no network or archive
+// code, so the exec path can use it.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace rt::store {
+
+// $RT_STORAGE, else /var/tmp/$USER.rt: node-local disk, because home
+// directories are often on NFS.
+std::string default_root();
+
+// The directory name for an image name: '/' becomes '+' (never part of a
+// reference). Throws rt::Error for names that cannot be stored safely.
+std::string escape_name(std::string_view name);
+std::string unescape_name(std::string_view dir);
+
+// The image directory (a bundle: rootfs/ + image-config.json) for a name as
+// given or as its canonical reference ("ubuntu" -> docker.io/library/ubuntu:latest).
+std::optional<std::string> find_image(const std::string& store_root, const std::string& name);
+
+inline constexpr const char* kImagesDir = "images";
+inline constexpr const char* kMetaFile = "rt-image.json";
+
+} // namespace rt::store

@@ -1,0 +1,78 @@
+// The user's image store (host): content-addressed blobs shared by images,
+// images by name, writes atomic and locked.
+//
+//   ROOT/blobs/sha256/HEX      verified blobs (layers, configs, manifests)
+//   ROOT/images/NAME/          one bundle per image: rootfs/, image-config.json, rt-image.json
+//   ROOT/tmp/                  work in progress, each piece with a held lock;
+//                              what nobody holds is debris of a killed run
+//   ROOT/locks/                one lock per image name
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/lock.hpp"
+
+namespace rt::store {
+
+struct ImageInfo {
+  std::string name;
+  std::string dir;
+  std::string ref;              // where it came from
+  std::string manifest_digest;  // empty for imports without one
+  std::string config_digest;
+  uint64_t size = 0;            // bytes of the layers' files
+  std::string created;          // when it was stored (UTC, ISO 8601)
+};
+
+// A directory under ROOT/tmp that is removed unless committed. The lock
+// beside it tells a later run that it is not debris.
+class WorkDir {
+public:
+  WorkDir(const std::string& tmp_root, const std::string& what);
+  ~WorkDir();
+  WorkDir(const WorkDir&) = delete;
+  WorkDir& operator=(const WorkDir&) = delete;
+  const std::string& path() const { return path_; }
+  void release() { path_.clear(); }  // committed: nothing to remove
+
+private:
+  std::string path_;
+  std::string lock_path_;
+  std::optional<util::FileLock> lock_;
+};
+
+class Store {
+public:
+  // Creates the layout (mode 0700) if needed and clears debris of killed runs.
+  explicit Store(std::string root);
+
+  const std::string& root() const { return root_; }
+  std::string tmp_dir() const { return root_ + "/tmp"; }
+  std::string blob_path(const std::string& digest) const;  // validates the digest
+  bool has_blob(const std::string& digest) const;
+  std::string image_dir(const std::string& name) const;
+
+  // Serialises writers of one image name (two pulls of one image: the
+  // second waits, then finds it done).
+  util::FileLock lock_name(const std::string& name) const;
+
+  // Moves a finished bundle into place as `name`, atomically replacing an
+  // existing image (renameat2 RENAME_EXCHANGE), then removes the old one.
+  void commit_image(const std::string& name, WorkDir& staged);
+  // Moves a verified blob file into the cache.
+  void commit_blob(const std::string& digest, const std::string& file);
+
+  std::optional<ImageInfo> info(const std::string& name) const;
+  std::vector<ImageInfo> list() const;
+  void remove(const std::string& name);
+  // Removes blobs no image refers to and debris; returns bytes freed.
+  uint64_t prune();
+
+private:
+  void clear_debris() const;
+  std::string root_;
+};
+
+} // namespace rt::store

@@ -1,0 +1,44 @@
+// SHA-256 (OpenSSL EVP) and digest strings.
+#include "util/sha256.hpp"
+
+#include <openssl/evp.h>
+
+#include "rt/error.hpp"
+
+
+namespace rt::util {
+
+struct Sha256::Impl {
+  EVP_MD_CTX* ctx = nullptr;
+};
+
+Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
+  impl_->ctx = EVP_MD_CTX_new();
+  if (!impl_->ctx || EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr) != 1)
+    throw Error("OpenSSL: cannot initialise SHA-256");
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(impl_->ctx); }
+
+void Sha256::update(const void* data, size_t size) { EVP_DigestUpdate(impl_->ctx, data, size); }
+
+std::string Sha256::digest() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(impl_->ctx, md, &len);
+  static const char hex[] = "0123456789abcdef";
+  std::string out = "sha256:";
+  for (unsigned i = 0; i < len; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
+std::string sha256_digest(std::string_view data) {
+  Sha256 h;
+  h.update(data.data(), data.size());
+  return h.digest();
+}
+
+} // namespace rt::util

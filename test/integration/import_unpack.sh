@@ -1,0 +1,145 @@
+#!/bin/bash
+# rt import and layer unpacking: valid tricky layers work, hostile ones are
+# refused or neutralised, and nothing is written outside the target.
+. "$(dirname "$0")/lib.sh"
+OCI="python3 $RT_SOURCE_DIR/test/integration/ocitool.py"
+export RT_STORAGE="$T/store"
+L="$T/layers"
+mkdir -p "$L" "$T/outside"
+base="$L/base.tar.gz"
+tar -C "$IMG" -czf "$base" .
+
+# store_unchanged: no image and no debris appeared.
+snapshot() { (cd "$RT_STORAGE" 2>/dev/null && find images tmp -mindepth 1 -maxdepth 1 | sort) || true; }
+outside_untouched() {
+  [ -z "$(ls -A "$T/outside")" ] || fail "something was written to $T/outside: $(ls -A "$T/outside")"
+  pass "nothing outside the target"
+}
+
+# --- valid images ------------------------------------------------------------
+"$RT" import -q "$base" base
+out=$("$RT" exec base rt-probe argv ok)
+expect_eq "$out" "[ok]" "imported rootfs tar runs by name"
+
+$OCI tar "$L/l1.tar" dir:a dir:a/sub file:a/sub/keep file:a/gone file:x/f dir:ro:0555 file:ro/inside \
+  file:suid:4755 dir:usr dir:usr/lib symlink:lib:usr/lib file:f2d dir:d2f file:d2f/x symlink:s2f:a
+$OCI tar "$L/l2.tar" file:a/.wh.gone file:x/.wh..wh..opq file:x/new file:lib/viasymlink \
+  dir:f2d file:f2d/child file:d2f file:s2f:0644:now-a-file chardev:dev/evil fifo:pipe hardlink:a/hl:a/sub/keep
+gzip -k "$L/l1.tar"
+zstd -q "$L/l2.tar" -o "$L/l2.tar.zst"
+$OCI layout "$T/lay" --tag v1 --env FOO=bar "$base" "$L/l1.tar.gz" "$L/l2.tar.zst" >/dev/null
+"$RT" import "$T/lay" tricky 2>"$T/import.err" || fail "import of the tricky layout failed: $(cat "$T/import.err")"
+expect_match "$(cat "$T/import.err")" "skipping device nodes" "device nodes skipped with a warning"
+R=$("$RT" inspect tricky | sed -n 's/.*"path": "\(.*\)".*/\1/p')/rootfs
+[ -d "$R" ] || fail "no rootfs at $R"
+[ ! -e "$R/a/gone" ] && pass "whiteout removed a lower file" || fail "a/gone survived its whiteout"
+[ -e "$R/a/sub/keep" ] || fail "whiteout removed too much"
+expect_eq "$(ls "$R/x")" "new" "opaque whiteout hid the lower directory's contents, kept the new"
+expect_eq "$(cat "$R/usr/lib/viasymlink")" "lib/viasymlink" "a later layer writes through lib -> usr/lib"
+[ -d "$R/f2d" ] && [ -f "$R/f2d/child" ] && pass "file replaced by a directory" || fail "f2d"
+[ -f "$R/d2f" ] && pass "directory replaced by a file" || fail "d2f"
+[ -f "$R/s2f" ] && [ ! -L "$R/s2f" ] && pass "symlink replaced by a file" || fail "s2f"
+expect_eq "$(stat -c %a "$R/ro")" "555" "a 0555 directory keeps its mode"
+[ -f "$R/ro/inside" ] && pass "and was filled" || fail "ro/inside missing"
+expect_eq "$(stat -c %a "$R/suid")" "755" "setuid bit cleared"
+[ ! -e "$R/dev/evil" ] && pass "device node not created" || fail "device node exists"
+[ -p "$R/pipe" ] && pass "fifo created" || fail "fifo missing"
+expect_eq "$(stat -c %i "$R/a/hl")" "$(stat -c %i "$R/a/sub/keep")" "hard link inside the image"
+out=$("$RT" run tricky rt-probe env FOO)
+expect_eq "$out" "bar" "the layout's config Env applies"
+
+# OCI archive (a tar of the layout), SOURCE:TAG, docker-archive (via skopeo).
+tar -C "$T/lay" -cf "$T/lay.tar" .
+"$RT" import -q "$T/lay.tar:v1" fromarchive
+"$RT" exec fromarchive test -f /x/new || fail "OCI archive import"
+pass "OCI archive with :TAG"
+if command -v skopeo >/dev/null; then
+  # docker-archive holds no zstd: the same layers with the last one plain.
+  $OCI layout "$T/lay2" --tag v1 "$base" "$L/l1.tar.gz" "$L/l2.tar" >/dev/null
+  skopeo copy -q "oci:$T/lay2:v1" "docker-archive:$T/docker.tar:example/tricky:v1" 2>"$T/skopeo.err" ||
+    fail "skopeo could not make a docker-archive: $(cat "$T/skopeo.err")"
+  "$RT" import -q "$T/docker.tar"
+  "$RT" exec example/tricky:v1 test -f /x/new || fail "docker-archive import"
+  pass "docker-archive import, named by its RepoTags"
+fi
+
+# --- hostile layers ----------------------------------------------------------
+refuse() {  # refuse WHAT PATTERN TARFILE: import must fail naming the reason
+  local what=$1 pat=$2 tarfile=$3 before
+  before=$(snapshot)
+  expect_status 125 "$what is refused" -- "$RT" import "$tarfile" evil
+  expect_match "$ERR" "$pat" "$what: the error says why"
+  expect_eq "$(snapshot)" "$before" "$what: the store is unchanged"
+  outside_untouched
+}
+$OCI tar "$L/dotdot.tar" file:ok file:../../outside/pwned
+refuse "an entry with .." "\\.\\." "$L/dotdot.tar"
+$OCI tar "$L/abs.tar" file:ok "file:$T/outside/pwned"
+refuse "an absolute entry" "absolute" "$L/abs.tar"
+$OCI tar "$L/hlout.tar" file:ok hardlink:h:../../../etc/passwd
+refuse "a hard link out of the image" "hard link" "$L/hlout.tar"
+$OCI tar "$L/hlabs.tar" file:ok hardlink:h:/etc/passwd
+refuse "an absolute hard link" "hard link" "$L/hlabs.tar"
+head -c 100000 /dev/urandom >"$L/garbage.tar"
+refuse "a layer that is not a tar" "not a .*tar" "$L/garbage.tar"
+head -c 50000 "$base" >"$L/truncated.tar.gz"
+refuse "a truncated gzip layer" "truncated|corrupt" "$L/truncated.tar.gz"
+$OCI tar "$L/bomb.tar" big:b1:3000000 big:b2:3000000
+gzip -k "$L/bomb.tar"
+before=$(snapshot)
+expect_status 125 "an image over --max-size is refused" -- "$RT" import --max-size 4000000 "$L/bomb.tar.gz" evil
+expect_match "$ERR" "larger than the limit" "says why"
+expect_eq "$(snapshot)" "$before" "decompression bomb: the store is unchanged"
+
+# A symlink naming a host path, then a file through it: resolved inside the
+# image, never on the host.
+$OCI tar "$L/symesc.tar" "dir:${T#/}/outside" "symlink:esc:$T/outside" file:esc/pwned \
+  "symlink:up:../../../../../../.." file:up/pwned2
+"$RT" import -q "$L/symesc.tar" symesc
+outside_untouched
+R=$("$RT" inspect symesc | sed -n 's/.*"path": "\(.*\)".*/\1/p')/rootfs
+[ -f "$R/$T/outside/pwned" ] && [ -f "$R/pwned2" ] && pass "writes through escaping symlinks stay inside the root" ||
+  fail "escaping symlink writes went somewhere unexpected"
+$OCI tar "$L/dangling.tar" "symlink:esc:$T/outside" file:esc/pwned
+refuse "a write through a symlink to a directory the image lacks" "not a directory" "$L/dangling.tar"
+
+# Layouts with bad metadata.
+$OCI layout "$T/baddiff" --tag v1 --bad-diff-id 0 "$L/l1.tar.gz" >/dev/null
+refuse "a diff_id mismatch" "diff_id mismatch" "$T/baddiff"
+$OCI layout "$T/foreign" --media-type 0=application/vnd.docker.image.rootfs.foreign.diff.tar.gzip "$L/l1.tar.gz" >/dev/null
+refuse "a foreign layer" "foreign" "$T/foreign"
+$OCI layout "$T/enc" --media-type 0=application/vnd.oci.image.layer.v1.tar+gzip+encrypted "$L/l1.tar.gz" >/dev/null
+refuse "an encrypted layer" "encrypted" "$T/enc"
+cp -r "$T/enc" "$T/baddigest"
+python3 - "$T/baddigest" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+idx = json.load(open(os.path.join(d, "index.json")))
+m = idx["manifests"][0]["digest"][7:]
+man = json.load(open(os.path.join(d, "blobs/sha256", m)))
+man["layers"][0]["digest"] = "sha256:../../../../etc/passwd"
+man["layers"][0]["mediaType"] = "application/vnd.oci.image.layer.v1.tar+gzip"
+data = json.dumps(man).encode()
+import hashlib
+h = hashlib.sha256(data).hexdigest()
+open(os.path.join(d, "blobs/sha256", h), "wb").write(data)
+idx["manifests"][0]["digest"] = "sha256:" + h
+idx["manifests"][0]["size"] = len(data)
+json.dump(idx, open(os.path.join(d, "index.json"), "w"))
+PY
+refuse "a malformed digest" "malformed digest" "$T/baddigest"
+python3 -c "print('{\"a\":' * 100 + '1' + '}' * 100)" >"$T/deep.json"
+mkdir -p "$T/deep" && cp "$T/deep.json" "$T/deep/index.json" && echo '{}' >"$T/deep/oci-layout"
+refuse "JSON nested too deep" "nested deeper" "$T/deep"
+
+# Debris of a killed import is cleared by the next run.
+"$RT" import -q "$base" again &
+pid=$!
+sleep 0.05
+kill -9 $pid 2>/dev/null || true
+wait $pid 2>/dev/null || true
+"$RT" import -q "$base" again
+"$RT" exec again true
+expect_eq "$(ls "$RT_STORAGE/tmp")" "" "no debris after a killed import and a new one"
+"$RT" rm again
+expect_status 125 "a removed image is gone" -- "$RT" exec again true
