@@ -2,35 +2,50 @@
 _rt() {
   local cur prev words cword
   _init_completion || return
-  local commands="exec run shell"
-  local exec_opts="-v --verbose -q --quiet --uid --gid --root -b --bind -w --write --write-tmpfs
-    --private-tmp --no-home --cd -e --env --env-file --unset-env --clean-env -n --dry-run -h --help"
+  local commands="exec run shell pull import images inspect rm prune login"
+  local common="-v --verbose -q --quiet --storage -h --help"
+  local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs
+    --private-tmp --no-home --cd -e --env --env-file --unset-env --clean-env -n --dry-run"
   if [[ $cword -eq 1 ]]; then
     COMPREPLY=($(compgen -W "$commands --version --help" -- "$cur"))
     return
   fi
+  local images
+  images() {
+    local store=${RT_STORAGE:-/var/tmp/$USER.rt}
+    [[ -d $store/images ]] && compgen -W "$(ls "$store/images" | tr + /)" -- "$cur"
+  }
+  case $prev in
+    -b | --bind | --env-file | --ca-file) _filedir; return ;;
+    --cd | --storage) _filedir -d; return ;;
+    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username) return ;;
+  esac
   case ${words[1]} in
     exec | run | shell)
       # Past IMAGE the words belong to the container's program.
       local i
       for ((i = 2; i < cword; i++)); do
         case ${words[i]} in
-          --uid | --gid | -b | --bind | --cd | -e | --env | --env-file | --unset-env) ((i++)) ;;
+          --uid | --gid | -b | --bind | --cd | -e | --env | --env-file | --unset-env | --storage) ((i++)) ;;
           -*) ;;
           *) _filedir; return ;;
         esac
       done
-      case $prev in
-        -b | --bind | --env-file) _filedir; return ;;
-        --cd) _filedir -d; return ;;
-        --uid | --gid | -e | --env | --unset-env) return ;;
-      esac
       if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$exec_opts" -- "$cur"))
       else
+        COMPREPLY=($(images))
         _filedir -d
       fi
       ;;
+    pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --max-size" -- "$cur")) ;;
+    import)
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size" -- "$cur")); else _filedir; fi ;;
+    images) COMPREPLY=($(compgen -W "$common --json" -- "$cur")) ;;
+    inspect | rm)
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common" -- "$cur")); else COMPREPLY=($(images)); fi ;;
+    prune) COMPREPLY=($(compgen -W "$common" -- "$cur")) ;;
+    login) COMPREPLY=($(compgen -W "$common -u --username --password-stdin" -- "$cur")) ;;
   esac
 }
 complete -F _rt rt

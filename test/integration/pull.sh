@@ -1,0 +1,127 @@
+#!/bin/bash
+# rt pull from a real registry (Debian's docker-registry) on 127.0.0.1 with
+# TLS made here, basic auth, token auth; platform selection; verification;
+# kill -9 in the middle; concurrent pulls.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/registry.sh"
+command -v skopeo >/dev/null || skip "skopeo missing"
+OCI="python3 $RT_SOURCE_DIR/test/integration/ocitool.py"
+export RT_STORAGE="$T/store"
+export HOME="$T/home" && mkdir -p "$HOME"
+L="$T/layers" && mkdir -p "$L"
+
+tar -C "$IMG" -czf "$L/base.tar.gz" .
+$OCI tar "$L/app.tar" file:app/hello:0755:hi dir:app/data
+gzip -k "$L/app.tar"
+$OCI layout "$T/bb" --tag v1 --env APP=1 --cmd /bin/rt-probe --cmd argv --cmd from-cmd "$L/base.tar.gz" "$L/app.tar.gz" >/dev/null
+
+# --- basic auth over TLS -----------------------------------------------------
+start_registry "$T/reg-basic" basic
+push "$T/bb:v1" "test/bb:v1" "$REG_USER:$REG_PASS"
+
+expect_status 125 "an untrusted certificate is refused" -- "$RT" pull "$REG/test/bb:v1"
+expect_match "$ERR" "--ca-file" "the hint names --ca-file"
+expect_status 125 "no credentials" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:v1"
+expect_match "$ERR" "rt login" "the hint names rt login"
+echo wrong | "$RT" login -q -u "$REG_USER" --password-stdin "$REG"
+expect_status 125 "wrong credentials" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:v1"
+echo "$REG_PASS" | "$RT" login -q -u "$REG_USER" --password-stdin "$REG"
+[ "$(stat -c %a "$HOME/.docker/config.json")" = 600 ] || fail "config.json is not private"
+expect_status 0 "pull with saved credentials" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:v1"
+if echo "$OUT$ERR" | grep -q "$REG_PASS"; then fail "the password was printed"; fi
+pass "the password is never printed"
+out=$("$RT" run "$REG/test/bb:v1")
+expect_eq "$out" "[from-cmd]" "the pulled image runs with its CMD"
+out=$("$RT" exec "$REG/test/bb:v1" sh -c 'echo $APP; cat /app/hello')
+expect_eq "$out" $'1\nhi' "layers and Env of the pulled image"
+out=$("$RT" images)
+expect_match "$out" "$REG/test/bb:v1" "rt images lists it"
+"$RT" images --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[0]["manifest_digest"].startswith("sha256:")' ||
+  fail "rt images --json"
+pass "rt images --json"
+expect_status 0 "a second pull finds it up to date" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:v1"
+expect_match "$ERR" "up to date" "says so"
+expect_status 0 "--insecure skips verification" -- "$RT" pull -q --insecure "$REG/test/bb:v1" insecure-copy
+digest=$("$RT" inspect "$REG/test/bb:v1" | sed -n 's/.*"manifest_digest": "\(.*\)".*/\1/p')
+expect_status 0 "pull by digest" -- "$RT" pull -q --ca-file "$REG_CA" "$REG/test/bb@$digest" bydigest
+expect_status 125 "pull of a missing tag" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:nope"
+expect_match "$ERR" "not found" "says so"
+
+# Multi-platform index: the host's platform is chosen; a missing one lists what exists.
+$OCI layout "$T/arm" --platform linux/arm64 "$L/app.tar.gz" >/dev/null
+$OCI layout "$T/amd" --platform linux/amd64 "$L/base.tar.gz" "$L/app.tar.gz" >/dev/null
+$OCI index "$T/multi" multi "$T/amd" "$T/arm" >/dev/null
+push "$T/multi:multi" "test/multi:v1" "$REG_USER:$REG_PASS"
+if [ "$(uname -m)" = x86_64 ]; then
+  expect_status 0 "the host's platform is picked from an index" -- "$RT" pull -q --ca-file "$REG_CA" "$REG/test/multi:v1"
+  "$RT" exec "$REG/test/multi:v1" test -x /bin/sh || fail "wrong platform pulled"
+fi
+expect_status 125 "a platform the index lacks" -- "$RT" pull --ca-file "$REG_CA" --platform linux/s390x "$REG/test/multi:v1"
+expect_match "$ERR" "linux/amd64.*linux/arm64|linux/arm64.*linux/amd64" "the error lists the platforms"
+
+# A corrupted blob in the registry: digest mismatch, nothing stored.
+$OCI tar "$L/c.tar" file:c/x:0644:original
+gzip -k "$L/c.tar"
+$OCI layout "$T/corrupt" --tag v1 "$L/base.tar.gz" "$L/c.tar.gz" >/dev/null
+push "$T/corrupt:v1" "test/corrupt:v1" "$REG_USER:$REG_PASS"
+blob=$(python3 -c "import json,sys; m=json.load(open('$T/corrupt/index.json'))['manifests'][0]['digest'][7:]; print(json.load(open('$T/corrupt/blobs/sha256/'+m))['layers'][1]['digest'][7:])")
+data=$(find "$T/reg-basic/data" -path "*blobs/sha256/${blob:0:2}/$blob/data")
+[ -f "$data" ] || fail "cannot find the blob in the registry's storage"
+printf 'X' | dd of="$data" bs=1 seek=20 conv=notrunc 2>/dev/null
+expect_status 125 "a corrupted layer is refused" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/corrupt:v1"
+expect_match "$ERR" "digest mismatch" "says why"
+expect_status 125 "and nothing was stored" -- "$RT" exec "$REG/test/corrupt:v1" true
+[ ! -e "$RT_STORAGE/blobs/sha256/$blob" ] || fail "a bad blob entered the cache"
+pass "no bad blob in the cache"
+
+# kill -9 at several points, then a clean pull; debris cleared.
+$OCI tar "$L/big.tar" big:big/zeros:60000000
+head -c 20000000 /dev/urandom >"$L/rand" && $OCI tar "$L/big2.tar" file:big/r:0644:x
+python3 - "$L/big2.tar" "$L/rand" <<'PY'
+import sys, tarfile
+with tarfile.open(sys.argv[1], "w") as t:
+    t.add(sys.argv[2], arcname="big/random")
+PY
+gzip -1 -k "$L/big.tar" "$L/big2.tar"
+$OCI layout "$T/big" --tag v1 "$L/base.tar.gz" "$L/big.tar.gz" "$L/big2.tar.gz" >/dev/null
+push "$T/big:v1" "test/big:v1" "$REG_USER:$REG_PASS"
+for delay in 0.05 0.2 0.4 0.8; do
+  "$RT" pull -q --ca-file "$REG_CA" "$REG/test/big:v1" killed &
+  pid=$!
+  sleep "$delay"
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  if "$RT" exec killed true 2>/dev/null; then
+    "$RT" exec killed test -f /big/random || fail "a visible image is incomplete after kill at ${delay}s"
+    "$RT" rm -q killed
+  fi
+done
+pass "no partial image is ever visible"
+expect_status 0 "pull after kills" -- "$RT" pull -q --ca-file "$REG_CA" "$REG/test/big:v1" killed
+expect_eq "$("$RT" exec killed stat -c %s /big/random)" 20000000 "the image is complete"
+expect_eq "$(ls "$RT_STORAGE/tmp")" "" "no debris left"
+
+# Two pulls of one image into one store at once.
+"$RT" rm -q killed
+"$RT" pull -q --ca-file "$REG_CA" "$REG/test/big:v1" both >"$T/p1" 2>&1 &
+p1=$!
+"$RT" pull -q --ca-file "$REG_CA" "$REG/test/big:v1" both >"$T/p2" 2>&1 &
+p2=$!
+wait $p1 || fail "first concurrent pull failed: $(cat "$T/p1")"
+wait $p2 || fail "second concurrent pull failed: $(cat "$T/p2")"
+expect_eq "$("$RT" exec both stat -c %s /big/random)" 20000000 "both concurrent pulls succeed, one image"
+expect_eq "$(ls "$RT_STORAGE/images" | grep -c '^both$')" 1 "one copy"
+
+"$RT" rm -q both bydigest insecure-copy
+freed=$("$RT" prune)
+expect_match "$freed" "freed [0-9.]+ MB" "prune frees the unused blobs"
+
+# --- token auth ----------------------------------------------------------------
+start_registry "$T/reg-token" token
+push "$T/bb:v1" "test/bb:v1" "$REG_USER:$REG_PASS"
+rm -f "$HOME/.docker/config.json"
+expect_status 125 "token auth without credentials" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:v1"
+echo "$REG_PASS" | "$RT" login -q -u "$REG_USER" --password-stdin "$REG"
+expect_status 0 "token auth with credentials" -- "$RT" pull -q --ca-file "$REG_CA" "$REG/test/bb:v1"
+out=$("$RT" run "$REG/test/bb:v1")
+expect_eq "$out" "[from-cmd]" "the image pulled with a bearer token runs"

@@ -1,0 +1,69 @@
+# Starts Debian's docker-registry on 127.0.0.1 for the pull tests; sourced.
+# start_registry DIR MODE: MODE is basic (TLS + htpasswd), token (TLS +
+# bearer tokens from token_service.py) or open (TLS, no auth). Sets
+# REG (host:port) and REG_CA (the certificate to trust). Stopped on exit.
+REG_USER=rtuser
+REG_PASS=rt-secret-pw
+REG_PIDS=()
+stop_registries() {
+  local p
+  for p in "${REG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+wait_port() {
+  local i
+  for i in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  fail "nothing listens on 127.0.0.1:$1"
+}
+
+start_registry() {
+  local dir=$1 mode=$2 port auth=""
+  command -v docker-registry >/dev/null || skip "docker-registry missing (Debian package docker-registry)"
+  mkdir -p "$dir/data"
+  port=$(free_port)
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/key.pem" -out "$dir/cert.pem" -days 2 \
+    -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+  case $mode in
+    basic)
+      htpasswd -Bbn "$REG_USER" "$REG_PASS" >"$dir/htpasswd" 2>/dev/null
+      auth="auth: {htpasswd: {realm: rt-test, path: $dir/htpasswd}}"
+      ;;
+    token)
+      openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/tkey.pem" -out "$dir/tcert.pem" -days 2 \
+        -subj /CN=rt-token 2>/dev/null
+      python3 "$RT_SOURCE_DIR/test/integration/token_service.py" "$dir/tport" "$dir/tkey.pem" "$dir/tcert.pem" \
+        "$REG_USER:$REG_PASS" &
+      REG_PIDS+=($!)
+      local i
+      for i in $(seq 100); do [ -s "$dir/tport" ] && break; sleep 0.05; done
+      auth="auth: {token: {realm: \"http://127.0.0.1:$(cat "$dir/tport")/token\", service: rt-test-registry, issuer: rt-test-issuer, rootcertbundle: $dir/tcert.pem}}"
+      ;;
+    open) ;;
+  esac
+  cat >"$dir/config.yml" <<YML
+version: 0.1
+log: {level: error}
+storage: {filesystem: {rootdirectory: $dir/data}, delete: {enabled: true}}
+http: {addr: "127.0.0.1:$port", tls: {certificate: $dir/cert.pem, key: $dir/key.pem}}
+$auth
+YML
+  docker-registry serve "$dir/config.yml" >"$dir/log" 2>&1 &
+  REG_PIDS+=($!)
+  trap 'stop_registries; cleanup' EXIT
+  wait_port "$port"
+  REG=127.0.0.1:$port
+  REG_CA=$dir/cert.pem
+  mkdir -p "$dir/certs.d" && cp "$dir/cert.pem" "$dir/certs.d/ca.crt"  # skopeo's layout
+  REG_CERTS=$dir/certs.d
+}
+
+# push LAYOUT:TAG REPO:TAG [creds]
+push() {
+  skopeo copy -q --all --dest-cert-dir "$REG_CERTS" ${3:+--dest-creds "$3"} \
+    "oci:$1" "docker://$REG/$2" 2>"$T/push.err" || fail "skopeo push of $2 failed: $(cat "$T/push.err")"
+}
