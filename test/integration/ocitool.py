@@ -57,7 +57,9 @@ def layout(args):
     config = {"architecture": arch, "os": os_,
               "config": {"Env": env or ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
                          "Cmd": cmd or None},
-              "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+              "rootfs": {"type": "layers", "diff_ids": diff_ids},
+              "history": [{"created": "2026-01-01T00:00:00Z", "created_by": "ocitool layer %d" % n}
+                          for n in range(len(layers))]}
     cdata = json.dumps(config).encode()
     manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
                 "config": {"mediaType": "application/vnd.oci.image.config.v1+json",

@@ -1,0 +1,87 @@
+#!/bin/bash
+# Pull + unpack of a Debian bookworm image (minbase + python3 + libopenmpi3,
+# three gzip layers) from a local TLS registry: `rt pull` beside
+# `ch-image --no-cache pull` (Charliecloud) and `tar -xzf` of the same three
+# layer blobs, interleaved, as an unprivileged user. Prints medians, ratios
+# and rt's peak RSS. Usage: bench/pull.sh [ROUNDS] (default 3); as root it
+# builds the image with mmdebstrap first (Debian mirror needed) and re-runs
+# itself as rt-test.
+# Targets: rt <= 0.4x ch-image, <= 1.0x tar -xzf, peak RSS <= 64 MiB.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+rounds=${1:-2}
+rootfs_tar=/var/tmp/rt-bench-debian.tar
+if [ "$(id -u)" = 0 ]; then
+  bash "$src/test/install-deps.sh"
+  command -v mmdebstrap >/dev/null && [ -x /usr/bin/time ] || apt-get install -y -qq mmdebstrap time >/dev/null
+  [ -s "$rootfs_tar" ] || mmdebstrap --variant=minbase --include=python3,libopenmpi3 bookworm "$rootfs_tar"
+  chmod 644 "$rootfs_tar"
+  id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
+  work=/var/tmp/rt-bench-pull
+  rm -rf "$work"
+  install -d -o rt-test "$work"
+  (cd "$src" && tar --exclude=./build --exclude=./.git -cf - .) | runuser -u rt-test -- tar -xf - -C "$work"
+  exec runuser -u rt-test -- bash "$work/bench/pull.sh" "$rounds"
+fi
+cd "$src"
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-bench -j"$(nproc)" --target rt rt-image >/dev/null
+T=$(mktemp -d /var/tmp/rt-pullbench.XXXXXX)
+fail() { echo "bench: $*" >&2; exit 1; }
+skip() { fail "$*"; }
+cleanup() { chmod -R u+w "$T" 2>/dev/null || true; rm -rf "$T"; }
+trap cleanup EXIT
+export RT_SOURCE_DIR=$src HOME=$T/home
+mkdir -p "$HOME"
+. "$src/test/integration/registry.sh"
+
+# Three layers: usr/lib, usr/share, the rest.
+python3 - "$rootfs_tar" "$T" <<'PY'
+import sys, tarfile
+src, out = sys.argv[1], sys.argv[2]
+outs = [tarfile.open(f"{out}/l{i}.tar", "w", format=tarfile.PAX_FORMAT) for i in (1, 2, 3)]
+with tarfile.open(src) as t:
+    for m in t:
+        n = m.name.lstrip("./")
+        o = outs[1] if n.startswith("usr/lib/") else outs[2] if n.startswith("usr/share/") else outs[0]
+        o.addfile(m, t.extractfile(m) if m.isfile() else None)
+for o in outs:
+    o.close()
+PY
+gzip -6 "$T"/l1.tar "$T"/l2.tar "$T"/l3.tar
+python3 "$src/test/integration/ocitool.py" layout "$T/layout" --tag bench "$T"/l1.tar.gz "$T"/l2.tar.gz "$T"/l3.tar.gz >/dev/null
+start_registry "$T/reg" open
+push "$T/layout:bench" debian:bench
+ref="$REG/debian:bench"
+echo "image: $(du -cb "$T"/l?.tar.gz | tail -1 | cut -f1) bytes in 3 gzip layers; registry $REG (TLS); $(nproc) cores"
+
+declare -A times
+run() {  # run LABEL CMD...: appends the wall time; prints RSS for rt
+  local label=$1
+  shift
+  local out
+  sync  # earlier runs' dirty pages must not be written back on this one's time
+  out=$( { /usr/bin/time -f '%e %M' "$@" >/dev/null 2>"$T/cmd.err"; } 2>&1 | tail -1) ||
+    fail "$label failed: $(cat "$T/cmd.err")"
+  out=$(tail -1 "$T/cmd.err")
+  times[$label]+="${out%% *} "
+  [ "$label" != rt ] || rss+="${out##* } "
+}
+rss=""
+for r in $(seq "$rounds"); do
+  rm -rf "$T/rtstore" "$T/chstore" "$T/x" && mkdir "$T/x"
+  run rt "$src/build-bench/rt" pull -q --storage "$T/rtstore" --ca-file "$REG_CA" "$ref"
+  run ch-image env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE ch-image --storage "$T/chstore" --no-cache --tls-no-verify pull "$ref"
+  run tar sh -c "for l in $T/l1.tar.gz $T/l2.tar.gz $T/l3.tar.gz; do tar -xzf \$l -C $T/x; done"
+  rm -rf "$T/rtstore" "$T/chstore" "$T/x" && mkdir "$T/x"
+  run tar sh -c "for l in $T/l1.tar.gz $T/l2.tar.gz $T/l3.tar.gz; do tar -xzf \$l -C $T/x; done"
+  run ch-image env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE ch-image --storage "$T/chstore" --no-cache --tls-no-verify pull "$ref"
+  run rt "$src/build-bench/rt" pull -q --storage "$T/rtstore" --ca-file "$REG_CA" "$ref"
+done
+"$src/build-bench/rt" exec --storage "$T/rtstore" "$ref" python3 -c 'print("python3 runs in the pulled image")'
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+for l in rt ch-image tar; do printf '%-10s median %6.2f s   (%s)\n' "$l" "$(echo "${times[$l]}" | median)" "${times[$l]}"; done
+rt=$(echo "${times[rt]}" | median)
+awk -v a="$rt" -v b="$(echo "${times[ch-image]}" | median)" 'BEGIN {printf "rt / ch-image --no-cache pull = %.2f\n", a / b}'
+awk -v a="$rt" -v b="$(echo "${times[tar]}" | median)" 'BEGIN {printf "rt / tar -xzf                 = %.2f\n", a / b}'
+echo "rt pull peak RSS: $(echo "$rss" | tr ' ' '\n' | grep . | sort -n | tail -1) KiB"
