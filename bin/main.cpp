@@ -91,6 +91,14 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (!words.empty() && !words[0].empty() && words[0][0] != '-') {
+    bool known = false;
+    for (auto& c : commands) known = known || c.app->check_name(words[0]);
+    if (!known) {
+      std::fprintf(stderr, "rt: error: unknown command `%s` (rt --help lists them)\n", words[0].c_str());
+      return rt::kExitRtFailed;
+    }
+  }
   try {
     std::reverse(words.begin(), words.end());  // CLI11 takes them reversed
     app.parse(words);

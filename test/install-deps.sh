@@ -8,7 +8,7 @@ PACKAGES=(
   libarchive-dev libssl-dev libcurl4-openssl-dev libsquashfuse-dev libfuse3-dev
   libzstd-dev libisal-dev zlib1g-dev
   busybox-static util-linux python3 openssl zstd
-  docker-registry skopeo apache2-utils
+  docker-registry skopeo apache2-utils mmdebstrap time
   charliecloud hyperfine
 )
 missing=()

@@ -32,11 +32,20 @@ cd "$work"
 runuser -u "$user" -- cmake -S "$work/src" -B "$work/build" -DRT_DEVELOPER=ON >/dev/null
 runuser -u "$user" -- cmake --build "$work/build" -j"$jobs"
 
+# A Debian bookworm root filesystem (minbase + python3) for the realistic
+# pull test; built once per machine from the Debian mirror.
+debian=/var/tmp/rt-test-debian.tar
+if [ ! -s "$debian" ]; then
+  mmdebstrap --quiet --format=tar --variant=minbase --include=python3 bookworm "$debian.tmp"
+  mv "$debian.tmp" "$debian"
+fi
+chmod 644 "$debian"
+
 # Root-owned setuid fixtures, in a directory only root can write.
 install -d -m 0755 "$fixtures"
 install -m 4755 -o root "$work/build/test/rt-suid-id" "$fixtures/suid-id"
 install -m 4755 -o root "$work/build/rt" "$fixtures/rt-suid"
 
-runuser -u "$user" -- env RT_TEST_REQUIRE_USERNS=1 \
+runuser -u "$user" -- env RT_TEST_REQUIRE_USERNS=1 RT_DEBIAN_ROOTFS="$debian" \
   RT_SUID_FIXTURE="$fixtures/suid-id" RT_SUID_RT="$fixtures/rt-suid" \
   ctest --test-dir "$work/build" --output-on-failure -j"$jobs"
