@@ -45,7 +45,6 @@ public:
   const UnpackStats& stats() const { return stats_; }
 
 private:
-  struct Entry;
   void apply_entry(::archive* a, ::archive_entry* e, const std::string& layer);
   int parent_fd(const std::vector<std::string>& comps, const std::string& layer, const std::string& path);
   void invalidate_parent_cache();

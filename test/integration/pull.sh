@@ -125,3 +125,16 @@ echo "$REG_PASS" | "$RT" login -q -u "$REG_USER" --password-stdin "$REG"
 expect_status 0 "token auth with credentials" -- "$RT" pull -q --ca-file "$REG_CA" "$REG/test/bb:v1"
 out=$("$RT" run "$REG/test/bb:v1")
 expect_eq "$out" "[from-cmd]" "the image pulled with a bearer token runs"
+
+# --- a flaky network: 503 and 429 on manifests, connections cut mid-blob -------
+start_registry "$T/reg-open" open
+push "$T/big:v1" "test/big:v1"
+python3 "$RT_SOURCE_DIR/test/integration/flaky_proxy.py" "$T/pport" "$REG" "$REG_CA" 2>"$T/proxy.log" &
+REG_PIDS+=($!)
+for _ in $(seq 100); do [ -s "$T/pport" ] && break; sleep 0.05; done
+expect_status 0 "pull through a flaky proxy" -- "$RT" pull --plain-http "127.0.0.1:$(cat "$T/pport")/test/big:v1" flaky
+expect_match "$ERR" "resuming at byte [1-9]" "a cut download resumes where it stopped"
+grep -q '" 503 ' "$T/proxy.log" && grep -q '" 429 ' "$T/proxy.log" || fail "the proxy did not answer 503/429"
+grep -q '" 206 ' "$T/proxy.log" || fail "no ranged (206) request reached the proxy"
+pass "429 and 503 are retried; the resumed blob is fetched with a Range request"
+expect_eq "$("$RT" exec flaky stat -c %s /big/random)" 20000000 "the image pulled through the flaky proxy is complete"
