@@ -12,6 +12,12 @@ bool takes_value(const CLI::App& sub, const std::string& name) {
 } // namespace
 
 Split split_command(const CLI::App& sub, const std::vector<std::string>& args) {
+  return split_command([&](const std::string& name) { return takes_value(sub, name); }, args);
+}
+
+Split split_command(const std::function<bool(const std::string&)>& takes_value_fn,
+                    const std::vector<std::string>& args) {
+  auto takes_value = [&](const std::string& name) { return takes_value_fn(name); };
   Split s;
   size_t i = 0;
   auto take_image_and_rest = [&](size_t at) {
@@ -31,7 +37,7 @@ Split split_command(const CLI::App& sub, const std::vector<std::string>& args) {
     }
     if (a.size() > 2 && a.starts_with("--")) {
       s.options_and_image.push_back(a);
-      if (a.find('=') == std::string::npos && takes_value(sub, a) && i + 1 < args.size())
+      if (a.find('=') == std::string::npos && takes_value(a) && i + 1 < args.size())
         s.options_and_image.push_back(args[++i]);
       ++i;
       continue;
@@ -41,7 +47,7 @@ Split split_command(const CLI::App& sub, const std::vector<std::string>& args) {
       // A cluster of short flags; the first one taking a value takes the
       // rest of the word, or the next word.
       for (size_t c = 1; c < a.size(); ++c) {
-        if (takes_value(sub, std::string("-") + a[c])) {
+        if (takes_value(std::string("-") + a[c])) {
           if (c + 1 == a.size() && i + 1 < args.size()) s.options_and_image.push_back(args[++i]);
           break;
         }

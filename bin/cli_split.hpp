@@ -1,6 +1,7 @@
 // Splitting `rt exec [OPTIONS] IMAGE [--] PROG [ARGS...]` (pure, CLI side).
 #pragma once
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@ struct Split {
 // before IMAGE (the first word that is neither an option nor an option's
 // value); everything after IMAGE, dashes included, is the command, with one
 // leading "--" dropped: `rt exec img ls -l` passes -l to ls.
+// `takes_value("-b")` / `takes_value("--bind")` says whether an option
+// consumes the next word.
+Split split_command(const std::function<bool(const std::string&)>& takes_value,
+                    const std::vector<std::string>& args);
 Split split_command(const CLI::App& sub, const std::vector<std::string>& args);
 
 } // namespace rt::cli

@@ -2,6 +2,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,5 +29,11 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out);
 // command line to the full program (rt-image), which links the registry,
 // archive and TLS libraries the exec path must not load.
 bool is_exec_verb(const std::string& word);
+
+// exec/run/shell without building the CLI11 parser (the per-rank path):
+// reads the same option table. Returns nullopt when the words need CLI11
+// (--help, an unknown option, a missing image), which then parses them and
+// explains.
+std::optional<int> fast_exec(const std::vector<std::string>& words);
 
 } // namespace rt::cli

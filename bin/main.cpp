@@ -64,18 +64,28 @@ int main(int argc, char** argv) {
                  "privilege\nrt: hint: chmod u-s,g-s the rt binary\n");
     return rt::kExitRtFailed;
   }
+  std::vector<std::string> words(argv + 1, argv + argc);
+#ifndef RT_FULL
+  if (words.empty() || !rt::cli::is_exec_verb(words[0])) return forward_to_full(argv);
+#endif
+  if (!words.empty() && rt::cli::is_exec_verb(words[0])) {
+    try {
+      if (auto rc = rt::cli::fast_exec(words)) return *rc;
+    } catch (const rt::Error& e) {
+      print_error(e);
+      return e.exit_code();
+    }
+  }
   CLI::App app{"rt: rootless containers for HPC"};
   app.name("rt");
   app.set_version_flag("--version", std::string("rt ") + RT_VERSION);
   app.require_subcommand(1);
   app.fallthrough(false);
-  std::vector<std::string> words(argv + 1, argv + argc);
   std::vector<rt::cli::Command> commands;
 #ifdef RT_FULL
   rt::cli::add_exec_commands(app, commands, words.empty() ? std::string() : words[0]);
   rt::cli::add_image_commands(app, commands);
 #else
-  if (words.empty() || !rt::cli::is_exec_verb(words[0])) return forward_to_full(argv);
   rt::cli::add_exec_commands(app, commands, words[0]);
 #endif
 
