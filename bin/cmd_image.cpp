@@ -95,6 +95,26 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
   {
     struct S {
       Common common;
+      ConvertOptions o;
+      std::string src, dst;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "convert", "write an image as one SquashFS file", s, [](S& st) {
+      st.common.fill(st.o);
+      convert(st.src, st.dst, st.o);
+      return 0;
+    });
+    c.app->add_option("--compression", s->o.compression, "zstd (default), gzip, lz4, xz or lzo")->type_name("ALG");
+    c.app->add_option("--level", s->o.level, "compression level (default: zstd 3, gzip 6)")->type_name("N");
+    c.app->add_option("-j,--jobs", s->o.jobs, "compression threads (default: all processors)")->type_name("N");
+    c.app->add_flag("-f,--force", s->o.force, "replace DST if it exists");
+    c.app->add_option("src", s->src, "store name, bundle or root-filesystem directory")->required()->type_name("SRC");
+    c.app->add_option("dst", s->dst, "the SquashFS file to write")->required()->type_name("DST");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
       StoreOptions o;
       bool json = false;
     };

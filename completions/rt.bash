@@ -2,7 +2,7 @@
 _rt() {
   local cur prev words cword
   _init_completion || return
-  local commands="exec run shell pull import images inspect rm prune login"
+  local commands="exec run shell pull import convert images inspect rm prune login"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs
     --private-tmp --no-home --cd -e --env --env-file --unset-env --clean-env -n --dry-run"
@@ -18,7 +18,8 @@ _rt() {
   case $prev in
     -b | --bind | --env-file | --ca-file) _filedir; return ;;
     --cd | --storage) _filedir -d; return ;;
-    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username) return ;;
+    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level) return ;;
+    --compression) COMPREPLY=($(compgen -W "zstd gzip lz4 xz lzo" -- "$cur")); return ;;
   esac
   case ${words[1]} in
     exec | run | shell)
@@ -41,6 +42,9 @@ _rt() {
     pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --max-size" -- "$cur")) ;;
     import)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size" -- "$cur")); else _filedir; fi ;;
+    convert)
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --compression --level -j --jobs -f --force" -- "$cur"))
+      else COMPREPLY=($(images)); _filedir; fi ;;
     images) COMPREPLY=($(compgen -W "$common --json" -- "$cur")) ;;
     inspect | rm)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common" -- "$cur")); else COMPREPLY=($(images)); fi ;;

@@ -35,6 +35,16 @@ struct ImageSummary {
   std::string name, ref, manifest_digest, config_digest, created, dir;
   uint64_t size = 0;
 };
+struct ConvertOptions : StoreOptions {
+  std::string compression = "zstd";  // zstd, gzip, lz4, xz, lzo
+  int level = 0;                     // 0: the algorithm's default here (zstd 3, gzip 6)
+  int jobs = 0;                      // 0: all processors
+  bool force = false;                // replace an existing destination
+};
+// SRC (store name, bundle or root-filesystem directory) into the SquashFS
+// file DST, with the image configuration inside at /.rt/image-config.json.
+void convert(const std::string& src, const std::string& dst, const ConvertOptions& options);
+
 std::vector<ImageSummary> list_images(const StoreOptions& options);
 ImageSummary inspect_image(const std::string& name, const StoreOptions& options);
 void remove_image(const std::string& name, const StoreOptions& options);

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <memory>
 
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
@@ -16,6 +18,8 @@
 #include "run/passwd.hpp"
 #include "run/plan.hpp"
 #include "run/userns.hpp"
+#include "squash/sqfs.hpp"
+#include "store/lookup.hpp"
 #include "util/fs.hpp"
 #include "util/inroot.hpp"
 #include "util/log.hpp"
@@ -88,7 +92,25 @@ void exec(const ExecOptions& o) {
   // Host: gather and decide everything while errors are easy to explain.
   HostInfo host = run::gather_host_info();
   Image image = run::open_image(o.image, host.cwd, o.storage);
-  util::UniqueFd rootfd = util::open_fd(image.rootfs, O_PATH | O_DIRECTORY);
+  std::unique_ptr<squash::Image> sqfs;
+  util::UniqueFd rootfd;
+  std::string staging;
+  if (image.squashfs) {
+    sqfs = std::make_unique<squash::Image>(image.rootfs);
+    if (auto text = sqfs->read_file(squash::kConfigPath))
+      image.config = run::parse_image_config(*text, image.rootfs + ":" + squash::kConfigPath);
+    // The staging tmpfs needs a host directory to cover: rt's own, in the store.
+    staging = (o.storage.empty() ? store::default_root() : o.storage);
+    for (const std::string& d : {staging, staging + "/mnt"})
+      if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", d);
+    staging += "/mnt";
+  } else {
+    rootfd = util::open_fd(image.rootfs, O_PATH | O_DIRECTORY);
+  }
+  auto image_file = [&](const char* path) -> std::string {
+    if (sqfs) return sqfs->read_file(path).value_or("");
+    return read_image_file(rootfd.get(), path);
+  };
   check_bind_sources(o, host);
   const run::ImageConfig* config = image.config ? &*image.config : nullptr;
 
@@ -97,9 +119,11 @@ void exec(const ExecOptions& o) {
   pin.options = &o;
   pin.host = &host;
   pin.rootfs = image.rootfs;
+  pin.squashfs = image.squashfs;
+  pin.staging = staging;
   if (o.mode == ExecMode::Run && config) pin.image_workdir = config->working_dir;
-  pin.passwd = run::synth_passwd(read_image_file(rootfd.get(), "/etc/passwd"), id);
-  pin.group = run::synth_group(read_image_file(rootfd.get(), "/etc/group"), id);
+  pin.passwd = run::synth_passwd(image_file("/etc/passwd"), id);
+  pin.group = run::synth_group(image_file("/etc/group"), id);
   run::MountPlan plan = run::build_plan(pin);
 
   run::EnvInputs ein;
@@ -119,7 +143,7 @@ void exec(const ExecOptions& o) {
   if (o.mode == ExecMode::Shell) {
     for (const auto& kv : env)
       if (kv.starts_with("SHELL=")) shell = kv.substr(6);
-    if (!image_has(rootfd.get(), shell)) shell = "/bin/sh";
+    if (sqfs || !image_has(rootfd.get(), shell)) shell = sqfs && !shell.empty() && sqfs->read_file(shell) ? shell : "/bin/sh";
   }
   std::vector<std::string> argv = run::command_for(o.mode, o.command, config, image.name, shell);
   rootfd.reset();
@@ -141,7 +165,10 @@ void exec(const ExecOptions& o) {
   // Namespace: enter, build the tree, pivot.
   run::enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
   timing("user namespace");
-  run::apply_plan(plan);
+  if (sqfs)
+    run::apply_plan(plan, [&](const std::string& mp) { sqfs->mount_and_serve(mp, plan.inner_uid, plan.inner_gid); });
+  else
+    run::apply_plan(plan);
   timing("mounted");
 
   // Container root: no privilege can be gained from here on.

@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "rt/error.hpp"
+#include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
 
@@ -41,6 +42,13 @@ Image open_image(const std::string& ref, const std::string& cwd, const std::stri
                   root + "`");
     path = *dir;
     if (::stat(path.c_str(), &st) != 0) throw SysError("stat", path);
+  }
+  if (S_ISREG(st.st_mode)) {
+    if (!squash::is_squashfs(path))
+      throw Error("image `" + ref + "`: `" + path + "` is neither a directory nor a SquashFS file");
+    img.rootfs = path;
+    img.squashfs = true;
+    return img;
   }
   if (!S_ISDIR(st.st_mode))
     throw Error("image `" + ref + "`: `" + path + "` is not a directory");

@@ -13,10 +13,12 @@ namespace rt::run {
 // Accepted forms of IMAGE:
 //   DIR             a root filesystem (has bin/, usr/ or etc/)
 //   DIR             a bundle: DIR/rootfs/ plus DIR/image-config.json
+//   FILE            a SquashFS file (its config at /.rt/image-config.json inside)
 //   NAME            an image in the store (a bundle there)
 struct Image {
   std::string name;    // what the user typed, for RT_CONTAINER and messages
-  std::string rootfs;  // absolute host path of the root filesystem
+  std::string rootfs;  // absolute host path of the root filesystem (or the .sqfs file)
+  bool squashfs = false;  // rootfs is a SquashFS file; its config is inside it
   std::optional<ImageConfig> config;
 };
 

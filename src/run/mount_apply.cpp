@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -72,7 +73,8 @@ void stage(const char* what) {
 
 class Builder {
 public:
-  explicit Builder(const MountPlan& plan) : plan_(plan) {}
+  Builder(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image)
+      : plan_(plan), mount_image_(mount_image) {}
 
   void run() {
     setup_staging_and_root();
@@ -89,13 +91,15 @@ public:
 
 private:
   const MountPlan& plan_;
+  const std::function<void(const std::string&)>& mount_image_;
   UniqueFd image_;    // the image directory itself (under the staging tmpfs)
   UniqueFd staging_;  // root of the staging tmpfs
   UniqueFd root_;     // root of the new root mount
   std::set<dev_t> writable_devs_;       // filesystems of ours where mount points may be made
   int underlays_ = 0;                   // directories of the staging tmpfs used as underlays
 
-  std::string shown(const std::string& dst) const { return plan_.rootfs + "/root" + (dst == "/" ? "" : dst); }
+  // A path inside the image as the user knows it: the image, then the path.
+  std::string shown(const std::string& dst) const { return plan_.rootfs + (dst == "/" ? "" : dst); }
   static std::string child(const std::string& dir, const std::string& name) {
     return dir == "/" ? "/" + name : dir + "/" + name;
   }
@@ -103,17 +107,26 @@ private:
 
   void setup_staging_and_root() {
     const std::string& rootfs = plan_.rootfs;
-    image_ = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
-    const unsigned long image_locked = locked_flags(image_.get(), rootfs);
+    const std::string& staging = plan_.staging;
+    if (!mount_image_) image_ = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
 
-    do_mount("tmpfs", rootfs, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m", "tmpfs",
-             "tmpfs", rootfs);
-    staging_ = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
-    if (::mkdirat(staging_.get(), "root", 0755) != 0) throw SysError("mkdir", rootfs + "/root");
+    do_mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m", "tmpfs", "tmpfs", staging);
+    staging_ = util::open_fd(staging, O_PATH | O_DIRECTORY);
+    if (::mkdirat(staging_.get(), "root", 0755) != 0) throw SysError("mkdir", staging + "/root");
     for (const auto& f : plan_.staged) {
       UniqueFd fd = util::open_fd_at(staging_.get(), f.name, O_WRONLY | O_CREAT | O_EXCL, 0644);
       util::write_all(fd.get(), f.content, "synthesized " + f.name);
     }
+    if (mount_image_) {
+      if (::mkdirat(staging_.get(), "image", 0755) != 0) throw SysError("mkdir", staging + "/image");
+      mount_image_(stage_path("image"));  // returns in the child; the parent serves the image
+      // A mount namespace of our own, so that pivot_root leaves the server's
+      // root alone; fds of the old namespace cannot be mount targets here.
+      if (::unshare(CLONE_NEWNS) != 0) throw SysError("unshare(CLONE_NEWNS)");
+      staging_ = util::open_fd(staging, O_PATH | O_DIRECTORY);
+      image_ = util::open_fd(stage_path("image"), O_PATH | O_DIRECTORY);
+    }
+    const unsigned long image_locked = locked_flags(image_.get(), rootfs);
     const std::string root_path = stage_path("root");
     if (plan_.root_mode == RootMode::Overlay) {
       for (const char* d : {"upper", "work"})
@@ -340,7 +353,7 @@ private:
     if (plan_.root_mode == RootMode::Overlay) return;
     do_mount("", fd_path(staging_.get()), nullptr,
              MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "", "MS_REMOUNT", "tmpfs",
-             plan_.rootfs);
+             plan_.staging);
   }
 
   void pivot() {
@@ -358,8 +371,8 @@ private:
 
 } // namespace
 
-void apply_plan(const MountPlan& plan) {
-  Builder(plan).run();
+void apply_plan(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image) {
+  Builder(plan, mount_image).run();
   if (::chdir(plan.cwd.c_str()) != 0) {
     if (plan.cwd_explicit) throw SysError("chdir", plan.cwd);
     util::warn("cannot enter `" + plan.cwd + "` in the container; starting in `/`");

@@ -1,5 +1,8 @@
 // Applying a mount plan and entering the new root (namespace -> container root).
 #pragma once
+#include <functional>
+#include <string>
+
 #include "run/plan.hpp"
 
 namespace rt::run {
@@ -8,6 +11,9 @@ namespace rt::run {
 // mount tree around plan.rootfs without writing to the image (missing mount
 // points are made on a tmpfs "underlay"), pivots into it and changes to the
 // planned working directory. Throws SysError naming the mount.
-void apply_plan(const MountPlan& plan);
+// mount_image, when given, mounts the image at the directory it is handed
+// (a SquashFS served over FUSE) and returns in a forked child; building
+// continues there, in a mount namespace of its own.
+void apply_plan(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image = {});
 
 } // namespace rt::run

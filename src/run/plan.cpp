@@ -42,6 +42,8 @@ MountPlan build_plan(const PlanInputs& in) {
 
   MountPlan p;
   p.rootfs = in.rootfs;
+  p.squashfs = in.squashfs;
+  p.staging = in.staging.empty() ? in.rootfs : in.staging;
   p.root_mode = o.write_tmpfs ? RootMode::Overlay : o.write ? RootMode::Writable : RootMode::ReadOnly;
   p.outer_uid = h.uid;
   p.outer_gid = h.gid;
@@ -103,7 +105,8 @@ std::vector<std::string> describe(const MountPlan& p) {
   const char* mode = p.root_mode == RootMode::ReadOnly   ? "read-only"
                      : p.root_mode == RootMode::Writable ? "writable"
                                                          : "writable tmpfs overlay (discarded)";
-  out.push_back("image root `" + p.rootfs + "` " + mode + ", nosuid, nodev");
+  out.push_back("image root `" + p.rootfs + "` " + (p.squashfs ? "(SquashFS, served in-process) " : "") + mode +
+                ", nosuid, nodev");
   out.push_back("uid map: " + std::to_string(p.inner_uid) + " -> " + std::to_string(p.outer_uid) +
                 ", gid map: " + std::to_string(p.inner_gid) + " -> " +
                 std::to_string(p.outer_gid) + " (one id each)");

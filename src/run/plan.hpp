@@ -39,6 +39,8 @@ struct StagedFile {
 
 struct MountPlan {
   std::string rootfs;  // host path
+  bool squashfs = false;  // rootfs is a SquashFS file, served in-process over FUSE
+  std::string staging;    // host directory the staging tmpfs covers (rootfs for directories)
   RootMode root_mode = RootMode::ReadOnly;
   std::vector<Mount> mounts;
   std::vector<StagedFile> staged;
@@ -52,6 +54,8 @@ struct PlanInputs {
   const ExecOptions* options = nullptr;
   const HostInfo* host = nullptr;
   std::string rootfs;
+  bool squashfs = false;
+  std::string staging;
   std::string image_workdir;  // WorkingDir, used by `rt run` only
   std::string passwd;         // the synthesized files' contents
   std::string group;

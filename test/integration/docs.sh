@@ -4,7 +4,7 @@ set -euo pipefail
 : "${RT:?}" "${RT_SOURCE_DIR:?}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 n=0
-for cmd in exec run shell pull import images inspect rm prune login; do
+for cmd in exec run shell pull import convert images inspect rm prune login; do
   page="$RT_SOURCE_DIR/man/rt-$cmd.1"
   [ -f "$page" ] || fail "no man page $page"
   # A page that is only ".so man1/X.1" documents its command in X.1.

@@ -1,0 +1,192 @@
+// SquashFS images served in-process over FUSE (host -> namespace).
+#include "squash/sqfs.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+extern "C" {
+#include <squashfuse/ll.h>
+}
+
+#include "rt/error.hpp"
+#include "util/fs.hpp"
+#include "util/log.hpp"
+
+namespace rt::squash {
+namespace {
+
+constexpr unsigned char kMagic[4] = {'h', 's', 'q', 's'};
+
+pid_t g_child = 0;
+
+// libsquashfuse's caches are not thread-safe (a multi-threaded loop crashed
+// in sqfs_cache_add within a few hundred starts): the FUSE threads take
+// requests off the channel in parallel but run the squashfuse operations
+// one at a time.
+std::mutex g_sqfs_mutex;
+
+template <auto Op, class... Args>
+void locked(Args... args) {
+  std::lock_guard<std::mutex> g(g_sqfs_mutex);
+  Op(args...);
+}
+
+void forward_signal(int sig) {
+  if (g_child > 0) ::kill(g_child, sig);
+}
+
+[[noreturn]] void exit_like(int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    ::signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    ::raise(sig);
+    ::_exit(128 + sig);
+  }
+  ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 125);
+}
+
+// The FUSE server: the parent of the container's first process.
+[[noreturn]] void serve(sqfs_ll* ll, int fuse_fd, pid_t child) {
+  g_child = child;
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // daemons of the container come back to us
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM, SIGWINCH}) {
+    struct sigaction sa{};
+    sa.sa_handler = forward_signal;
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(sig, &sa, nullptr);
+  }
+  fuse_lowlevel_ops ops{};
+  ops.lookup = locked<sqfs_ll_op_lookup, fuse_req_t, fuse_ino_t, const char*>;
+  ops.forget = locked<sqfs_ll_op_forget, fuse_req_t, fuse_ino_t, uint64_t>;
+  ops.getattr = locked<sqfs_ll_op_getattr, fuse_req_t, fuse_ino_t, fuse_file_info*>;
+  ops.readlink = locked<sqfs_ll_op_readlink, fuse_req_t, fuse_ino_t>;
+  ops.open = locked<sqfs_ll_op_open, fuse_req_t, fuse_ino_t, fuse_file_info*>;
+  ops.read = locked<sqfs_ll_op_read, fuse_req_t, fuse_ino_t, size_t, off_t, fuse_file_info*>;
+  ops.release = locked<sqfs_ll_op_release, fuse_req_t, fuse_ino_t, fuse_file_info*>;
+  ops.opendir = locked<sqfs_ll_op_opendir, fuse_req_t, fuse_ino_t, fuse_file_info*>;
+  ops.readdir = locked<sqfs_ll_op_readdir, fuse_req_t, fuse_ino_t, size_t, off_t, fuse_file_info*>;
+  ops.releasedir = locked<sqfs_ll_op_releasedir, fuse_req_t, fuse_ino_t, fuse_file_info*>;
+  ops.statfs = locked<stfs_ll_op_statfs, fuse_req_t, fuse_ino_t>;
+  ops.getxattr = locked<sqfs_ll_op_getxattr, fuse_req_t, fuse_ino_t, const char*, size_t>;
+  ops.listxattr = locked<sqfs_ll_op_listxattr, fuse_req_t, fuse_ino_t, size_t>;
+  ops.create = locked<sqfs_ll_op_create, fuse_req_t, fuse_ino_t, const char*, mode_t, fuse_file_info*>;
+  char arg0[] = "rt";
+  char* argv[] = {arg0, nullptr};
+  fuse_args args = FUSE_ARGS_INIT(1, argv);
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, ll);
+  std::string dev = "/dev/fd/" + std::to_string(fuse_fd);
+  int status = 125 << 8;
+  if (!se || fuse_session_mount(se, dev.c_str()) != 0) {
+    util::log(util::Level::Error, "cannot start the FUSE session for the SquashFS image");
+    ::kill(child, SIGKILL);
+  } else {
+    std::thread([se] { fuse_session_loop(se); }).detach();
+  }
+  // Reap until no process of the container is left; the first child's
+  // status is ours.
+  for (;;) {
+    int st = 0;
+    pid_t p = ::waitpid(-1, &st, 0);
+    if (p < 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: everyone has exited
+    }
+    if (p == child) status = st;
+  }
+  // The mount lives in our mount namespace only: it goes with us.
+  exit_like(status);
+}
+
+} // namespace
+
+bool is_squashfs(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  unsigned char m[4] = {};
+  bool ok = ::read(fd, m, 4) == 4 && std::memcmp(m, kMagic, 4) == 0;
+  ::close(fd);
+  return ok;
+}
+
+Image::Image(const std::string& path) : path_(path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw SysError("stat", path);
+  if (!S_ISREG(st.st_mode)) throw Error("image `" + path + "` is not a regular file");
+  if (!is_squashfs(path)) throw Error("image `" + path + "` is not a SquashFS file (no `hsqs` magic)");
+  if (st.st_size < static_cast<off_t>(sizeof(squashfs_super_block)))
+    throw Error("image `" + path + "` is truncated: smaller than a SquashFS superblock");
+  ll_ = sqfs_ll_open(path.c_str(), 0);
+  if (!ll_)
+    throw Error("image `" + path + "` cannot be opened as SquashFS: corrupt, truncated, or compressed with an "
+                "unsupported algorithm");
+  if (static_cast<off_t>(ll_->fs.sb.bytes_used) > st.st_size)
+    throw Error("image `" + path + "` is truncated: the superblock says " + std::to_string(ll_->fs.sb.bytes_used) +
+                " bytes, the file has " + std::to_string(st.st_size));
+}
+
+Image::~Image() {
+  if (ll_) {
+    sqfs_ll_destroy(ll_);
+    std::free(ll_);
+  }
+}
+
+std::optional<std::string> Image::read_file(const std::string& path, size_t limit) {
+  sqfs_inode inode;
+  if (sqfs_inode_get(&ll_->fs, &inode, sqfs_inode_root(&ll_->fs)) != SQFS_OK)
+    throw Error("image `" + path_ + "`: cannot read the root directory (corrupt?)");
+  bool found = false;
+  if (sqfs_lookup_path(&ll_->fs, &inode, path.c_str(), &found) != SQFS_OK)
+    throw Error("image `" + path_ + "`: cannot look up `" + path + "` (corrupt?)");
+  if (!found || !S_ISREG(inode.base.mode)) return std::nullopt;
+  uint64_t size = inode.xtra.reg.file_size;
+  if (size > limit) throw Error("image `" + path_ + "`: `" + path + "` is larger than " + std::to_string(limit) + " bytes");
+  std::string out(size, '\0');
+  sqfs_off_t n = static_cast<sqfs_off_t>(size);
+  if (size && sqfs_read_range(&ll_->fs, &inode, 0, &n, out.data()) != SQFS_OK)
+    throw Error("image `" + path_ + "`: cannot read `" + path + "` (corrupt?)");
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+void Image::mount_and_serve(const std::string& mountpoint, uid_t uid, gid_t gid) {
+  int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    if (e == EACCES || e == EPERM)
+      throw Error("cannot open `/dev/fuse`: " + std::string(std::strerror(e)),
+                  "SquashFS images need /dev/fuse readable and writable by everyone (mode 0666, as udev sets it)");
+    if (e == ENOENT || e == ENODEV || e == ENXIO)
+      throw Error("cannot open `/dev/fuse`: " + std::string(std::strerror(e)), "FUSE is not available on this node");
+    throw SysError(e, "open", "/dev/fuse");
+  }
+  char opts[128];
+  std::snprintf(opts, sizeof opts, "fd=%d,rootmode=40000,user_id=%u,group_id=%u,default_permissions", fd, uid, gid);
+  if (::mount("rt", mountpoint.c_str(), "fuse.rt", MS_NOSUID | MS_NODEV | MS_RDONLY, opts) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw SysError(e, "mount(fuse)", path_, mountpoint);
+  }
+  ::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) throw SysError("fork");
+  if (pid > 0) serve(ll_, fd, pid);
+  ::close(fd);
+}
+
+} // namespace rt::squash

@@ -1,0 +1,44 @@
+// SquashFS images: open, read a file from inside, and serve them over FUSE
+// in-process with libsquashfuse_ll (host -> namespace).
+#pragma once
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+struct sqfs_ll;
+
+namespace rt::squash {
+
+// Where an image's OCI configuration travels inside a SquashFS image, so
+// that `rt run img.sqfs` works wherever the file is copied.
+inline constexpr const char* kConfigPath = "/.rt/image-config.json";
+
+// True when `path` is a regular file that starts with the SquashFS magic.
+bool is_squashfs(const std::string& path);
+
+class Image {
+public:
+  // Opens and checks the superblock; throws rt::Error naming the file and
+  // what is wrong (not SquashFS, truncated, unsupported compression).
+  explicit Image(const std::string& path);
+  ~Image();
+  Image(const Image&) = delete;
+  Image& operator=(const Image&) = delete;
+
+  // A regular file's content from inside the image; nullopt if absent.
+  std::optional<std::string> read_file(const std::string& path, size_t limit = 1 << 22);
+
+  // Namespace: mounts the image read-only at `mountpoint` through /dev/fuse
+  // (no fusermount, no helper process), then forks. Returns in the child.
+  // The parent serves FUSE, forwards signals to the child, reaps every
+  // process of the container (it is their subreaper) and, when none is
+  // left, exits as the child did.
+  void mount_and_serve(const std::string& mountpoint, uid_t uid, gid_t gid);
+
+private:
+  std::string path_;
+  sqfs_ll* ll_ = nullptr;
+};
+
+} // namespace rt::squash
