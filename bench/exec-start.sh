@@ -3,7 +3,9 @@
 # and Charliecloud's `ch-run DIR -- /bin/true`, interleaved in one run, as an
 # unprivileged user (as root: re-runs itself as rt-test). Prints medians,
 # peak RSS and ratios. Usage: bench/exec-start.sh [ROUNDS] (default 1000).
-# Targets: rt <= 1.2x unshare, <= 0.7x ch-run, peak RSS <= 3 MiB.
+# Also the same image as one SquashFS file (zstd), for rt and ch-run.
+# Targets: rt <= 1.2x unshare, <= 0.7x ch-run, peak RSS <= 3 MiB;
+# SquashFS: rt <= 2x rt's directory start, <= 0.25x ch-run's SquashFS start.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-1000}
@@ -22,6 +24,8 @@ cmake --build build-bench -j"$(nproc)" --target rt spawn_bench >/dev/null
 img=$(mktemp -d /var/tmp/rt-bench-img.XXXXXX)
 trap 'rm -rf "$img"' EXIT
 bash examples/make-busybox-image.sh "$img"
+mksquashfs "$img" "$img.sqfs" -comp zstd -Xcompression-level 3 -all-root -quiet -no-progress >/dev/null
+trap 'rm -rf "$img" "$img.sqfs"' EXIT
 export USER=${USER:-$(id -un)}  # ch-run needs it
 cd "${HOME:-/}"                  # a typical working directory: inside home
 echo "$("$src/build-bench/rt" --version 2>&1 | head -1), ch-run $(ch-run --version 2>&1 | head -1), kernel $(uname -r), $(nproc) cores"
@@ -29,7 +33,9 @@ echo "$("$src/build-bench/rt" --version 2>&1 | head -1), ch-run $(ch-run --versi
   "true|/bin/true" \
   "unshare -Urm|unshare -Urm /bin/true" \
   "ch-run DIR|ch-run $img -- /bin/true" \
-  "rt exec DIR|$src/build-bench/rt exec $img /bin/true"
+  "rt exec DIR|$src/build-bench/rt exec $img /bin/true" \
+  "ch-run SQFS|ch-run $img.sqfs -- /bin/true" \
+  "rt exec SQFS|$src/build-bench/rt exec $img.sqfs /bin/true"
 echo
 echo "rt's own peak RSS (VmHWM before exec, from -vv):$("$src/build-bench/rt" exec -vv "$img" /bin/true 2>&1 | sed -n 's/.*peak RSS//p')"
 echo "(the spawn_bench RSS column is wait4's ru_maxrss, which includes the spawner's own pages: compare with the /bin/true row)"

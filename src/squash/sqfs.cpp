@@ -183,10 +183,15 @@ void Image::mount_and_serve(const std::string& mountpoint, uid_t uid, gid_t gid)
     throw SysError(e, "mount(fuse)", path_, mountpoint);
   }
   ::fflush(nullptr);
+  const pid_t server = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw SysError("fork");
   if (pid > 0) serve(ll_, fd, pid);
   ::close(fd);
+  // Without its server the image is gone: if rt is killed, so is the program
+  // (kept across execve, prctl(2)).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != server) ::_exit(128 + SIGKILL);
 }
 
 } // namespace rt::squash

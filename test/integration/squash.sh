@@ -54,6 +54,7 @@ kill -9 $pid
 wait $pid 2>/dev/null || true
 sleep 0.2
 ! grep -q fuse.rt /proc/self/mountinfo && pass "no FUSE mount on the host" || fail "a FUSE mount is visible on the host"
+! pgrep -u "$(id -u)" -f "^sleep 30$" >/dev/null && pass "the program died with its server" || fail "the program outlived a killed rt"
 expect_eq "$(ls -A "$RT_STORAGE/mnt")" "" "the mount point directory is empty"
 
 # Broken files.
