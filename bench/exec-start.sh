@@ -24,6 +24,7 @@ cmake --build build-bench -j"$(nproc)" --target rt spawn_bench >/dev/null
 img=$(mktemp -d /var/tmp/rt-bench-img.XXXXXX)
 trap 'rm -rf "$img"' EXIT
 bash examples/make-busybox-image.sh "$img"
+chmod 755 "$img"  # mktemp made it 0700; as root's in the SquashFS file, nobody else could enter it
 mksquashfs "$img" "$img.sqfs" -comp zstd -Xcompression-level 3 -all-root -quiet -no-progress >/dev/null
 trap 'rm -rf "$img" "$img.sqfs"' EXIT
 export USER=${USER:-$(id -un)}  # ch-run needs it

@@ -66,6 +66,10 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> words(argv + 1, argv + argc);
 #ifndef RT_FULL
+  if (words.size() == 1 && words[0] == "--version") {
+    std::printf("rt %s\n", RT_VERSION);
+    return 0;
+  }
   if (words.empty() || !rt::cli::is_exec_verb(words[0])) return forward_to_full(argv);
 #endif
   if (!words.empty() && rt::cli::is_exec_verb(words[0])) {

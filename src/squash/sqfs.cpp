@@ -106,8 +106,14 @@ void forward_signal(int sig) {
       if (errno == EINTR) continue;
       break;  // ECHILD: everyone has exited
     }
-    if (p == child) status = st;
+    if (p == child) {
+      status = st;
+      if (util::log_enabled(util::Level::Trace))
+        util::log(util::Level::Trace, std::to_string(util::log_elapsed_ms()) + " ms: the program exited");
+    }
   }
+  if (util::log_enabled(util::Level::Trace))
+    util::log(util::Level::Trace, std::to_string(util::log_elapsed_ms()) + " ms: no process left; the server exits");
   // The mount lives in our mount namespace only: it goes with us.
   exit_like(status);
 }

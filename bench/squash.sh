@@ -1,0 +1,56 @@
+#!/bin/bash
+# SquashFS: reading a whole Debian image inside the container
+# (`tar -cf - usr etc var | cat > /dev/null`) from a directory and from one
+# SquashFS file (zstd), with rt and ch-run, interleaved; and the time of
+# `rt convert` beside mksquashfs alone. As root it builds the Debian image
+# with mmdebstrap (Debian mirror needed) and re-runs itself as rt-test.
+# Target: rt SquashFS whole-image read <= 3x rt directory.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+rounds=${1:-3}
+rootfs_tar=/var/tmp/rt-bench-debian.tar
+if [ "$(id -u)" = 0 ]; then
+  bash "$src/test/install-deps.sh"
+  [ -s "$rootfs_tar" ] || mmdebstrap --format=tar --variant=minbase --include=python3,libopenmpi3 bookworm "$rootfs_tar"
+  chmod 644 "$rootfs_tar"
+  [ -c /dev/fuse ] && chmod 0666 /dev/fuse
+  id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
+  work=/var/tmp/rt-bench-squash
+  rm -rf "$work"
+  install -d -o rt-test "$work"
+  (cd "$src" && tar --exclude=./build --exclude=./.git -cf - .) | runuser -u rt-test -- tar -xf - -C "$work"
+  exec runuser -u rt-test -- bash "$work/bench/squash.sh" "$rounds"
+fi
+cd "$src"
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-bench -j"$(nproc)" --target rt rt-image >/dev/null
+T=$(mktemp -d /var/tmp/rt-sqbench.XXXXXX)
+trap 'chmod -R u+w "$T"; rm -rf "$T"' EXIT
+export RT_STORAGE=$T/store USER=${USER:-$(id -un)}
+RT=$src/build-bench/rt
+"$RT" import -q "$rootfs_tar" debian
+dir=$("$RT" inspect debian | sed -n 's/.*"path": "\(.*\)".*/\1/p')/rootfs
+s=$(date +%s%N); "$RT" convert -q debian "$T/debian.sqfs"; e=$(date +%s%N)
+echo "rt convert (mksquashfs zstd-3, $(nproc) threads): $(( (e - s) / 1000000 )) ms, $(stat -c %s "$T/debian.sqfs") bytes"
+read_all='cd / && tar -cf - usr etc var 2>/dev/null | cat > /dev/null'
+declare -A t
+timeit() {
+  local label=$1 s e
+  shift
+  sync
+  s=$(date +%s%N)
+  "$@" >/dev/null 2>&1 || { echo "bench: $label failed" >&2; exit 1; }
+  e=$(date +%s%N)
+  t[$label]+="$(( (e - s) / 1000000 )) "
+}
+for r in $(seq "$rounds"); do
+  timeit "rt dir" "$RT" exec "$dir" sh -c "$read_all"
+  timeit "rt sqfs" "$RT" exec "$T/debian.sqfs" sh -c "$read_all"
+  timeit "ch-run dir" ch-run "$dir" -- sh -c "$read_all"
+  timeit "ch-run sqfs" ch-run "$T/debian.sqfs" -- sh -c "$read_all"
+done
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+for l in "rt dir" "rt sqfs" "ch-run dir" "ch-run sqfs"; do printf '%-12s median %6d ms  (%s)\n' "$l" "$(echo "${t[$l]}" | median)" "${t[$l]}"; done
+awk -v a="$(echo "${t[rt sqfs]}" | median)" -v b="$(echo "${t[rt dir]}" | median)" 'BEGIN {printf "rt sqfs / rt dir       = %.2f\n", a / b}'
+awk -v a="$(echo "${t[ch-run sqfs]}" | median)" -v b="$(echo "${t[ch-run dir]}" | median)" 'BEGIN {printf "ch-run sqfs / ch-run dir = %.2f\n", a / b}'
+awk -v a="$(echo "${t[rt sqfs]}" | median)" -v b="$(echo "${t[ch-run sqfs]}" | median)" 'BEGIN {printf "rt sqfs / ch-run sqfs  = %.2f\n", a / b}'
