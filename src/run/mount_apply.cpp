@@ -14,7 +14,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -119,11 +118,10 @@ private:
     }
     if (mount_image_) {
       if (::mkdirat(staging_.get(), "image", 0755) != 0) throw SysError("mkdir", staging + "/image");
-      mount_image_(stage_path("image"));  // returns in the child; the parent serves the image
-      // A mount namespace of our own, so that pivot_root leaves the server's
-      // root alone; fds of the old namespace cannot be mount targets here.
-      if (::unshare(CLONE_NEWNS) != 0) throw SysError("unshare(CLONE_NEWNS)");
-      staging_ = util::open_fd(staging, O_PATH | O_DIRECTORY);
+      // Returns in the child; the parent serves the image. They share the
+      // mount namespace: pivot_root moves the server's root too, which it
+      // never uses (it works on the image's and /dev/fuse's fds).
+      mount_image_(stage_path("image"));
       image_ = util::open_fd(stage_path("image"), O_PATH | O_DIRECTORY);
     }
     const unsigned long image_locked = locked_flags(image_.get(), rootfs);
