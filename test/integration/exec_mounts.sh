@@ -54,6 +54,11 @@ expect_eq "$out" "data" "bind below another bind (host /tmp) with a missing dest
 [ ! -e /tmp/inside ] || fail "a mount point was made on the host's /tmp"
 pass "nothing was created in the host's /tmp"
 
+# A bind of a directory that holds the image shows the image as it is, not
+# rt's own staging mounts.
+out=$("$RT" exec -b "$T" "$IMG" sh -c "ls $IMG/bin/busybox; ls $IMG | grep -c passwd || true")
+expect_eq "$out" "$IMG/bin/busybox"$'\n'"0" "a bound ancestor of the image shows the image, not rt's staging"
+
 after=$(tree_listing "$IMG")
 expect_eq "$after" "$before" "the read-only image is unchanged"
 
