@@ -65,6 +65,8 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_option("-j,--jobs", s->o.jobs, "parallel layer downloads (default 4)")->type_name("N");
     c.app->add_option("--max-size", s->o.max_bytes, "refuse images larger than BYTES unpacked (default 64 GiB)")
         ->type_name("BYTES");
+    c.app->add_option("--squash", s->o.squash, "write the image as this SquashFS file, straight from the layers")
+        ->type_name("FILE");
     c.app->add_option("ref", s->ref, "image reference, e.g. ubuntu:24.04 or docker://ghcr.io/org/img:tag")
         ->required()
         ->type_name("REF");
@@ -86,6 +88,8 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
                         });
     c.app->add_option("--max-size", s->o.max_bytes, "refuse images larger than BYTES unpacked (default 64 GiB)")
         ->type_name("BYTES");
+    c.app->add_option("--squash", s->o.squash, "write the image as this SquashFS file, straight from the layers")
+        ->type_name("FILE");
     c.app->add_option("source", s->source, "docker save tarball, OCI layout directory or archive[:TAG], or rootfs tar(.gz)")
         ->required()
         ->type_name("SOURCE");

@@ -16,7 +16,7 @@ _rt() {
     [[ -d $store/images ]] && compgen -W "$(ls "$store/images" | tr + /)" -- "$cur"
   }
   case $prev in
-    -b | --bind | --env-file | --ca-file) _filedir; return ;;
+    -b | --bind | --env-file | --ca-file | --squash) _filedir; return ;;
     --cd | --storage) _filedir -d; return ;;
     --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level) return ;;
     --compression) COMPREPLY=($(compgen -W "zstd gzip lz4 xz lzo" -- "$cur")); return ;;
@@ -39,9 +39,9 @@ _rt() {
         _filedir -d
       fi
       ;;
-    pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --max-size" -- "$cur")) ;;
+    pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --max-size --squash" -- "$cur")) ;;
     import)
-      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size" -- "$cur")); else _filedir; fi ;;
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash" -- "$cur")); else _filedir; fi ;;
     convert)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --compression --level -j --jobs -f --force" -- "$cur"))
       else COMPREPLY=($(images)); _filedir; fi ;;

@@ -6,7 +6,7 @@ PACKAGES=(
   build-essential cmake pkg-config
   libcli11-dev catch2 nlohmann-json3-dev libseccomp-dev
   libarchive-dev libssl-dev libcurl4-openssl-dev libsquashfuse-dev libfuse3-dev
-  libzstd-dev libisal-dev zlib1g-dev liblz4-dev liblzo2-dev liblzma-dev squashfs-tools
+  libzstd-dev libisal-dev zlib1g-dev liblz4-dev liblzo2-dev liblzma-dev squashfs-tools squashfs-tools-ng
   busybox-static util-linux python3 openssl zstd
   docker-registry skopeo apache2-utils mmdebstrap time
   charliecloud hyperfine

@@ -14,6 +14,7 @@ struct StoreOptions {
 struct ImportOptions : StoreOptions {
   std::string name;             // store name; default: from the source
   uint64_t max_bytes = 0;       // unpacked size limit; 0: the default limit
+  std::string squash;           // write this SquashFS file from the layers instead of storing a tree
 };
 
 struct PullOptions : ImportOptions {

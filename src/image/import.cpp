@@ -12,6 +12,7 @@
 #include "image/manifest.hpp"
 #include "image/tar_member.hpp"
 #include "rt/error.hpp"
+#include "squash/from_layers.hpp"
 #include "rt/image.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
@@ -19,6 +20,9 @@
 #include "util/sha256.hpp"
 
 namespace rt {
+namespace {
+std::string name_for_squash(const image::ImageSource& s) { return s.name; }
+}  // namespace
 namespace image {
 namespace {
 
@@ -194,6 +198,10 @@ std::string import_image(const std::string& source_arg, const ImportOptions& o) 
   src.ref = "import:" + util::normalize_path(source_arg, "/");
   store::Store store(o.storage.empty() ? store::default_root() : o.storage);
   auto lock = store.lock_name(src.name);
+  if (!o.squash.empty()) {
+    squash::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()), {});
+    return name_for_squash(src);
+  }
   image::assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
   util::note("imported `" + src.name + "` into " + store.root());
   return src.name;

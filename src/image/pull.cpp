@@ -17,6 +17,7 @@
 #include "image/ref.hpp"
 #include "image/registry.hpp"
 #include "rt/error.hpp"
+#include "squash/from_layers.hpp"
 #include "rt/image.hpp"
 #include "store/lookup.hpp"
 #include "store/store.hpp"
@@ -24,6 +25,9 @@
 #include "util/log.hpp"
 
 namespace rt {
+namespace {
+std::string name_for_squash(const image::ImageSource& s) { return s.name; }
+}  // namespace
 namespace {
 
 using image::Descriptor;
@@ -94,7 +98,7 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
   std::string name = o.name.empty() ? ref.str() : o.name;
   store::Store store(o.storage.empty() ? store::default_root() : o.storage);
   auto lock = store.lock_name(name);
-  if (auto info = store.info(name); info && info->manifest_digest == manifest_digest) {
+  if (auto info = store.info(name); o.squash.empty() && info && info->manifest_digest == manifest_digest) {
     util::note("`" + name + "` is up to date (" + manifest_digest.substr(0, 19) + ")");
     return name;
   }
@@ -164,6 +168,10 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
                               return util::read_some(fd->get(), buf, size, path);
                             });
                           }});
+  }
+  if (!o.squash.empty()) {
+    squash::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()), {});
+    return name_for_squash(src);
   }
   image::assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
   util::note("pulled `" + shown + "` as `" + name + "` (" + manifest_digest.substr(0, 19) + ")");

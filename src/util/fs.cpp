@@ -160,3 +160,10 @@ size_t read_some(int fd, void* buf, size_t size, const std::string& name) {
   }
 }
 } // namespace rt::util
+
+namespace rt::util {
+std::string current_dir() {
+  char buf[4096];
+  return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string("/");
+}
+} // namespace rt::util

@@ -45,3 +45,8 @@ namespace rt::util {
 // One read(2), retried on EINTR; throws SysError naming `name`.
 size_t read_some(int fd, void* buf, size_t size, const std::string& name);
 } // namespace rt::util
+
+namespace rt::util {
+// getcwd(3), or "/" when it cannot be determined.
+std::string current_dir();
+} // namespace rt::util

@@ -67,3 +67,32 @@ expect_match "$ERR" "garbage.sqfs" "names the file"
 echo hello >"$T/notsqfs"
 expect_status 125 "a file that is not SquashFS" -- "$RT" exec "$T/notsqfs" true
 expect_match "$ERR" "neither a directory nor a SquashFS" "says why"
+
+# --- SquashFS straight from the layers (import --squash): same tree as unpacking ---
+if command -v tar2sqfs >/dev/null; then
+  OCI="python3 $RT_SOURCE_DIR/test/integration/ocitool.py"
+  L="$T/layers" && mkdir -p "$L"
+  $OCI tar "$L/l1.tar" dir:a dir:a/sub file:a/sub/keep file:a/gone file:x/f dir:ro:0555 file:ro/inside \
+    file:suid:4755 dir:usr dir:usr/lib symlink:lib:usr/lib file:f2d dir:d2f file:d2f/x symlink:s2f:a
+  $OCI tar "$L/l2.tar" file:a/.wh.gone file:x/.wh..wh..opq file:x/new file:lib/viasymlink \
+    dir:f2d file:f2d/child file:d2f file:s2f:0644:now-a-file chardev:dev/evil fifo:pipe hardlink:a/hl:a/sub/keep
+  gzip -k "$L/l1.tar"
+  zstd -q "$L/l2.tar" -o "$L/l2.tar.zst"
+  $OCI layout "$T/lay" --tag v1 --cmd rt-probe --cmd argv --cmd layered "$T/img.tar.gz" "$L/l1.tar.gz" "$L/l2.tar.zst" >/dev/null
+  "$RT" import -q "$T/lay" layered
+  "$RT" import -q --squash "$T/layered.sqfs" "$T/lay" 2>/dev/null
+  "$RT" import -q --squash "$T/layered2.sqfs" "$T/lay" 2>/dev/null
+  cmp -s "$T/layered.sqfs" "$T/layered2.sqfs" && pass "--squash output is reproducible" || fail "--squash outputs differ"
+  tree='cd / && { find a x usr lib f2d d2f s2f ro suid pipe bin ! -type d -exec stat -c "%n %F %a %s %h %N" {} +; find a x usr f2d ro bin -type d -exec stat -c "%n %F %a" {} +; } | sort; find a x usr f2d d2f s2f ro bin -type f -exec md5sum {} + | sort'
+  dir=$(cd / && "$RT" exec layered sh -c "$tree" 2>&1)
+  sq=$(cd / && "$RT" exec "$T/layered.sqfs" sh -c "$tree" 2>&1)
+  expect_eq "$sq" "$dir" "--squash gives the tree that unpacking gives (whiteouts, opaque dirs, replacements, links through symlinks)"
+  expect_eq "$("$RT" run "$T/layered.sqfs")" "[layered]" "the config travels in the --squash output"
+  $OCI tar "$L/dotdot.tar" file:ok file:../../outside/pwned
+  $OCI layout "$T/evil" --tag v1 "$L/dotdot.tar" >/dev/null
+  expect_status 125 "--squash refuses a hostile layer" -- "$RT" import --squash "$T/evil.sqfs" "$T/evil"
+  expect_match "$ERR" "\\.\\." "says why"
+  [ ! -e "$T/evil.sqfs" ] && [ ! -e "$T/evil.sqfs.rt-tmp" ] && pass "and writes nothing" || fail "an output was left"
+elif [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
+  fail "tar2sqfs missing (Debian package squashfs-tools-ng)"
+fi

@@ -1,0 +1,140 @@
+// A SquashFS file straight from an image's layer streams: two passes over
+// the layers (headers, then contents) feed one merged tar stream to
+// tar2sqfs (squashfs-tools-ng); no tree is unpacked on disk (host).
+#include <archive.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <thread>
+
+#include "image/assemble.hpp"
+#include "image/layer_stream.hpp"
+#include "rt/error.hpp"
+#include "squash/flatten.hpp"
+#include "squash/from_layers.hpp"
+#include "squash/sqfs.hpp"
+#include "util/fs.hpp"
+#include "util/log.hpp"
+
+extern char** environ;
+
+namespace rt::squash {
+namespace {
+
+struct Pipe {
+  int fd;
+  std::string what;
+};
+
+la_ssize_t pipe_write(archive* a, void* client, const void* buf, size_t n) {
+  auto* p = static_cast<Pipe*>(client);
+  try {
+    util::write_all(p->fd, std::string_view(static_cast<const char*>(buf), n), p->what);
+  } catch (const Error& e) {
+    archive_set_error(a, EIO, "%s", e.what());
+    return -1;
+  }
+  return static_cast<la_ssize_t>(n);
+}
+
+struct WriterDeleter {
+  void operator()(archive* a) const { archive_write_free(a); }
+};
+
+} // namespace
+
+void write_from_layers(const image::ImageSource& src, const std::string& out, const SquashOptions& o) {
+  const std::string tmp = out + ".rt-tmp";
+  struct Cleanup {
+    std::string f;
+    bool keep = false;
+    ~Cleanup() {
+      if (!keep) ::unlink(f.c_str());
+    }
+  } cleanup{tmp};
+  ::unlink(tmp.c_str());
+
+  // Pass 1: verify every layer and learn the final tree.
+  Flattener flat(src.name);
+  for (size_t i = 0; i < src.layers.size(); ++i) {
+    const auto& l = src.layers[i];
+    image::LayerStream stream(l.open(), l.name);
+    flat.scan_layer([&](void* b, size_t n) { return stream.read(b, n); }, l.name);
+    const std::string where = "image `" + src.name + "` layer `" + l.name + "`";
+    if (!l.expected_blob.empty() && stream.blob_digest() != l.expected_blob)
+      throw Error(where + ": digest mismatch: the blob hashes to " + stream.blob_digest());
+    if (!l.expected_diff_id.empty() && stream.diff_id() != l.expected_diff_id)
+      throw Error(where + ": diff_id mismatch: the uncompressed layer hashes to " + stream.diff_id());
+  }
+
+  // tar2sqfs reads the merged stream on its standard input.
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw SysError("pipe");
+  util::UniqueFd rd(fds[0]), wr(fds[1]);
+  int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::string> argv = {"tar2sqfs", "--quiet", "--no-keep-time", "--no-xattr", "--force",
+                                   "--compressor", o.compression, "--num-jobs", std::to_string(jobs)};
+  if (o.compression == "zstd" || o.compression == "gzip")
+    argv.insert(argv.end(), {"--comp-extra", "level=" + std::to_string(o.level ? o.level : o.compression == "zstd" ? 3 : 6)});
+  argv.push_back(tmp);
+  std::vector<char*> a;
+  for (auto& s : argv) a.push_back(s.data());
+  a.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, rd.get(), 0);
+  pid_t pid;
+  int r = ::posix_spawnp(&pid, "tar2sqfs", &fa, nullptr, a.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (r != 0) throw SysError(r, "spawn", "tar2sqfs", "");
+  rd.reset();
+  struct Reaper {
+    pid_t pid;
+    bool done = false;
+    ~Reaper() {
+      if (!done) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+  } reaper{pid};
+
+  {
+    Pipe pipe{wr.get(), "tar2sqfs"};
+    std::unique_ptr<archive, WriterDeleter> w(archive_write_new());
+    archive_write_set_format_pax_restricted(w.get());
+    archive_write_set_bytes_per_block(w.get(), 1 << 16);
+    if (archive_write_open(w.get(), &pipe, nullptr, pipe_write, nullptr) != ARCHIVE_OK)
+      throw Error("cannot start the SquashFS stream: " + std::string(archive_error_string(w.get())));
+    flat.begin(w.get());
+    for (const auto& l : src.layers) {
+      image::LayerStream stream(l.open(), l.name);
+      flat.emit_layer([&](void* b, size_t n) { return stream.read(b, n); }, l.name, w.get());
+    }
+    std::string cfg_path = std::string(kConfigPath).substr(1);
+    flat.finish(w.get(), {{cfg_path, src.config_text}});
+    if (archive_write_close(w.get()) != ARCHIVE_OK)
+      throw Error("writing the SquashFS stream: " + std::string(archive_error_string(w.get())));
+  }
+  wr.reset();
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) throw SysError("waitpid", "tar2sqfs");
+  reaper.done = true;
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    throw Error("tar2sqfs failed making `" + out + "` from image `" + src.name + "`");
+  if (::rename(tmp.c_str(), out.c_str()) != 0) throw SysError("rename", tmp, out);
+  cleanup.keep = true;
+  struct stat sb;
+  ::stat(out.c_str(), &sb);
+  util::note("wrote `" + out + "` (" + image::human_bytes(static_cast<uint64_t>(sb.st_size)) + ", " +
+             std::to_string(flat.entries()) + " entries, " + o.compression + ") straight from the layers");
+}
+
+} // namespace rt::squash

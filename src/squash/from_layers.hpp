@@ -1,0 +1,19 @@
+// A SquashFS file straight from layer streams (host).
+#pragma once
+#include <string>
+
+#include "image/assemble.hpp"
+
+namespace rt::squash {
+
+struct SquashOptions {
+  std::string compression = "zstd";
+  int level = 0;
+  int jobs = 0;
+};
+
+// Verifies the layers and writes `out` (beside it, then renamed), with the
+// image config inside at /.rt/image-config.json. Throws rt::Error.
+void write_from_layers(const image::ImageSource& src, const std::string& out, const SquashOptions& options);
+
+} // namespace rt::squash
