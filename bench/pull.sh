@@ -85,3 +85,15 @@ rt=$(echo "${times[rt]}" | median)
 awk -v a="$rt" -v b="$(echo "${times[ch-image]}" | median)" 'BEGIN {printf "rt / ch-image --no-cache pull = %.2f\n", a / b}'
 awk -v a="$rt" -v b="$(echo "${times[tar]}" | median)" 'BEGIN {printf "rt / tar -xzf                 = %.2f\n", a / b}'
 echo "rt pull peak RSS: $(echo "$rss" | tr ' ' '\n' | grep . | sort -n | tail -1) KiB"
+
+# Pull straight to one SquashFS file: rt pull --squash beside ch-image pull +
+# ch-convert -o squash (target: <= 0.15x, no unpacked tree on disk).
+for r in $(seq "$rounds"); do
+  rm -rf "$T/rtstore" "$T/chstore" "$T"/*.sqfs
+  run "rt->sqfs" "$src/build-bench/rt" pull -q --storage "$T/rtstore" --ca-file "$REG_CA" --squash "$T/rt.sqfs" "$ref"
+  run "ch->sqfs" sh -c "env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE ch-image --storage $T/chstore --no-cache --tls-no-verify pull $ref && ch-convert -s $T/chstore -i ch-image -o squash $ref $T/ch.sqfs"
+done
+"$src/build-bench/rt" exec "$T/rt.sqfs" python3 -c 'print("python3 runs from the .sqfs written by rt pull --squash")'
+for l in "rt->sqfs" "ch->sqfs"; do printf '%-10s median %6.2f s   (%s)\n' "$l" "$(echo "${times[$l]}" | median)" "${times[$l]}"; done
+awk -v a="$(echo "${times[rt->sqfs]}" | median)" -v b="$(echo "${times[ch->sqfs]}" | median)" 'BEGIN {printf "rt pull --squash / (ch-image pull + ch-convert) = %.2f\n", a / b}'
+echo "rt's store after pull --squash (no unpacked tree): $(du -sb "$T/rtstore" | cut -f1) bytes of cached blobs; output $(stat -c %s "$T/rt.sqfs") bytes"
