@@ -91,7 +91,8 @@ echo "rt pull peak RSS: $(echo "$rss" | tr ' ' '\n' | grep . | sort -n | tail -1
 for r in $(seq "$rounds"); do
   rm -rf "$T/rtstore" "$T/chstore" "$T"/*.sqfs
   run "rt->sqfs" "$src/build-bench/rt" pull -q --storage "$T/rtstore" --ca-file "$REG_CA" --squash "$T/rt.sqfs" "$ref"
-  run "ch->sqfs" sh -c "env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE ch-image --storage $T/chstore --no-cache --tls-no-verify pull $ref && ch-convert -s $T/chstore -i ch-image -o squash $ref $T/ch.sqfs"
+  run "ch->sqfs" env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE CH_IMAGE_STORAGE="$T/chstore" sh -c \
+    "ch-image --no-cache --tls-no-verify pull $ref && ch-convert -i ch-image -o squash $ref $T/ch.sqfs"
 done
 "$src/build-bench/rt" exec "$T/rt.sqfs" python3 -c 'print("python3 runs from the .sqfs written by rt pull --squash")'
 for l in "rt->sqfs" "ch->sqfs"; do printf '%-10s median %6.2f s   (%s)\n' "$l" "$(echo "${times[$l]}" | median)" "${times[$l]}"; done
