@@ -67,6 +67,10 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
         ->type_name("BYTES");
     c.app->add_option("--squash", s->o.squash, "write the image as this SquashFS file, straight from the layers")
         ->type_name("FILE");
+    c.app->add_option("--compression", s->o.compression, "with --squash: zstd (default), gzip, lz4, xz or lzo")
+        ->type_name("ALG");
+    c.app->add_option("--level", s->o.level, "with --squash: compression level (default: zstd 3, gzip 6)")
+        ->type_name("N");
     c.app->add_option("ref", s->ref, "image reference, e.g. ubuntu:24.04 or docker://ghcr.io/org/img:tag")
         ->required()
         ->type_name("REF");
@@ -90,6 +94,10 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
         ->type_name("BYTES");
     c.app->add_option("--squash", s->o.squash, "write the image as this SquashFS file, straight from the layers")
         ->type_name("FILE");
+    c.app->add_option("--compression", s->o.compression, "with --squash: zstd (default), gzip, lz4, xz or lzo")
+        ->type_name("ALG");
+    c.app->add_option("--level", s->o.level, "with --squash: compression level (default: zstd 3, gzip 6)")
+        ->type_name("N");
     c.app->add_option("source", s->source, "docker save tarball, OCI layout directory or archive[:TAG], or rootfs tar(.gz)")
         ->required()
         ->type_name("SOURCE");

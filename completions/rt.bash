@@ -39,9 +39,9 @@ _rt() {
         _filedir -d
       fi
       ;;
-    pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --max-size --squash" -- "$cur")) ;;
+    pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --max-size --squash --compression --level" -- "$cur")) ;;
     import)
-      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash" -- "$cur")); else _filedir; fi ;;
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash --compression --level" -- "$cur")); else _filedir; fi ;;
     convert)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --compression --level -j --jobs -f --force" -- "$cur"))
       else COMPREPLY=($(images)); _filedir; fi ;;

@@ -15,6 +15,8 @@ struct ImportOptions : StoreOptions {
   std::string name;             // store name; default: from the source
   uint64_t max_bytes = 0;       // unpacked size limit; 0: the default limit
   std::string squash;           // write this SquashFS file from the layers instead of storing a tree
+  std::string compression = "zstd";  // for --squash: zstd, gzip, lz4, xz, lzo
+  int level = 0;                     // for --squash: 0 = zstd 3, gzip 6
 };
 
 struct PullOptions : ImportOptions {

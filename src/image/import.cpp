@@ -199,7 +199,8 @@ std::string import_image(const std::string& source_arg, const ImportOptions& o) 
   store::Store store(o.storage.empty() ? store::default_root() : o.storage);
   auto lock = store.lock_name(src.name);
   if (!o.squash.empty()) {
-    squash::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()), {});
+    squash::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()),
+                              {o.compression, o.level, 0});
     return name_for_squash(src);
   }
   image::assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});

@@ -170,7 +170,8 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
                           }});
   }
   if (!o.squash.empty()) {
-    squash::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()), {});
+    squash::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()),
+                              {o.compression, o.level, 0});
     return name_for_squash(src);
   }
   image::assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});

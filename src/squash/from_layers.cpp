@@ -60,6 +60,11 @@ void write_from_layers(const image::ImageSource& src, const std::string& out, co
   } cleanup{tmp};
   ::unlink(tmp.c_str());
 
+  static const char* kAlgorithms[] = {"zstd", "gzip", "lz4", "xz", "lzo"};
+  bool known = false;
+  for (const char* a : kAlgorithms) known = known || o.compression == a;
+  if (!known) throw Error("unknown compression `" + o.compression + "` (zstd, gzip, lz4, xz or lzo)");
+
   // Pass 1: verify every layer and learn the final tree.
   Flattener flat(src.name);
   for (size_t i = 0; i < src.layers.size(); ++i) {

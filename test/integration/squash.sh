@@ -88,6 +88,9 @@ if command -v tar2sqfs >/dev/null; then
   sq=$(cd / && "$RT" exec "$T/layered.sqfs" sh -c "$tree" 2>&1)
   expect_eq "$sq" "$dir" "--squash gives the tree that unpacking gives (whiteouts, opaque dirs, replacements, links through symlinks)"
   expect_eq "$("$RT" run "$T/layered.sqfs")" "[layered]" "the config travels in the --squash output"
+  "$RT" import -q --squash "$T/layered-gz.sqfs" --compression gzip --level 9 "$T/lay" 2>/dev/null
+  expect_eq "$(cd / && "$RT" exec "$T/layered-gz.sqfs" sh -c "$tree" 2>&1)" "$dir" "--squash with --compression gzip"
+  expect_status 125 "an unknown compression is refused" -- "$RT" import --squash "$T/x.sqfs" --compression bogus "$T/lay"
   $OCI tar "$L/dotdot.tar" file:ok file:../../outside/pwned
   $OCI layout "$T/evil" --tag v1 "$L/dotdot.tar" >/dev/null
   expect_status 125 "--squash refuses a hostile layer" -- "$RT" import --squash "$T/evil.sqfs" "$T/evil"
