@@ -288,9 +288,8 @@ void TreeWriter::apply_entry(archive* a, archive_entry* e, const std::string& la
   }
 }
 
-void TreeWriter::apply_layer(const ReadFn& read, const std::string& layer) {
-  made_this_layer_.clear();
-  invalidate_parent_cache();
+void for_each_tar_entry(const ReadFn& read, const std::string& image, const std::string& layer,
+                        const std::function<void(archive*, archive_entry*, uint64_t)>& fn) {
   Source src{&read, std::vector<char>(1 << 20), nullptr};
   struct ArchiveDeleter {
     void operator()(archive* a) const { archive_read_free(a); }
@@ -300,25 +299,29 @@ void TreeWriter::apply_layer(const ReadFn& read, const std::string& layer) {
   archive_read_support_format_gnutar(a.get());
   if (archive_read_open(a.get(), &src, nullptr, source_read, nullptr) != ARCHIVE_OK) {
     if (src.error) std::rethrow_exception(src.error);
-    throw Error("image `" + image_ + "` layer `" + layer + "` is not a tar archive: " +
-                archive_error_string(a.get()));
+    throw Error("image `" + image + "` layer `" + layer + "` is not a tar archive: " + archive_error_string(a.get()));
   }
   archive_entry* e;
-  for (;;) {
+  for (uint64_t i = 0;; ++i) {
     int r = archive_read_next_header(a.get(), &e);
-    if (r == ARCHIVE_EOF) break;
     if (src.error) std::rethrow_exception(src.error);
+    if (r == ARCHIVE_EOF) break;
     if (r < ARCHIVE_WARN)
-      throw Error("image `" + image_ + "` layer `" + layer + "` is not a valid tar archive: " +
+      throw Error("image `" + image + "` layer `" + layer + "` is not a valid tar archive: " +
                   archive_error_string(a.get()));
-    apply_entry(a.get(), e, layer);
+    fn(a.get(), e, i);
     if (src.error) std::rethrow_exception(src.error);
   }
-  if (src.error) std::rethrow_exception(src.error);
   // Drain: digests cover the whole stream, padding included.
   char sink[65536];
   while (read(sink, sizeof sink) > 0) {
   }
+}
+
+void TreeWriter::apply_layer(const ReadFn& read, const std::string& layer) {
+  made_this_layer_.clear();
+  invalidate_parent_cache();
+  for_each_tar_entry(read, image_, layer, [&](archive* a, archive_entry* e, uint64_t) { apply_entry(a, e, layer); });
   invalidate_parent_cache();
 }
 

@@ -64,6 +64,13 @@ private:
   bool warned_devices_ = false;
 };
 
+// Walks the entries of the tar stream `read` supplies, calling
+// fn(archive, entry, index) for each, then reads the stream to its end
+// (digests cover all of it, padding included). Errors name the image and
+// the layer.
+void for_each_tar_entry(const ReadFn& read, const std::string& image, const std::string& layer,
+                        const std::function<void(::archive*, ::archive_entry*, uint64_t)>& fn);
+
 // Splits a tar entry path into clean components: "./" and "." dropped.
 // Returns false for paths that are absolute or climb with "..".
 bool split_entry_path(const std::string& path, std::vector<std::string>& comps);

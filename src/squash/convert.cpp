@@ -12,6 +12,7 @@
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "run/image.hpp"
+#include "squash/from_layers.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
@@ -48,10 +49,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   if (util::path_exists(dst) && !o.force)
     throw Error("`" + dst + "` exists", "remove it first, or give --force to replace it");
 
-  static const char* kAlgorithms[] = {"zstd", "gzip", "lz4", "xz", "lzo"};
-  bool known = false;
-  for (const char* a : kAlgorithms) known = known || o.compression == a;
-  if (!known) throw Error("unknown compression `" + o.compression + "` (zstd, gzip, lz4, xz or lzo)");
+  squash::check_compression(o.compression);
 
   // Work next to the destination; rename into place only when complete, so
   // an interrupted convert never leaves a half-written image under DST.

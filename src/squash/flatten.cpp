@@ -13,58 +13,9 @@
 namespace rt::squash {
 namespace {
 
-struct ReaderDeleter {
-  void operator()(archive* a) const { archive_read_free(a); }
-};
 struct EntryDeleter {
   void operator()(archive_entry* e) const { archive_entry_free(e); }
 };
-
-struct Source {
-  const image::ReadFn* read;
-  std::vector<char> buf;
-  std::exception_ptr error;
-};
-
-la_ssize_t source_read(archive* a, void* client, const void** out) {
-  auto* s = static_cast<Source*>(client);
-  try {
-    size_t n = (*s->read)(s->buf.data(), s->buf.size());
-    *out = s->buf.data();
-    return static_cast<la_ssize_t>(n);
-  } catch (...) {
-    s->error = std::current_exception();
-    archive_set_error(a, EIO, "read failed");
-    return -1;
-  }
-}
-
-// Walks a layer's entries, calling fn(archive, entry, index).
-template <class Fn>
-void for_each_entry(const image::ReadFn& read, const std::string& image, const std::string& layer, Fn fn) {
-  Source src{&read, std::vector<char>(1 << 20), nullptr};
-  std::unique_ptr<archive, ReaderDeleter> a(archive_read_new());
-  archive_read_support_format_tar(a.get());
-  archive_read_support_format_gnutar(a.get());
-  if (archive_read_open(a.get(), &src, nullptr, source_read, nullptr) != ARCHIVE_OK) {
-    if (src.error) std::rethrow_exception(src.error);
-    throw Error("image `" + image + "` layer `" + layer + "` is not a tar archive: " + archive_error_string(a.get()));
-  }
-  archive_entry* e;
-  for (uint64_t i = 0;; ++i) {
-    int r = archive_read_next_header(a.get(), &e);
-    if (src.error) std::rethrow_exception(src.error);
-    if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN)
-      throw Error("image `" + image + "` layer `" + layer + "` is not a valid tar archive: " +
-                  archive_error_string(a.get()));
-    fn(a.get(), e, i);
-    if (src.error) std::rethrow_exception(src.error);
-  }
-  char sink[65536];
-  while (read(sink, sizeof sink) > 0) {
-  }
-}
 
 std::string join(const std::vector<std::string>& c, size_t n) {
   std::string s;
@@ -124,7 +75,7 @@ void Flattener::ensure_parents(const std::string& key, const std::string& where)
 void Flattener::scan_layer(const image::ReadFn& read, const std::string& layer) {
   ++layer_no_;
   this_layer_.clear();
-  for_each_entry(read, image_, layer, [&](archive*, archive_entry* e, uint64_t index) {
+  image::for_each_tar_entry(read, image_, layer, [&](archive*, archive_entry* e, uint64_t index) {
     const char* raw = archive_entry_pathname(e);
     const std::string path = raw ? raw : "";
     const std::string where = "image `" + image_ + "` layer `" + layer + "` entry " + util::quoted(path) + ": ";
@@ -218,7 +169,7 @@ void Flattener::begin(archive* out) {
 
 void Flattener::emit_layer(const image::ReadFn& read, const std::string& layer, archive* out) {
   // Layers are emitted in the order they were scanned: emitted_ is the number.
-  for_each_entry(read, image_, layer, [&](archive* in, archive_entry* e, uint64_t index) {
+  image::for_each_tar_entry(read, image_, layer, [&](archive* in, archive_entry* e, uint64_t index) {
     auto it = keep_.find({emitted_, index});
     if (it == keep_.end()) return;
     const Node& n = nodes_.at(it->second);

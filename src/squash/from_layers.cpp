@@ -49,6 +49,12 @@ struct WriterDeleter {
 
 } // namespace
 
+void check_compression(const std::string& name) {
+  for (const char* a : {"zstd", "gzip", "lz4", "xz", "lzo"})
+    if (name == a) return;
+  throw Error("unknown compression `" + name + "` (zstd, gzip, lz4, xz or lzo)");
+}
+
 void write_from_layers(const image::ImageSource& src, const std::string& out, const SquashOptions& o) {
   const std::string tmp = out + ".rt-tmp";
   struct Cleanup {
@@ -60,10 +66,7 @@ void write_from_layers(const image::ImageSource& src, const std::string& out, co
   } cleanup{tmp};
   ::unlink(tmp.c_str());
 
-  static const char* kAlgorithms[] = {"zstd", "gzip", "lz4", "xz", "lzo"};
-  bool known = false;
-  for (const char* a : kAlgorithms) known = known || o.compression == a;
-  if (!known) throw Error("unknown compression `" + o.compression + "` (zstd, gzip, lz4, xz or lzo)");
+  check_compression(o.compression);
 
   // Pass 1: verify every layer and learn the final tree.
   Flattener flat(src.name);

@@ -12,6 +12,9 @@ struct SquashOptions {
   int jobs = 0;
 };
 
+// Throws rt::Error unless `name` is a SquashFS compressor rt offers.
+void check_compression(const std::string& name);
+
 // Verifies the layers and writes `out` (beside it, then renamed), with the
 // image config inside at /.rt/image-config.json. Throws rt::Error.
 void write_from_layers(const image::ImageSource& src, const std::string& out, const SquashOptions& options);
