@@ -27,27 +27,31 @@ std::string join(const std::vector<std::string>& c, size_t n) {
 
 // The key of comps[0..upto) with every symlink met on the way followed
 // inside the image (as RESOLVE_IN_ROOT does when unpacking to a directory).
-std::string Flattener::resolve(const std::vector<std::string>& comps, size_t upto, const std::string& where) {
+// A link must lead to something the image has, as when unpacking.
+std::string Flattener::resolve(const std::vector<std::string>& comps, size_t upto, const std::string& where,
+                               int depth) {
+  if (depth > 40) throw Error(where + "too many levels of symbolic links");
   std::vector<std::string> out;
-  std::vector<std::string> todo(comps.rbegin() + static_cast<long>(comps.size() - upto), comps.rend());
-  int links = 0;
-  while (!todo.empty()) {
-    std::string c = std::move(todo.back());
-    todo.pop_back();
+  for (size_t i = 0; i < upto; ++i) {
+    const std::string& c = comps[i];
     if (c.empty() || c == ".") continue;
     if (c == "..") {
       if (!out.empty()) out.pop_back();
       continue;
     }
     out.push_back(c);
-    auto it = nodes_.find(join(out, out.size()));
+    const std::string key = join(out, out.size());
+    auto it = nodes_.find(key);
     if (it == nodes_.end() || it->second.type != AE_IFLNK) continue;
-    if (++links > 40) throw Error(where + "too many levels of symbolic links");
     out.pop_back();
+    std::vector<std::string> target = out;  // relative links start from the link's directory
     const std::string& t = it->second.link;
-    if (!t.empty() && t.front() == '/') out.clear();
-    auto more = util::split(t, '/');
-    for (auto m = more.rbegin(); m != more.rend(); ++m) todo.push_back(*m);
+    if (!t.empty() && t.front() == '/') target.clear();
+    for (auto& x : util::split(t, '/')) target.push_back(x);
+    std::string resolved = resolve(target, target.size(), where, depth + 1);
+    if (!resolved.empty() && !nodes_.count(resolved))
+      throw Error(where + "`" + key + "` is not a directory (a symlink to a path the image lacks)");
+    out = resolved.empty() ? std::vector<std::string>{} : util::split(resolved, '/');
   }
   return join(out, out.size());
 }

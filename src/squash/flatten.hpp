@@ -42,7 +42,7 @@ private:
     int64_t mtime = 0;
     std::string link;  // symlink target, or hard link target (a key)
   };
-  std::string resolve(const std::vector<std::string>& comps, size_t upto, const std::string& where);
+  std::string resolve(const std::vector<std::string>& comps, size_t upto, const std::string& where, int depth = 0);
   void erase_tree(const std::string& key);
   void ensure_parents(const std::string& key, const std::string& where);
   void write_header(archive* out, const std::string& key, const Node& n, int64_t size);

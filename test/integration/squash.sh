@@ -96,6 +96,11 @@ if command -v tar2sqfs >/dev/null; then
   expect_status 125 "--squash refuses a hostile layer" -- "$RT" import --squash "$T/evil.sqfs" "$T/evil"
   expect_match "$ERR" "\\.\\." "says why"
   [ ! -e "$T/evil.sqfs" ] && [ ! -e "$T/evil.sqfs.rt-tmp" ] && pass "and writes nothing" || fail "an output was left"
+  $OCI tar "$L/dangling.tar" "symlink:esc:$T/outside" file:esc/pwned
+  $OCI layout "$T/dangling" --tag v1 "$L/dangling.tar" >/dev/null
+  expect_status 125 "--squash refuses a write through a symlink to a missing directory, as unpacking does" -- \
+    "$RT" import --squash "$T/dangling.sqfs" "$T/dangling"
+  expect_match "$ERR" "not a directory" "says why"
 elif [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
   fail "tar2sqfs missing (Debian package squashfs-tools-ng)"
 fi
