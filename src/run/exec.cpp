@@ -143,7 +143,8 @@ void exec(const ExecOptions& o) {
   if (o.mode == ExecMode::Shell) {
     for (const auto& kv : env)
       if (kv.starts_with("SHELL=")) shell = kv.substr(6);
-    if (sqfs || !image_has(rootfd.get(), shell)) shell = sqfs && !shell.empty() && sqfs->read_file(shell) ? shell : "/bin/sh";
+    bool present = sqfs ? !shell.empty() && sqfs->has(shell) : image_has(rootfd.get(), shell);
+    if (!present) shell = "/bin/sh";
   }
   std::vector<std::string> argv = run::command_for(o.mode, o.command, config, image.name, shell);
   rootfd.reset();

@@ -9,11 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 extern "C" {
 #include <squashfuse/ll.h>
@@ -152,14 +154,64 @@ Image::~Image() {
   }
 }
 
-std::optional<std::string> Image::read_file(const std::string& path, size_t limit) {
+static std::vector<std::string> components(const std::string& path) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < path.size();) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) out.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+// Looks `path` up inside the image, following symlinks inside it (Debian's
+// /bin -> usr/bin, say); sqfs_lookup_path alone stops at them.
+static std::optional<sqfs_inode> lookup(sqfs* fs, const std::string& path, const std::string& image) {
+  std::vector<std::string> cur;                 // resolved so far: no links in it
+  std::vector<std::string> todo = components(path);
+  std::reverse(todo.begin(), todo.end());       // the next component at the back
+  int links = 0;
   sqfs_inode inode;
-  if (sqfs_inode_get(&ll_->fs, &inode, sqfs_inode_root(&ll_->fs)) != SQFS_OK)
-    throw Error("image `" + path_ + "`: cannot read the root directory (corrupt?)");
-  bool found = false;
-  if (sqfs_lookup_path(&ll_->fs, &inode, path.c_str(), &found) != SQFS_OK)
-    throw Error("image `" + path_ + "`: cannot look up `" + path + "` (corrupt?)");
-  if (!found || !S_ISREG(inode.base.mode)) return std::nullopt;
+  if (sqfs_inode_get(fs, &inode, sqfs_inode_root(fs)) != SQFS_OK)
+    throw Error("image `" + image + "`: cannot read the root directory (corrupt?)");
+  while (!todo.empty()) {
+    std::string c = std::move(todo.back());
+    todo.pop_back();
+    if (c == ".") continue;
+    if (c == "..") {
+      if (!cur.empty()) cur.pop_back();
+      continue;
+    }
+    std::string p;
+    for (const auto& x : cur) p += "/" + x;
+    p += "/" + c;
+    sqfs_inode in;
+    bool found = false;
+    if (sqfs_inode_get(fs, &in, sqfs_inode_root(fs)) != SQFS_OK ||
+        sqfs_lookup_path(fs, &in, p.c_str(), &found) != SQFS_OK || !found)
+      return std::nullopt;
+    if (S_ISLNK(in.base.mode)) {
+      if (++links > 40) return std::nullopt;
+      char target[4096] = {};
+      size_t size = sizeof target;
+      if (sqfs_readlink(fs, &in, target, &size) != SQFS_OK) return std::nullopt;
+      std::string t(target, strnlen(target, sizeof target));
+      if (!t.empty() && t.front() == '/') cur.clear();
+      auto more = components(t);
+      todo.insert(todo.end(), more.rbegin(), more.rend());
+      continue;
+    }
+    cur.push_back(c);
+    inode = in;
+  }
+  return inode;
+}
+
+std::optional<std::string> Image::read_file(const std::string& path, size_t limit) {
+  auto found = lookup(&ll_->fs, path, path_);
+  if (!found || !S_ISREG(found->base.mode)) return std::nullopt;
+  sqfs_inode inode = *found;
   uint64_t size = inode.xtra.reg.file_size;
   if (size > limit) throw Error("image `" + path_ + "`: `" + path + "` is larger than " + std::to_string(limit) + " bytes");
   std::string out(size, '\0');
@@ -169,6 +221,8 @@ std::optional<std::string> Image::read_file(const std::string& path, size_t limi
   out.resize(static_cast<size_t>(n));
   return out;
 }
+
+bool Image::has(const std::string& path) { return lookup(&ll_->fs, path, path_).has_value(); }
 
 void Image::mount_and_serve(const std::string& mountpoint, uid_t uid, gid_t gid) {
   int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);

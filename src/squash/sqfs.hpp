@@ -27,7 +27,9 @@ public:
   Image& operator=(const Image&) = delete;
 
   // A regular file's content from inside the image; nullopt if absent.
+  // Symlinks inside the image are followed.
   std::optional<std::string> read_file(const std::string& path, size_t limit = 1 << 22);
+  bool has(const std::string& path);
 
   // Namespace: mounts the image read-only at `mountpoint` through /dev/fuse
   // (no fusermount, no helper process), then forks. Returns in the child.

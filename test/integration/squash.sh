@@ -32,12 +32,14 @@ out=$("$RT" exec --root --write-tmpfs "$T/bb.sqfs" sh -c 'echo x > /etc/new && c
 expect_eq "$out" "x" "--write-tmpfs over a SquashFS image (files inside are root's: --root)"
 
 # The configuration travels inside the file.
-mkdir -p "$T/b" && cp -a "$IMG" "$T/b/rootfs"
+mkdir -p "$T/b" && cp -a "$IMG" "$T/b/rootfs" && ln -s bin "$T/b/rootfs/altbin"
 echo '{"config":{"Cmd":["rt-probe","argv","from","sqfs"],"Env":["SQ=1"]}}' >"$T/b/image-config.json"
 "$RT" convert -q "$T/b" "$T/b.sqfs"
 cp "$T/b.sqfs" "$T/moved.sqfs"
 expect_eq "$("$RT" run "$T/moved.sqfs")" "[from] [sqfs]" "rt run of a copied .sqfs uses the config inside it"
 expect_eq "$("$RT" exec "$T/moved.sqfs" rt-probe env SQ)" "1" "and its Env"
+out=$(echo 'echo $0' | SHELL=/altbin/sh "$RT" shell "$T/moved.sqfs")
+expect_eq "$out" "/altbin/sh" "rt shell finds \$SHELL through a symlinked directory inside the SquashFS file"
 
 # A daemon that outlives the first process still reads its files; rt waits for it.
 start=$(date +%s%N)
