@@ -117,6 +117,8 @@ void write_from_layers(const image::ImageSource& src, const std::string& out, co
     Pipe pipe{wr.get(), "tar2sqfs"};
     std::unique_ptr<archive, WriterDeleter> w(archive_write_new());
     archive_write_set_format_pax_restricted(w.get());
+    // Names are arbitrary bytes: pass them through, never translate them.
+    archive_write_set_format_option(w.get(), "pax", "hdrcharset", "BINARY");
     archive_write_set_bytes_per_block(w.get(), 1 << 16);
     if (archive_write_open(w.get(), &pipe, nullptr, pipe_write, nullptr) != ARCHIVE_OK)
       throw Error("cannot start the SquashFS stream: " + std::string(archive_error_string(w.get())));

@@ -143,3 +143,16 @@ wait $pid 2>/dev/null || true
 expect_eq "$(ls "$RT_STORAGE/tmp")" "" "no debris after a killed import and a new one"
 "$RT" rm again
 expect_status 125 "a removed image is gone" -- "$RT" exec again true
+
+# File names are arbitrary bytes.
+python3 - "$L/names.tar" <<'PY'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w", format=tarfile.GNU_FORMAT, encoding="utf-8", errors="surrogateescape") as t:
+    for name in ["n/sp ace", "n/new\nline", "n/bad\udcffbyte", "n/\u00fcn\u00ef"]:
+        ti = tarfile.TarInfo(name)
+        ti.size = 1
+        t.addfile(ti, io.BytesIO(b"x"))
+PY
+"$RT" import -q "$L/names.tar" names
+R=$("$RT" inspect names | sed -n 's/.*"path": "\(.*\)".*/\1/p')/rootfs
+expect_eq "$(ls -b "$R/n" | LC_ALL=C sort | tr '\n' '|')" 'bad\377byte|new\nline|sp\ ace|ünï|' "names with spaces, newlines, invalid UTF-8 and UTF-8 survive"

@@ -103,6 +103,17 @@ if command -v tar2sqfs >/dev/null; then
   expect_status 125 "--squash refuses a write through a symlink to a missing directory, as unpacking does" -- \
     "$RT" import --squash "$T/dangling.sqfs" "$T/dangling"
   expect_match "$ERR" "not a directory" "says why"
+  python3 - "$L/names.tar" <<'PY'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w", format=tarfile.GNU_FORMAT, encoding="utf-8", errors="surrogateescape") as t:
+    for name in ["n/sp ace", "n/new\nline", "n/bad\udcffbyte"]:
+        ti = tarfile.TarInfo(name)
+        ti.size = 1
+        t.addfile(ti, io.BytesIO(b"x"))
+PY
+  "$RT" import -q --squash "$T/names.sqfs" "$L/names.tar" 2>/dev/null
+  n=$(unsquashfs -l "$T/names.sqfs" | LC_ALL=C grep -c '^squashfs-root/n/\(sp ace\|new\|bad.byte\)')
+  expect_eq "$n" 3 "names with spaces, newlines and invalid UTF-8 survive --squash"
 elif [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
   fail "tar2sqfs missing (Debian package squashfs-tools-ng)"
 fi
