@@ -9,18 +9,10 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-1000}
-if [ "$(id -u)" = 0 ]; then
-  bash "$src/test/install-deps.sh"
-  id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
-  work=/var/tmp/rt-bench
-  rm -rf "$work"
-  install -d -o rt-test "$work"
-  (cd "$src" && tar --exclude=./build --exclude=./.git -cf - .) | runuser -u rt-test -- tar -xf - -C "$work"
-  exec runuser -u rt-test -- bash "$work/bench/exec-start.sh" "$rounds"
-fi
+. "$src/bench/common.sh"
+as_rt_test exec-start "$rounds"
 cd "$src"
-cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-bench -j"$(nproc)" --target rt spawn_bench >/dev/null
+build_release rt spawn_bench
 img=$(mktemp -d /var/tmp/rt-bench-img.XXXXXX)
 trap 'rm -rf "$img"' EXIT
 bash examples/make-busybox-image.sh "$img"

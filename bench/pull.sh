@@ -10,22 +10,12 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-2}
-rootfs_tar=/var/tmp/rt-bench-debian.tar
-if [ "$(id -u)" = 0 ]; then
-  bash "$src/test/install-deps.sh"
-  command -v mmdebstrap >/dev/null && [ -x /usr/bin/time ] || apt-get install -y -qq mmdebstrap time >/dev/null
-  [ -s "$rootfs_tar" ] || mmdebstrap --variant=minbase --include=python3,libopenmpi3 bookworm "$rootfs_tar"
-  chmod 644 "$rootfs_tar"
-  id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
-  work=/var/tmp/rt-bench-pull
-  rm -rf "$work"
-  install -d -o rt-test "$work"
-  (cd "$src" && tar --exclude=./build --exclude=./.git -cf - .) | runuser -u rt-test -- tar -xf - -C "$work"
-  exec runuser -u rt-test -- bash "$work/bench/pull.sh" "$rounds"
-fi
+. "$src/bench/common.sh"
+rootfs_tar=$BENCH_DEBIAN
+debian_rootfs
+as_rt_test pull "$rounds"
 cd "$src"
-cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-bench -j"$(nproc)" --target rt rt-image >/dev/null
+build_release rt rt-image
 T=$(mktemp -d /var/tmp/rt-pullbench.XXXXXX)
 fail() { echo "bench: $*" >&2; exit 1; }
 skip() { fail "$*"; }

@@ -8,22 +8,12 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-3}
-rootfs_tar=/var/tmp/rt-bench-debian.tar
-if [ "$(id -u)" = 0 ]; then
-  bash "$src/test/install-deps.sh"
-  [ -s "$rootfs_tar" ] || mmdebstrap --format=tar --variant=minbase --include=python3,libopenmpi3 bookworm "$rootfs_tar"
-  chmod 644 "$rootfs_tar"
-  [ -c /dev/fuse ] && chmod 0666 /dev/fuse
-  id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
-  work=/var/tmp/rt-bench-squash
-  rm -rf "$work"
-  install -d -o rt-test "$work"
-  (cd "$src" && tar --exclude=./build --exclude=./.git -cf - .) | runuser -u rt-test -- tar -xf - -C "$work"
-  exec runuser -u rt-test -- bash "$work/bench/squash.sh" "$rounds"
-fi
+. "$src/bench/common.sh"
+rootfs_tar=$BENCH_DEBIAN
+debian_rootfs
+as_rt_test squash "$rounds"
 cd "$src"
-cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-bench -j"$(nproc)" --target rt rt-image >/dev/null
+build_release rt rt-image
 T=$(mktemp -d /var/tmp/rt-sqbench.XXXXXX)
 trap 'chmod -R u+w "$T"; rm -rf "$T"' EXIT
 export RT_STORAGE=$T/store USER=${USER:-$(id -un)}

@@ -131,21 +131,9 @@ void TreeWriter::clear_for(int dirfd, const std::string& name, bool keep_dir, co
 }
 
 void TreeWriter::opaque(int dirfd, const std::string& dir_path, const std::string& shown) {
-  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw SysError("open", shown);
-  DIR* d = ::fdopendir(fd);
-  if (!d) {
-    ::close(fd);
-    throw SysError("fdopendir", shown);
-  }
   std::vector<std::string> victims;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n == "." || n == "..") continue;
-    std::string p = dir_path.empty() ? n : dir_path + "/" + n;
-    if (!made_this_layer_.count(p)) victims.push_back(n);
-  }
-  ::closedir(d);
+  for (auto& n : util::list_names(dirfd, shown))
+    if (!made_this_layer_.count(dir_path.empty() ? n : dir_path + "/" + n)) victims.push_back(std::move(n));
   for (const auto& n : victims) util::remove_tree_at(dirfd, n, shown + "/" + n);
   if (!victims.empty()) invalidate_parent_cache();
 }

@@ -28,17 +28,13 @@ void make_dir(const std::string& p) {
 }
 
 std::vector<std::string> list_dir(const std::string& p) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(p.c_str());
-  if (!d) {
-    if (errno == ENOENT) return out;
-    throw SysError("opendir", p);
+  int fd = ::open(p.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return {};
+    throw SysError("open", p);
   }
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") out.push_back(std::move(n));
-  }
-  ::closedir(d);
+  util::UniqueFd dir(fd);
+  auto out = util::list_names(fd, p);
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -107,6 +107,24 @@ bool is_directory(const std::string& path) {
 
 namespace rt::util {
 
+std::vector<std::string> list_names(int dirfd, const std::string& shown) {
+  // A fresh fd: readdir needs one opened for reading, and closedir closes it.
+  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw SysError("open", shown);
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    throw SysError("fdopendir", shown);
+  }
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  ::closedir(d);
+  return names;
+}
+
 void remove_tree_at(int dirfd, const std::string& name, const std::string& shown) {
   struct stat st;
   if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -118,19 +136,9 @@ void remove_tree_at(int dirfd, const std::string& name, const std::string& shown
     if (fd < 0 && errno == EACCES && ::fchmodat(dirfd, name.c_str(), 0700, 0) == 0)
       fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) throw SysError("open", shown);
+    UniqueFd dir(fd);
     if ((st.st_mode & 0700) != 0700) ::fchmod(fd, 0700);
-    DIR* d = ::fdopendir(fd);
-    if (!d) {
-      ::close(fd);
-      throw SysError("fdopendir", shown);
-    }
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(std::move(n));
-    }
-    for (const auto& n : names) remove_tree_at(::dirfd(d), n, shown + "/" + n);
-    ::closedir(d);
+    for (const auto& n : list_names(fd, shown)) remove_tree_at(fd, n, shown + "/" + n);
     if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) throw SysError("rmdir", shown);
   } else if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) {
     throw SysError("unlink", shown);

@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/fd.hpp"
 
@@ -32,6 +33,10 @@ bool is_directory(const std::string& path);
 } // namespace rt::util
 
 namespace rt::util {
+
+// Names in the directory `dirfd` (any open fd of it, O_PATH too), without
+// "." and "..". Throws SysError naming `shown`.
+std::vector<std::string> list_names(int dirfd, const std::string& shown);
 
 // Removes `name` below dirfd, recursively, never following a symlink, and
 // making directories writable first (an image may hold 0555 directories).

@@ -21,12 +21,7 @@ outside_untouched() {
 out=$("$RT" exec base rt-probe argv ok)
 expect_eq "$out" "[ok]" "imported rootfs tar runs by name"
 
-$OCI tar "$L/l1.tar" dir:a dir:a/sub file:a/sub/keep file:a/gone file:x/f dir:ro:0555 file:ro/inside \
-  file:suid:4755 dir:usr dir:usr/lib symlink:lib:usr/lib file:f2d dir:d2f file:d2f/x symlink:s2f:a
-$OCI tar "$L/l2.tar" file:a/.wh.gone file:x/.wh..wh..opq file:x/new file:lib/viasymlink \
-  dir:f2d file:f2d/child file:d2f file:s2f:0644:now-a-file chardev:dev/evil fifo:pipe hardlink:a/hl:a/sub/keep
-gzip -k "$L/l1.tar"
-zstd -q "$L/l2.tar" -o "$L/l2.tar.zst"
+make_tricky_layers "$L"
 $OCI layout "$T/lay" --tag v1 --env FOO=bar "$base" "$L/l1.tar.gz" "$L/l2.tar.zst" >/dev/null
 "$RT" import "$T/lay" tricky 2>"$T/import.err" || fail "import of the tricky layout failed: $(cat "$T/import.err")"
 expect_match "$(cat "$T/import.err")" "skipping device nodes" "device nodes skipped with a warning"

@@ -57,6 +57,21 @@ make_image() {
   cp "$RT_PROBE" "$1/bin/rt-probe"
 }
 
+# make_tricky_layers DIR: DIR/l1.tar(.gz) and DIR/l2.tar(.zst), valid but
+# tricky: whiteouts, an opaque directory, file/dir/symlink replacements, a
+# write through lib -> usr/lib, a 0555 directory, setuid, a device, a fifo,
+# a hard link.
+make_tricky_layers() {
+  local d=$1 oci="python3 ${RT_SOURCE_DIR:?}/test/integration/ocitool.py"
+  mkdir -p "$d"
+  $oci tar "$d/l1.tar" dir:a dir:a/sub file:a/sub/keep file:a/gone file:x/f dir:ro:0555 file:ro/inside \
+    file:suid:4755 dir:usr dir:usr/lib symlink:lib:usr/lib file:f2d dir:d2f file:d2f/x symlink:s2f:a
+  $oci tar "$d/l2.tar" file:a/.wh.gone file:x/.wh..wh..opq file:x/new file:lib/viasymlink \
+    dir:f2d file:f2d/child file:d2f file:s2f:0644:now-a-file chardev:dev/evil fifo:pipe hardlink:a/hl:a/sub/keep
+  gzip -k "$d/l1.tar"
+  zstd -q "$d/l2.tar" -o "$d/l2.tar.zst"
+}
+
 # tree_listing DIR: names, types, modes, sizes, link targets; for "unchanged" checks.
 tree_listing() { (cd "$1" && find . -printf '%p %y %m %s %l\n' | LC_ALL=C sort); }
 

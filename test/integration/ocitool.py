@@ -33,6 +33,14 @@ def uncompressed(path, data):
     return data, "application/vnd.oci.image.layer.v1.tar"
 
 
+def finish_layout(out, descriptor):
+    """index.json listing one descriptor, and the oci-layout marker."""
+    with open(os.path.join(out, "index.json"), "w") as f:
+        json.dump({"schemaVersion": 2, "manifests": [descriptor]}, f)
+    with open(os.path.join(out, "oci-layout"), "w") as f:
+        json.dump({"imageLayoutVersion": "1.0.0"}, f)
+
+
 def layout(args):
     out, tag, plat, env, cmd, bad, mtypes, layers = args[0], None, "linux/amd64", [], [], -1, {}, []
     i = 1
@@ -70,10 +78,7 @@ def layout(args):
             "size": len(mdata), "platform": {"os": os_, "architecture": arch}}
     if tag:
         desc["annotations"] = {"org.opencontainers.image.ref.name": tag}
-    with open(os.path.join(out, "index.json"), "w") as f:
-        json.dump({"schemaVersion": 2, "manifests": [desc]}, f)
-    with open(os.path.join(out, "oci-layout"), "w") as f:
-        json.dump({"imageLayoutVersion": "1.0.0"}, f)
+    finish_layout(out, desc)
     print(desc["digest"])
 
 
@@ -91,10 +96,7 @@ def index(args):
     idata = json.dumps(idx).encode()
     top = {"mediaType": "application/vnd.oci.image.index.v1+json", "digest": put_blob(out, idata),
            "size": len(idata), "annotations": {"org.opencontainers.image.ref.name": tag}}
-    with open(os.path.join(out, "index.json"), "w") as f:
-        json.dump({"schemaVersion": 2, "manifests": [top]}, f)
-    with open(os.path.join(out, "oci-layout"), "w") as f:
-        json.dump({"imageLayoutVersion": "1.0.0"}, f)
+    finish_layout(out, top)
     print(top["digest"])
 
 

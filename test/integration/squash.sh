@@ -73,13 +73,8 @@ expect_match "$ERR" "neither a directory nor a SquashFS" "says why"
 # --- SquashFS straight from the layers (import --squash): same tree as unpacking ---
 if command -v tar2sqfs >/dev/null; then
   OCI="python3 $RT_SOURCE_DIR/test/integration/ocitool.py"
-  L="$T/layers" && mkdir -p "$L"
-  $OCI tar "$L/l1.tar" dir:a dir:a/sub file:a/sub/keep file:a/gone file:x/f dir:ro:0555 file:ro/inside \
-    file:suid:4755 dir:usr dir:usr/lib symlink:lib:usr/lib file:f2d dir:d2f file:d2f/x symlink:s2f:a
-  $OCI tar "$L/l2.tar" file:a/.wh.gone file:x/.wh..wh..opq file:x/new file:lib/viasymlink \
-    dir:f2d file:f2d/child file:d2f file:s2f:0644:now-a-file chardev:dev/evil fifo:pipe hardlink:a/hl:a/sub/keep
-  gzip -k "$L/l1.tar"
-  zstd -q "$L/l2.tar" -o "$L/l2.tar.zst"
+  L="$T/layers"
+  make_tricky_layers "$L"
   $OCI layout "$T/lay" --tag v1 --cmd rt-probe --cmd argv --cmd layered "$T/img.tar.gz" "$L/l1.tar.gz" "$L/l2.tar.zst" >/dev/null
   "$RT" import -q "$T/lay" layered
   "$RT" import -q --squash "$T/layered.sqfs" "$T/lay" 2>/dev/null

@@ -1,0 +1,36 @@
+# Shared set-up of the benchmarks; sourced, never run.
+# Every benchmark runs as the unprivileged user rt-test, on a copy of the tree.
+
+BENCH_DEBIAN=/var/tmp/rt-bench-debian.tar
+
+# as_rt_test NAME ARGS...: as root, install the packages, make rt-test, copy
+# the tree to /var/tmp/rt-bench-NAME and run the calling script there as
+# rt-test with ARGS (does not return). As any other user, returns at once.
+as_rt_test() {
+  [ "$(id -u)" = 0 ] || return 0
+  local name=$1 work=/var/tmp/rt-bench-$1
+  shift
+  bash "$src/test/install-deps.sh"
+  [ -c /dev/fuse ] && chmod 0666 /dev/fuse
+  id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
+  rm -rf "$work"
+  install -d -o rt-test "$work"
+  (cd "$src" && tar --exclude=./build --exclude=./.git -cf - .) | runuser -u rt-test -- tar -xf - -C "$work"
+  exec runuser -u rt-test -- bash "$work/bench/$(basename "$0")" "$@"
+}
+
+# debian_rootfs: as root, builds $BENCH_DEBIAN (minbase + python3 +
+# libopenmpi3) with mmdebstrap once per machine (Debian mirror needed).
+debian_rootfs() {
+  [ "$(id -u)" = 0 ] || return 0
+  bash "$src/test/install-deps.sh"
+  [ -s "$BENCH_DEBIAN" ] ||
+    mmdebstrap --format=tar --variant=minbase --include=python3,libopenmpi3 bookworm "$BENCH_DEBIAN"
+  chmod 644 "$BENCH_DEBIAN"
+}
+
+# build_release TARGET...: a Release build of the copy in build-bench/.
+build_release() {
+  cmake -S "$src" -B "$src/build-bench" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$src/build-bench" -j"$(nproc)" --target "$@" >/dev/null
+}
