@@ -22,6 +22,7 @@ extern "C" {
 }
 
 #include "rt/error.hpp"
+#include "squash/fuse_ops.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -32,17 +33,7 @@ constexpr unsigned char kMagic[4] = {'h', 's', 'q', 's'};
 
 pid_t g_child = 0;
 
-// libsquashfuse's caches are not thread-safe (a multi-threaded loop crashed
-// in sqfs_cache_add within a few hundred starts): the FUSE threads take
-// requests off the channel in parallel but run the squashfuse operations
-// one at a time.
-std::mutex g_sqfs_mutex;
-
-template <auto Op, class... Args>
-void locked(Args... args) {
-  std::lock_guard<std::mutex> g(g_sqfs_mutex);
-  Op(args...);
-}
+constexpr unsigned kMaxServerThreads = 8;
 
 void forward_signal(int sig) {
   if (g_child > 0) ::kill(g_child, sig);
@@ -72,21 +63,7 @@ void forward_signal(int sig) {
     sa.sa_flags = SA_RESTART;
     ::sigaction(sig, &sa, nullptr);
   }
-  fuse_lowlevel_ops ops{};
-  ops.lookup = locked<sqfs_ll_op_lookup, fuse_req_t, fuse_ino_t, const char*>;
-  ops.forget = locked<sqfs_ll_op_forget, fuse_req_t, fuse_ino_t, uint64_t>;
-  ops.getattr = locked<sqfs_ll_op_getattr, fuse_req_t, fuse_ino_t, fuse_file_info*>;
-  ops.readlink = locked<sqfs_ll_op_readlink, fuse_req_t, fuse_ino_t>;
-  ops.open = locked<sqfs_ll_op_open, fuse_req_t, fuse_ino_t, fuse_file_info*>;
-  ops.read = locked<sqfs_ll_op_read, fuse_req_t, fuse_ino_t, size_t, off_t, fuse_file_info*>;
-  ops.release = locked<sqfs_ll_op_release, fuse_req_t, fuse_ino_t, fuse_file_info*>;
-  ops.opendir = locked<sqfs_ll_op_opendir, fuse_req_t, fuse_ino_t, fuse_file_info*>;
-  ops.readdir = locked<sqfs_ll_op_readdir, fuse_req_t, fuse_ino_t, size_t, off_t, fuse_file_info*>;
-  ops.releasedir = locked<sqfs_ll_op_releasedir, fuse_req_t, fuse_ino_t, fuse_file_info*>;
-  ops.statfs = locked<stfs_ll_op_statfs, fuse_req_t, fuse_ino_t>;
-  ops.getxattr = locked<sqfs_ll_op_getxattr, fuse_req_t, fuse_ino_t, const char*, size_t>;
-  ops.listxattr = locked<sqfs_ll_op_listxattr, fuse_req_t, fuse_ino_t, size_t>;
-  ops.create = locked<sqfs_ll_op_create, fuse_req_t, fuse_ino_t, const char*, mode_t, fuse_file_info*>;
+  fuse_lowlevel_ops ops = server_ops(ll);
   char arg0[] = "rt";
   char* argv[] = {arg0, nullptr};
   fuse_args args = FUSE_ARGS_INIT(1, argv);
@@ -97,7 +74,14 @@ void forward_signal(int sig) {
     util::log(util::Level::Error, "cannot start the FUSE session for the SquashFS image");
     ::kill(child, SIGKILL);
   } else {
-    std::thread([se] { fuse_session_loop(se); }).detach();
+    // Worker threads are started as requests queue up, up to the cap.
+    std::thread([se] {
+      fuse_loop_config* cfg = fuse_loop_cfg_create();
+      fuse_loop_cfg_set_clone_fd(cfg, 0);
+      fuse_loop_cfg_set_max_threads(cfg, kMaxServerThreads);
+      fuse_loop_cfg_set_idle_threads(cfg, kMaxServerThreads);
+      fuse_session_loop_mt(se, cfg);
+    }).detach();
   }
   // Reap until no process of the container is left; the first child's
   // status is ours.

@@ -1,0 +1,214 @@
+// Parallel reads of file data from a SquashFS image (see file_reader.hpp).
+#include "squash/file_reader.hpp"
+
+#include <unistd.h>
+
+#include <lz4.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstring>
+
+extern "C" {
+#include <squashfuse/file.h>
+#include <squashfuse/fs.h>
+#include <squashfuse/squashfs_fs.h>
+}
+
+namespace rt::squash {
+
+struct Block {
+  sqfs_block* raw = nullptr;  // from squashfuse's decompressors
+  std::vector<char> bytes;    // from ours, or zeros
+  const char* data() const { return raw ? static_cast<const char*>(raw->data) : bytes.data(); }
+  size_t size() const { return raw ? raw->size : bytes.size(); }
+  ~Block() {
+    if (raw) sqfs_block_dispose(raw);
+  }
+};
+
+namespace {
+
+// zstd and lz4 blocks are decompressed here with a context and an input
+// buffer kept per thread (squashfuse makes a fresh zstd context and two
+// heap buffers per block, which halves the throughput); other algorithms
+// go through squashfuse. Returns false on a corrupt or short block.
+bool decompress_fast(sqfs* fs, uint64_t pos, uint32_t hdr, Block& out, bool& handled) {
+  const int comp = fs->sb.compression;
+  handled = comp == ZSTD_COMPRESSION || comp == LZ4_COMPRESSION;
+  if (!handled) return false;
+  const bool compressed = !(hdr & SQUASHFS_COMPRESSED_BIT_BLOCK);
+  const uint32_t size = hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK;
+  const size_t block_size = fs->sb.block_size;
+  if (size > block_size + 4096) return false;
+  thread_local std::vector<char> in;
+  if (in.size() < size) in.resize(size);
+  char* dst;
+  if (compressed) {
+    dst = in.data();
+  } else {
+    out.bytes.resize(size);
+    dst = out.bytes.data();
+  }
+  for (size_t got = 0; got < size;) {
+    ssize_t n = ::pread(fs->fd, dst + got, size - got, static_cast<off_t>(pos + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    got += static_cast<size_t>(n);
+  }
+  if (!compressed) return true;
+  out.bytes.resize(block_size);
+  if (comp == ZSTD_COMPRESSION) {
+    thread_local ZSTD_DCtx* dctx = ZSTD_createDCtx();
+    if (!dctx) return false;
+    size_t n = ZSTD_decompressDCtx(dctx, out.bytes.data(), block_size, in.data(), size);
+    if (ZSTD_isError(n)) return false;
+    out.bytes.resize(n);
+  } else {
+    int n = LZ4_decompress_safe(in.data(), out.bytes.data(), static_cast<int>(size), static_cast<int>(block_size));
+    if (n < 0) return false;
+    out.bytes.resize(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+} // namespace
+
+FileReader::FileReader(sqfs* fs, size_t capacity, unsigned prefetchers) : fs_(fs), capacity_(capacity) {
+  zeros_ = std::make_shared<Block>();
+  zeros_->bytes.assign(fs->sb.block_size, 0);
+  for (unsigned i = 0; i < prefetchers; ++i) workers_.emplace_back([this] { prefetch_loop(); });
+}
+
+FileReader::~FileReader() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void FileReader::prefetch(const FileMap& f) {
+  if (workers_.empty()) return;
+  // Half the cache per file, so that prefetched blocks are not evicted
+  // before they are read; a bounded queue, so that a burst of opens does
+  // not queue work nobody waits for.
+  const size_t per_file = capacity_ / 2;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (queue_.size() > capacity_) return;
+    size_t n = 0;
+    for (const auto& e : f.blocks) {
+      if (n++ == per_file) break;
+      if (e.hdr != 0 && !cache_.count(e.pos)) queue_.push_back(e);
+    }
+    if (f.has_fragment && n < per_file && !cache_.count(f.fragment.pos)) queue_.push_back(f.fragment);
+  }
+  wake_.notify_all();
+}
+
+void FileReader::prefetch_loop() {
+  for (;;) {
+    FileMap::Extent e;
+    {
+      std::unique_lock<std::mutex> g(mu_);
+      wake_.wait(g, [this] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      e = queue_.front();
+      queue_.pop_front();
+    }
+    block(e);
+  }
+}
+
+bool FileReader::map(sqfs_inode* inode, FileMap& out) {
+  out = FileMap{};
+  out.size = inode->xtra.reg.file_size;
+  sqfs_blocklist bl;
+  sqfs_blocklist_init(fs_, inode, &bl);
+  out.blocks.reserve(bl.remain);
+  while (bl.remain) {
+    if (sqfs_blocklist_next(&bl) != SQFS_OK) return false;
+    out.blocks.push_back({bl.block, bl.header});
+  }
+  if (inode->xtra.reg.frag_idx != SQUASHFS_INVALID_FRAG) {
+    squashfs_fragment_entry frag;
+    if (sqfs_frag_entry(fs_, &frag, inode->xtra.reg.frag_idx) != SQFS_OK) return false;
+    out.has_fragment = true;
+    out.fragment = {frag.start_block, frag.size};
+    out.fragment_offset = inode->xtra.reg.frag_off;
+  }
+  return true;
+}
+
+std::shared_ptr<Block> FileReader::block(const FileMap::Extent& e) {
+  if (e.hdr == 0) return zeros_;
+  std::promise<std::shared_ptr<Block>> promise;
+  {
+    std::unique_lock<std::mutex> g(mu_);
+    auto it = cache_.find(e.pos);
+    if (it != cache_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.at);
+      Future f = it->second.block;
+      g.unlock();  // wait for a block in flight without the lock
+      return f.get();
+    }
+    lru_.push_front(e.pos);
+    cache_.emplace(e.pos, Slot{promise.get_future().share(), lru_.begin()});
+    while (cache_.size() > capacity_) {
+      cache_.erase(lru_.back());
+      lru_.pop_back();
+    }
+  }
+  // Decompressed outside the lock; others asking for this block meanwhile
+  // wait on the future.
+  auto b = std::make_shared<Block>();
+  bool handled = false;
+  bool ok = decompress_fast(fs_, e.pos, e.hdr, *b, handled);
+  if (!handled) {
+    ok = sqfs_data_block_read(fs_, static_cast<sqfs_off_t>(e.pos), e.hdr, &b->raw) == SQFS_OK;
+    if (!ok) b->raw = nullptr;
+  }
+  if (!ok) {
+    b = nullptr;
+    std::lock_guard<std::mutex> g(mu_);  // a corrupt block is not remembered
+    auto it = cache_.find(e.pos);
+    if (it != cache_.end()) {
+      lru_.erase(it->second.at);
+      cache_.erase(it);
+    }
+  }
+  promise.set_value(b);
+  return b;
+}
+
+int FileReader::read(const FileMap& f, uint64_t off, size_t size, std::vector<iovec>& iov,
+                     std::vector<std::shared_ptr<Block>>& hold) {
+  if (off >= f.size) return 0;
+  const uint64_t bs = fs_->sb.block_size;
+  const uint64_t end = std::min<uint64_t>(f.size, off + size);
+  for (uint64_t pos = off; pos < end;) {
+    uint64_t idx = pos / bs;
+    uint64_t within = pos % bs;
+    uint64_t len = std::min<uint64_t>(end - pos, bs - within);
+    std::shared_ptr<Block> b;
+    uint64_t base = 0;
+    if (idx < f.blocks.size()) {
+      b = block(f.blocks[idx]);
+    } else if (f.has_fragment && idx == f.blocks.size()) {
+      b = block(f.fragment);
+      base = f.fragment_offset;
+    } else {
+      return EIO;  // the file claims bytes it has no block for
+    }
+    if (!b) return EIO;
+    if (base + within + len > b->size()) return EIO;  // corrupt: a short block
+    iov.push_back({const_cast<char*>(b->data()) + base + within, static_cast<size_t>(len)});
+    hold.push_back(std::move(b));
+    pos += len;
+  }
+  return 0;
+}
+
+} // namespace rt::squash

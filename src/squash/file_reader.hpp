@@ -1,0 +1,85 @@
+// Reading regular files out of a SquashFS image for the FUSE server, in
+// parallel: squashfuse's own read path shares unlocked caches and keeps one
+// data block, so unaligned page-fault reads decompress the same block again
+// and again. Here an open file carries its block list (read once, under the
+// metadata lock), and decompressed blocks sit in a small shared cache;
+// decompression itself runs outside any lock.
+#pragma once
+#include <sys/uio.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+extern "C" {
+#include <squashfuse/ll.h>
+}
+
+namespace rt::squash {
+
+struct Block;  // one decompressed data or fragment block
+
+// Where a file's bytes live: its data blocks, then its tail in a fragment.
+struct FileMap {
+  uint64_t size = 0;
+  struct Extent {
+    uint64_t pos;  // on disk
+    uint32_t hdr;  // SquashFS size header; 0: a sparse block of zeros
+  };
+  std::vector<Extent> blocks;
+  bool has_fragment = false;
+  Extent fragment{};
+  uint32_t fragment_offset = 0;
+};
+
+class FileReader {
+public:
+  // `fs` must outlive the reader; `capacity` is in blocks. `prefetchers`
+  // threads decompress the first blocks of each opened file ahead of the
+  // reads (a program's page faults come one at a time).
+  FileReader(sqfs* fs, size_t capacity, unsigned prefetchers);
+  ~FileReader();
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+
+  // Queues the first blocks of a file for decompression.
+  void prefetch(const FileMap& f);
+
+  // Metadata side (call under the lock that guards squashfuse's caches).
+  // Returns false if the inode's block list cannot be read.
+  bool map(sqfs_inode* inode, FileMap& out);
+
+  // Data side, thread-safe: the bytes [off, off + size) of a file as
+  // iovecs into blocks kept alive by `hold`. Returns 0 or an errno.
+  int read(const FileMap& f, uint64_t off, size_t size, std::vector<iovec>& iov,
+           std::vector<std::shared_ptr<Block>>& hold);
+
+private:
+  using Future = std::shared_future<std::shared_ptr<Block>>;
+  std::shared_ptr<Block> block(const FileMap::Extent& e);
+  void prefetch_loop();
+
+  sqfs* fs_;
+  size_t capacity_;
+  std::mutex mu_;
+  std::list<uint64_t> lru_;  // most recent at the front
+  struct Slot {
+    Future block;  // ready, or being decompressed by another thread
+    std::list<uint64_t>::iterator at;
+  };
+  std::unordered_map<uint64_t, Slot> cache_;
+  std::shared_ptr<Block> zeros_;
+  std::deque<FileMap::Extent> queue_;  // under mu_
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+} // namespace rt::squash

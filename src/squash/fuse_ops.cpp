@@ -1,0 +1,220 @@
+// FUSE operations for SquashFS images (namespace, server side).
+//
+// squashfuse's metadata operations (lookup, getattr, readlink, xattrs) run
+// one at a time under a lock: its caches are not thread-safe. Directory
+// listings and file data are rt's own: listings answer READDIRPLUS, so a
+// walk of the tree needs no LOOKUP per entry; files and directories need no
+// OPEN/RELEASE round trip where the kernel supports skipping them; file
+// data comes from a FileReader, decompressed in parallel.
+#include "squash/fuse_ops.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "squash/file_reader.hpp"
+
+extern "C" {
+#include <squashfuse/dir.h>
+#include <squashfuse/fs.h>
+sqfs_err sqfs_stat(sqfs* fs, sqfs_inode* inode, struct stat* st);
+}
+
+namespace rt::squash {
+namespace {
+
+constexpr size_t kCachedBlocks = 64;  // 8 MiB of 128 KiB blocks
+constexpr size_t kMaxMaps = 4096;     // file block lists kept for open-less reads
+constexpr double kForever = 86400.0 * 365;  // the image never changes under the mount
+
+std::mutex g_meta;  // squashfuse's caches
+sqfs_ll* g_ll = nullptr;
+std::unique_ptr<FileReader> g_reader;
+bool g_no_open = false, g_no_opendir = false;
+std::unordered_map<fuse_ino_t, std::shared_ptr<const FileMap>> g_maps;  // under g_meta
+
+template <auto Op, class... Args>
+void locked(Args... args) {
+  std::lock_guard<std::mutex> g(g_meta);
+  Op(args...);
+}
+
+void op_init(void*, fuse_conn_info* conn) {
+  if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
+    conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+    g_no_open = true;
+  }
+  if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) {
+    conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
+    g_no_opendir = true;
+  }
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always READDIRPLUS
+}
+
+// The block list of a regular file, or an errno.
+int file_map(fuse_ino_t ino, std::shared_ptr<const FileMap>& out, bool prefetch) {
+  std::shared_ptr<FileMap> map;
+  {
+    std::lock_guard<std::mutex> g(g_meta);
+    if (auto it = g_maps.find(ino); it != g_maps.end()) {
+      out = it->second;
+      return 0;
+    }
+    sqfs_inode inode;
+    if (sqfs_ll_inode(g_ll, &inode, ino) != SQFS_OK) return ENOENT;
+    if (!S_ISREG(inode.base.mode)) return EISDIR;
+    map = std::make_shared<FileMap>();
+    if (!g_reader->map(&inode, *map)) return EIO;
+    if (g_maps.size() >= kMaxMaps) g_maps.clear();
+    g_maps.emplace(ino, map);
+  }
+  if (prefetch) g_reader->prefetch(*map);
+  out = std::move(map);
+  return 0;
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (fi->flags & (O_WRONLY | O_RDWR)) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  if (g_no_open) {  // the kernel stops sending OPEN and RELEASE
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
+  std::shared_ptr<const FileMap> map;
+  if (int err = file_map(ino, map, true)) {
+    fuse_reply_err(req, err);
+    return;
+  }
+  fi->keep_cache = 1;
+  fuse_reply_open(req, fi);
+}
+
+void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  std::shared_ptr<const FileMap> map;
+  int err = off < 0 ? EINVAL : file_map(ino, map, off == 0);
+  std::vector<iovec> iov;
+  std::vector<std::shared_ptr<Block>> hold;
+  if (!err) err = g_reader->read(*map, static_cast<uint64_t>(off), size, iov, hold);
+  if (err)
+    fuse_reply_err(req, err);
+  else
+    fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+}
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (g_no_opendir) {
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
+  std::lock_guard<std::mutex> g(g_meta);
+  sqfs_inode inode;
+  if (sqfs_ll_inode(g_ll, &inode, ino) != SQFS_OK) {
+    fuse_reply_err(req, ENOENT);
+    return;
+  }
+  if (!S_ISDIR(inode.base.mode)) {
+    fuse_reply_err(req, ENOTDIR);
+    return;
+  }
+  fi->keep_cache = 1;
+  fi->cache_readdir = 1;
+  fuse_reply_open(req, fi);
+}
+
+void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+// READDIR and READDIRPLUS: as many entries from `off` as fit in `size`.
+void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
+  std::vector<char> buf(size);
+  size_t used = 0;
+  std::lock_guard<std::mutex> g(g_meta);
+  sqfs* fs = &g_ll->fs;
+  sqfs_inode dir_inode;
+  sqfs_dir dir;
+  if (sqfs_ll_inode(g_ll, &dir_inode, ino) != SQFS_OK) {
+    fuse_reply_err(req, ENOENT);
+    return;
+  }
+  if (sqfs_dir_open(fs, &dir_inode, &dir, off) != SQFS_OK) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  sqfs_name name;
+  sqfs_dir_entry entry;
+  sqfs_dentry_init(&entry, name);
+  sqfs_err err = SQFS_OK;
+  while (sqfs_dir_next(fs, &dir, &entry, &err)) {
+    const off_t next = static_cast<off_t>(sqfs_dentry_next_offset(&entry));
+    size_t n;
+    if (plus) {
+      fuse_entry_param e{};
+      sqfs_inode inode;
+      if (sqfs_inode_get(fs, &inode, sqfs_dentry_inode(&entry)) != SQFS_OK ||
+          sqfs_stat(fs, &inode, &e.attr) != SQFS_OK) {
+        err = SQFS_ERR;
+        break;
+      }
+      // Measure first: an entry that does not fit must not count as looked up.
+      n = fuse_add_direntry_plus(req, nullptr, 0, sqfs_dentry_name(&entry), &e, next);
+      if (n > size - used) break;
+      e.ino = g_ll->ino_register(g_ll, &entry);
+      e.attr.st_ino = e.ino;
+      e.attr_timeout = e.entry_timeout = kForever;
+      fuse_add_direntry_plus(req, buf.data() + used, size - used, sqfs_dentry_name(&entry), &e, next);
+    } else {
+      struct stat st{};
+      st.st_ino = g_ll->ino_fuse_num(g_ll, &entry);
+      st.st_mode = sqfs_dentry_mode(&entry);
+      n = fuse_add_direntry(req, buf.data() + used, size - used, sqfs_dentry_name(&entry), &st, next);
+      if (n > size - used) break;
+    }
+    used += n;
+  }
+  if (err != SQFS_OK && used == 0)
+    fuse_reply_err(req, EIO);
+  else
+    fuse_reply_buf(req, buf.data(), used);
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  list(req, ino, size, off, false);
+}
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  list(req, ino, size, off, true);
+}
+
+} // namespace
+
+fuse_lowlevel_ops server_ops(sqfs_ll* ll) {
+  g_ll = ll;
+  g_reader = std::make_unique<FileReader>(&ll->fs, kCachedBlocks, 1);
+  fuse_lowlevel_ops ops{};
+  ops.init = op_init;
+  ops.lookup = locked<sqfs_ll_op_lookup, fuse_req_t, fuse_ino_t, const char*>;
+  ops.forget = locked<sqfs_ll_op_forget, fuse_req_t, fuse_ino_t, uint64_t>;
+  ops.getattr = locked<sqfs_ll_op_getattr, fuse_req_t, fuse_ino_t, fuse_file_info*>;
+  ops.readlink = locked<sqfs_ll_op_readlink, fuse_req_t, fuse_ino_t>;
+  ops.open = op_open;
+  ops.read = op_read;
+  ops.release = op_release;
+  ops.opendir = op_opendir;
+  ops.readdir = op_readdir;
+  ops.readdirplus = op_readdirplus;
+  ops.releasedir = op_releasedir;
+  ops.statfs = locked<stfs_ll_op_statfs, fuse_req_t, fuse_ino_t>;
+  ops.getxattr = locked<sqfs_ll_op_getxattr, fuse_req_t, fuse_ino_t, const char*, size_t>;
+  ops.listxattr = locked<sqfs_ll_op_listxattr, fuse_req_t, fuse_ino_t, size_t>;
+  ops.create = locked<sqfs_ll_op_create, fuse_req_t, fuse_ino_t, const char*, mode_t, fuse_file_info*>;
+  return ops;
+}
+
+} // namespace rt::squash
