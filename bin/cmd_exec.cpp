@@ -75,7 +75,24 @@ constexpr OptSpec kOptions[] = {
      [](State& s, const std::string&) { s.opts.dry_run = true; }},
     {"--storage", "DIR", "image store (default: $RT_STORAGE or /var/tmp/$USER.rt)",
      [](State& s, const std::string& v) { s.opts.storage = v; }},
+    {"--mpi", "[openmpi|mpich|PATH]",
+     "inject the host's MPI library, its dependencies and plugins (default: the image's MPI ABI)",
+     [](State& s, const std::string& v) { s.opts.mpi = v.empty() ? "auto" : v; }},
+    {"--gpu", nullptr, "inject the host's NVIDIA driver libraries and tools (automatic when the image asks)",
+     [](State& s, const std::string&) { s.opts.gpu = ExecOptions::Inject::On; }},
+    {"--no-gpu", nullptr, "never inject the NVIDIA driver",
+     [](State& s, const std::string&) { s.opts.gpu = ExecOptions::Inject::Off; }},
+    {"--ib", nullptr, "inject the host's InfiniBand verbs, providers and fabric plugins (automatic when present)",
+     [](State& s, const std::string&) { s.opts.ib = ExecOptions::Inject::On; }},
+    {"--no-ib", nullptr, "never inject the InfiniBand stack",
+     [](State& s, const std::string&) { s.opts.ib = ExecOptions::Inject::Off; }},
+    {"--device", "VENDOR/CLASS=NAME", "add a CDI device (e.g. nvidia.com/gpu=all); repeatable",
+     [](State& s, const std::string& v) { s.opts.devices.push_back(v); }},
 };
+
+// Options whose value is optional ("--mpi" or "--mpi=mpich") take it only
+// after "=".
+bool optional_value(const OptSpec& o) { return o.value && o.value[0] == '['; }
 
 // The spec whose names include `name` ("-b" or "--bind").
 const OptSpec* find_option(std::string_view name) {
@@ -93,7 +110,7 @@ const OptSpec* find_option(std::string_view name) {
 
 bool takes_value(const std::string& name) {
   const OptSpec* o = find_option(name);
-  return o && o->value;
+  return o && o->value && !optional_value(*o);
 }
 
 void add_options(CLI::App* sub, State& s) {
@@ -148,6 +165,10 @@ void add_one(CLI::App& app, std::vector<Command>& out, const char* name, const c
   c.pre_parse = [sub, state](const std::vector<std::string>& words) {
     Split split = split_command(takes_value, words);
     state->command = std::move(split.command);
+    for (auto& w : split.options_and_image) {  // CLI11 would take the next word as the value
+      const OptSpec* o = w.starts_with("--") ? find_option(w) : nullptr;
+      if (o && optional_value(*o)) w += "=";
+    }
     return std::move(split.options_and_image);
   };
   c.run = [state, mode]() { return run_state(*state, mode); };
@@ -182,6 +203,7 @@ std::optional<int> fast_exec(const std::vector<std::string>& words) {
       if (!o || (!o->value && eq != std::string::npos)) return std::nullopt;
       if (!o->value) o->apply(s, {});
       else if (eq != std::string::npos) o->apply(s, a.substr(eq + 1));
+      else if (optional_value(*o)) o->apply(s, {});
       else if (i + 1 < w.size()) o->apply(s, w[++i]);
       else return std::nullopt;
       continue;

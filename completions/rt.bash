@@ -5,7 +5,8 @@ _rt() {
   local commands="exec run shell pull import convert images inspect rm prune login"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs
-    --private-tmp --no-home --cd -e --env --env-file --unset-env --clean-env -n --dry-run"
+    --private-tmp --no-home --cd -e --env --env-file --unset-env --clean-env -n --dry-run
+    --mpi --mpi= --gpu --no-gpu --ib --no-ib --device"
   if [[ $cword -eq 1 ]]; then
     COMPREPLY=($(compgen -W "$commands --version --help" -- "$cur"))
     return
@@ -18,6 +19,7 @@ _rt() {
   case $prev in
     -b | --bind | --env-file | --ca-file | --squash) _filedir; return ;;
     --cd | --storage) _filedir -d; return ;;
+    --device) COMPREPLY=($(compgen -W "nvidia.com/gpu=all" -- "$cur")); return ;;
     --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level) return ;;
     --compression) COMPREPLY=($(compgen -W "zstd gzip lz4 xz lzo" -- "$cur")); return ;;
   esac
@@ -27,7 +29,7 @@ _rt() {
       local i
       for ((i = 2; i < cword; i++)); do
         case ${words[i]} in
-          --uid | --gid | -b | --bind | --cd | -e | --env | --env-file | --unset-env | --storage) ((i++)) ;;
+          --uid | --gid | -b | --bind | --cd | -e | --env | --env-file | --unset-env | --storage | --device) ((i++)) ;;
           -*) ;;
           *) _filedir; return ;;
         esac

@@ -10,6 +10,7 @@ PACKAGES=(
   busybox-static util-linux python3 openssl zstd
   docker-registry skopeo apache2-utils mmdebstrap time
   charliecloud hyperfine
+  openmpi-bin libopenmpi-dev mpich libmpich-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

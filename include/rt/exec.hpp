@@ -45,6 +45,13 @@ struct ExecOptions {
   std::vector<std::string> env_files;
   std::vector<std::string> env_set;    // K=V
 
+  // Host injection (HPC): "" none, "auto", "openmpi", "mpich" or a libmpi path.
+  std::string mpi;
+  enum class Inject { Auto, On, Off };
+  Inject gpu = Inject::Auto;  // Auto: when the image sets NVIDIA_VISIBLE_DEVICES
+  Inject ib = Inject::Auto;   // Auto: when the host has /dev/infiniband
+  std::vector<std::string> devices;  // CDI device names
+
   int verbosity = 0;  // -1 quiet, 0 default, 1 plan, 2 plan + timings
   bool dry_run = false;  // print the plan, change nothing
 };

@@ -6,8 +6,11 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
+#include "hpc/inject.hpp"
+#include "hpc/launcher.hpp"
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
 #include "run/env.hpp"
@@ -84,6 +87,73 @@ std::vector<std::string> env_file_entries(const ExecOptions& o) {
   return out;
 }
 
+bool image_env_asks_gpu(const run::ImageConfig* config) {
+  if (!config) return false;
+  for (const auto& kv : config->env)
+    if (kv.starts_with("NVIDIA_VISIBLE_DEVICES=")) {
+      std::string v = kv.substr(23);
+      return !v.empty() && v != "void" && v != "none";
+    }
+  return false;
+}
+
+// What of the host to inject (HPC); empty when nothing is asked for and
+// nothing is automatic. Automatic injection that cannot work is skipped
+// with a note; asked-for injection that cannot work is an error.
+hpc::Injection plan_injection(const ExecOptions& o, const run::ImageConfig* config, const hpc::ImageView& view) {
+  hpc::InjectRequest req;
+  req.mpi = o.mpi;
+  req.gpu_required = o.gpu == ExecOptions::Inject::On;
+  req.gpu = req.gpu_required || (o.gpu == ExecOptions::Inject::Auto && image_env_asks_gpu(config));
+  req.ib_required = o.ib == ExecOptions::Inject::On;
+  req.ib = req.ib_required || (o.ib == ExecOptions::Inject::Auto && util::path_exists("/dev/infiniband"));
+  req.devices = o.devices;
+  if (req.mpi.empty() && !req.gpu && !req.ib && req.devices.empty()) return {};
+  hpc::SiteConfig conf = hpc::load_site_config();
+  try {
+    return hpc::plan_injection(req, conf, view);
+  } catch (const Error& e) {
+    bool asked = !req.mpi.empty() || req.gpu_required || req.ib_required || !req.devices.empty();
+    if (asked) throw;
+    util::warn(std::string("not injecting host libraries: ") + e.what());
+    return {};
+  }
+}
+
+std::vector<run::Mount> injected_mounts(const hpc::Injection& inj) {
+  std::vector<run::Mount> out;
+  for (const auto& f : inj.files)
+    out.push_back({run::Mount::Kind::Bind, f.host, f.container, true, false, "host library"});
+  for (const auto& d : inj.dirs) out.push_back({run::Mount::Kind::Bind, d, d, true, true, "host MPI/fabric files"});
+  for (const auto& f : inj.cdi_mounts) out.push_back({run::Mount::Kind::Bind, f.host, f.container, true, false, "CDI"});
+  return out;
+}
+
+// LD_LIBRARY_PATH and PATH with the injected directories first, and the
+// CDI environment.
+void apply_injected_env(const hpc::Injection& inj, std::vector<std::string>& env) {
+  auto prepend = [&](const char* name, const std::vector<std::string>& dirs) {
+    if (dirs.empty()) return;
+    std::string value;
+    for (const auto& d : dirs) value += (value.empty() ? "" : ":") + d;
+    std::string prefix = std::string(name) + "=";
+    for (auto& kv : env)
+      if (kv.starts_with(prefix)) {
+        std::string old = kv.substr(prefix.size());
+        kv = prefix + value + (old.empty() ? "" : ":" + old);
+        return;
+      }
+    env.push_back(prefix + value);
+  };
+  prepend("LD_LIBRARY_PATH", inj.lib_path);
+  prepend("PATH", inj.bin_path);
+  for (const auto& kv : inj.env_set) {
+    std::string key = kv.substr(0, kv.find('='));
+    std::erase_if(env, [&](const std::string& e) { return e.starts_with(key + "="); });
+    env.push_back(kv);
+  }
+}
+
 } // namespace
 
 void exec(const ExecOptions& o) {
@@ -114,6 +184,24 @@ void exec(const ExecOptions& o) {
   check_bind_sources(o, host);
   const run::ImageConfig* config = image.config ? &*image.config : nullptr;
 
+  // HPC: the launcher's needs, and host libraries to inject.
+  hpc::Launcher launcher = hpc::detect_launcher([](const char* k) { return std::getenv(k); });
+  hpc::ImageView view;
+  view.name = image.name;
+  view.read = [&](const std::string& path, size_t limit) -> std::optional<std::string> {
+    if (sqfs) return sqfs->read_file(path, limit);
+    auto r = util::open_in_root(rootfd.get(), path, O_RDONLY);
+    if (!r.fd) return std::nullopt;
+    return util::read_fd(r.fd.get(), path, limit);
+  };
+  view.list = [&](const std::string& dir) -> std::vector<std::string> {
+    if (sqfs) return sqfs->list(dir);
+    auto r = util::open_in_root(rootfd.get(), dir, O_RDONLY | O_DIRECTORY);
+    if (!r.fd) return {};
+    return util::list_names(r.fd.get(), dir);
+  };
+  hpc::Injection injection = plan_injection(o, config, view);
+
   run::Identity id = identity(o, host);
   run::PlanInputs pin;
   pin.options = &o;
@@ -124,6 +212,8 @@ void exec(const ExecOptions& o) {
   if (o.mode == ExecMode::Run && config) pin.image_workdir = config->working_dir;
   pin.passwd = run::synth_passwd(image_file("/etc/passwd"), id);
   pin.group = run::synth_group(image_file("/etc/group"), id);
+  pin.launcher_paths = launcher.paths;
+  pin.injected = injected_mounts(injection);
   run::MountPlan plan = run::build_plan(pin);
 
   run::EnvInputs ein;
@@ -138,6 +228,7 @@ void exec(const ExecOptions& o) {
   std::vector<std::string> changes;
   bool show = util::log_enabled(util::Level::Info) || o.dry_run;
   std::vector<std::string> env = run::compute_env(ein, show ? &changes : nullptr);
+  apply_injected_env(injection, env);
 
   std::string shell;
   if (o.mode == ExecMode::Shell) {
@@ -154,6 +245,10 @@ void exec(const ExecOptions& o) {
       if (o.dry_run) std::printf("%s\n", line.c_str());
       else util::info(line);
     };
+    if (launcher.kind != hpc::Launcher::Kind::None)
+      out("launcher: " + launcher.name + (launcher.job.empty() ? "" : ", job " + launcher.job) +
+          (launcher.local_size ? ", " + std::to_string(launcher.local_size) + " ranks on this node" : ""));
+    for (const auto& line : injection.notes) out(line);
     for (const auto& line : run::describe(plan)) out(line);
     for (const auto& line : changes) out(line);
     std::string cmd = "command:";

@@ -82,6 +82,12 @@ MountPlan build_plan(const PlanInputs& in) {
       !(o.no_home && !h.home.empty() && util::path_within(cwd, util::normalize_path(h.home))))
     bind(cwd, cwd, "working directory", /*optional=*/true);
 
+  for (const auto& path : in.launcher_paths) {
+    std::string n = util::normalize_path(path);
+    if (!covered(p.mounts, n)) bind(n, n, "launcher", /*optional=*/true);
+  }
+  for (const auto& m : in.injected) p.mounts.push_back(m);
+
   for (const auto& b : o.binds) {
     std::string src = util::normalize_path(b.src, h.cwd.empty() ? "/" : h.cwd);
     std::string dst = b.dst.empty() ? src : util::normalize_path(b.dst);

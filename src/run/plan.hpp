@@ -59,6 +59,10 @@ struct PlanInputs {
   std::string image_workdir;  // WorkingDir, used by `rt run` only
   std::string passwd;         // the synthesized files' contents
   std::string group;
+  // Host paths the launcher's ranks need at the same path (PMIx), and
+  // injected host files (HPC): bound after the defaults, before --bind.
+  std::vector<std::string> launcher_paths;
+  std::vector<Mount> injected;
 };
 
 MountPlan build_plan(const PlanInputs& in);

@@ -18,6 +18,7 @@
 #include <vector>
 
 extern "C" {
+#include <squashfuse/dir.h>
 #include <squashfuse/ll.h>
 }
 
@@ -203,6 +204,20 @@ std::optional<std::string> Image::read_file(const std::string& path, size_t limi
   if (size && sqfs_read_range(&ll_->fs, &inode, 0, &n, out.data()) != SQFS_OK)
     throw Error("image `" + path_ + "`: cannot read `" + path + "` (corrupt?)");
   out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::vector<std::string> Image::list(const std::string& dir) {
+  std::vector<std::string> out;
+  auto found = lookup(&ll_->fs, dir, path_);
+  if (!found || !S_ISDIR(found->base.mode)) return out;
+  sqfs_dir d;
+  if (sqfs_dir_open(&ll_->fs, &*found, &d, 0) != SQFS_OK) return out;
+  sqfs_name name;
+  sqfs_dir_entry entry;
+  sqfs_dentry_init(&entry, name);
+  sqfs_err err = SQFS_OK;
+  while (sqfs_dir_next(&ll_->fs, &d, &entry, &err)) out.emplace_back(sqfs_dentry_name(&entry));
   return out;
 }
 

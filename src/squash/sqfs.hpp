@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 struct sqfs_ll;
 
@@ -30,6 +31,8 @@ public:
   // Symlinks inside the image are followed.
   std::optional<std::string> read_file(const std::string& path, size_t limit = 1 << 22);
   bool has(const std::string& path);
+  // Names in a directory inside the image; empty if it is absent.
+  std::vector<std::string> list(const std::string& dir);
 
   // Namespace: mounts the image read-only at `mountpoint` through /dev/fuse
   // (no fusermount, no helper process), then forks. Returns in the child.

@@ -1,0 +1,92 @@
+// CDI spec reader (host). YAML specs are not read: JSON only.
+#include "hpc/cdi.hpp"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "rt/error.hpp"
+#include "util/fs.hpp"
+
+namespace rt::hpc {
+namespace {
+
+using nlohmann::json;
+
+void apply_edits(const json& edits, const std::string& spec, Injection& out) {
+  if (!edits.is_object()) return;
+  for (const auto& e : edits.value("env", json::array()))
+    if (e.is_string()) out.env_set.push_back(e.get<std::string>());
+  for (const auto& d : edits.value("deviceNodes", json::array())) {
+    std::string path = d.value("hostPath", d.value("path", ""));
+    if (path.empty()) throw Error("CDI spec `" + spec + "`: a device node without a path");
+    if (!path.starts_with("/dev/")) out.cdi_mounts.push_back({path, d.value("path", path)});
+    // Nodes under /dev come with the host's /dev.
+  }
+  for (const auto& m : edits.value("mounts", json::array())) {
+    std::string host = m.value("hostPath", ""), in = m.value("containerPath", "");
+    if (host.empty() || in.empty() || in.front() != '/')
+      throw Error("CDI spec `" + spec + "`: a mount needs hostPath and an absolute containerPath");
+    out.cdi_mounts.push_back({host, in});
+    // Libraries mounted by a spec are found through the library path
+    // (specs leave that to an ldconfig hook, which rt does not run).
+    if (in.find(".so") != std::string::npos) {
+      std::string dir = in.substr(0, in.rfind('/'));
+      if (std::find(out.lib_path.begin(), out.lib_path.end(), dir) == out.lib_path.end()) out.lib_path.push_back(dir);
+    }
+  }
+  if (!edits.value("hooks", json::array()).empty())
+    out.notes.push_back("CDI spec `" + spec + "`: hooks are not run");
+}
+
+} // namespace
+
+void apply_cdi(const std::vector<std::string>& names, const std::vector<std::string>& dirs, Injection& out) try {
+  // kind -> (spec file, parsed)
+  std::map<std::string, std::pair<std::string, json>> specs;
+  for (const auto& dir : dirs) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) continue;
+    std::vector<std::string> files;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n.ends_with(".json")) files.push_back(dir + "/" + n);
+    }
+    ::closedir(d);
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      auto text = util::read_file_if_exists(f, 4 << 20);
+      if (!text) continue;
+      json j = json::parse(*text, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("kind") || !j["kind"].is_string())
+        throw Error("CDI spec `" + f + "` is not valid JSON with a `kind`");
+      std::string kind = j["kind"].get<std::string>();
+      specs.emplace(std::move(kind), std::make_pair(f, std::move(j)));
+    }
+  }
+  for (const auto& name : names) {
+    size_t eq = name.find('=');
+    if (eq == std::string::npos) throw Error("--device `" + name + "`: expected VENDOR/CLASS=NAME (e.g. nvidia.com/gpu=all)");
+    std::string kind = name.substr(0, eq), dev = name.substr(eq + 1);
+    auto it = specs.find(kind);
+    if (it == specs.end())
+      throw Error("--device `" + name + "`: no CDI spec for `" + kind + "` in " +
+                  (dirs.empty() ? std::string("(no directories)") : dirs.front() + " or " + dirs.back()));
+    const auto& [file, spec] = it->second;
+    apply_edits(spec.value("containerEdits", json::object()), file, out);
+    bool found = false;
+    for (const auto& d : spec.value("devices", json::array()))
+      if (dev == "all" || d.value("name", "") == dev) {
+        apply_edits(d.value("containerEdits", json::object()), file, out);
+        found = true;
+      }
+    if (!found) throw Error("--device `" + name + "`: `" + file + "` has no device `" + dev + "`");
+    out.notes.push_back("CDI: " + name + " from `" + file + "`");
+  }
+} catch (const nlohmann::json::exception& e) {
+  throw Error(std::string("a CDI spec has a field of the wrong type: ") + e.what());
+}
+
+} // namespace rt::hpc

@@ -1,0 +1,30 @@
+// What the dynamic linker needs to know of a shared object or program:
+// its soname, DT_NEEDED, run paths and glibc symbol versions (host).
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rt::hpc {
+
+struct ElfInfo {
+  std::string soname;
+  std::vector<std::string> needed;
+  std::vector<std::string> runpath;  // DT_RUNPATH, else DT_RPATH, split on ':'
+  std::string glibc_needed;          // highest GLIBC_x.y it asks for ("" if none)
+  std::string glibc_defined;         // highest GLIBC_x.y it provides (libc itself)
+  unsigned machine = 0;              // e_machine
+};
+
+// Reads a 64-bit little-endian ELF file; nullopt when `path` is not one
+// (a linker script, a 32-bit library). Throws rt::Error on a truncated or
+// inconsistent file.
+std::optional<ElfInfo> read_elf(const std::string& path);
+// The same for a file already in memory; `name` is for messages.
+std::optional<ElfInfo> parse_elf(std::string_view data, const std::string& name);
+
+// Compares "GLIBC_2.34"-style version names by their numbers; "" is lowest.
+int compare_glibc(const std::string& a, const std::string& b);
+
+} // namespace rt::hpc

@@ -1,0 +1,332 @@
+// Host library injection: closure, checks, binds (host).
+#include "hpc/inject.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <map>
+#include <set>
+
+#include "hpc/cdi.hpp"
+#include "hpc/elf.hpp"
+#include "hpc/ldcache.hpp"
+#include "rt/error.hpp"
+#include "util/fs.hpp"
+#include "util/strings.hpp"
+
+namespace rt::hpc {
+namespace {
+
+// glibc's own libraries come from the image, never from the host: mixing
+// two glibcs in one process does not work.
+const std::set<std::string> kGlibc = {
+    "libc.so.6",     "libm.so.6",       "libpthread.so.0",        "libdl.so.2",  "librt.so.1",
+    "libresolv.so.2", "libutil.so.1",   "ld-linux-x86-64.so.2",   "libanl.so.1", "libnsl.so.1",
+    "ld-linux-aarch64.so.1", "libBrokenLocale.so.1", "libmvec.so.1", "libthread_db.so.1"};
+
+// The NVIDIA container toolkit's list of driver libraries for compute and
+// utility work; "name.so.*" stands for any version.
+const std::vector<std::string> kGpuLibraries = {
+    "libcuda.so.1",           "libnvidia-ml.so.1",         "libnvidia-ptxjitcompiler.so.1",
+    "libnvidia-nvvm.so.4",    "libnvidia-cfg.so.1",        "libnvidia-opencl.so.1",
+    "libcudadebugger.so.1",   "libnvidia-allocator.so.1",  "libnvidia-gpucomp.so.*",
+    "libnvidia-compiler.so.*", "libnvidia-pkcs11.so.*",    "libnvidia-pkcs11-openssl3.so.*",
+    "libnvidia-opticalflow.so.1", "libnvcuvid.so.1",       "libnvidia-encode.so.1"};
+// Where the image's own MPI would be.
+constexpr const char* kImageLibDirs[] = {"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64",
+                                         "/usr/lib", "/usr/local/lib", "/usr/lib/aarch64-linux-gnu"};
+const std::vector<std::string> kGpuBinaries = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
+                                               "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"};
+const std::vector<std::string> kIbLibraries = {
+    "libibverbs.so.1", "librdmacm.so.1", "libibumad.so.3", "libmlx5.so.1", "libmlx4.so.1",
+    "libefa.so.1",     "libfabric.so.1", "libucp.so.0",    "libuct.so.0",  "libucs.so.0", "libucm.so.0"};
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
+  return out;
+}
+
+std::string dirname(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos || s == 0 ? "/" : p.substr(0, s);
+}
+std::string basename(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+class Planner {
+public:
+  Planner(const SiteConfig& conf, const ImageView& image) : conf_(conf), image_(image) {
+    auto cache = conf.get("ld_cache", {"/etc/ld.so.cache"});
+    cache_file_ = cache.empty() ? "/etc/ld.so.cache" : cache.front();
+    if (util::path_exists(cache_file_)) cache_ = read_ld_cache(cache_file_);
+  }
+
+  Injection out;
+
+  // A host library by soname (or "name.so.*", or an absolute path).
+  std::optional<std::string> find(const std::string& name) const {
+    if (!name.empty() && name.front() == '/') return util::path_exists(name) ? std::optional(name) : std::nullopt;
+    if (name.size() > 2 && name.ends_with(".*")) {
+      std::string prefix = name.substr(0, name.size() - 1);
+      auto it = cache_.lower_bound(prefix);
+      if (it != cache_.end() && it->first.starts_with(prefix)) return it->second;
+      return std::nullopt;
+    }
+    auto it = cache_.find(name);
+    if (it == cache_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  // Adds `path` (a host library) and, with `closure`, what it needs.
+  void add_library(const std::string& path, const std::string& why, bool closure) {
+    auto info = read_elf(path);
+    std::string soname = info && !info->soname.empty() ? info->soname : basename(path);
+    if (!seen_.insert(soname).second) return;
+    out.files.push_back({path, std::string(kLibDir) + "/" + soname});
+    if (info && compare_glibc(info->glibc_needed, glibc_needed_) > 0) {
+      glibc_needed_ = info->glibc_needed;
+      glibc_needed_by_ = path;
+    }
+    if (closure && info) add_needed(*info, path, why);
+  }
+
+  void add_needed(const ElfInfo& info, const std::string& path, const std::string& why) {
+    for (const auto& n : info.needed) {
+      if (kGlibc.count(n) || seen_.count(n)) continue;
+      std::optional<std::string> found;
+      for (auto dir : info.runpath) {
+        if (dir.starts_with("$ORIGIN")) dir = dirname(path) + dir.substr(7);
+        if (util::path_exists(dir + "/" + n)) {
+          found = dir + "/" + n;
+          break;
+        }
+      }
+      if (!found) found = find(n);
+      if (!found) {
+        out.notes.push_back("`" + path + "` needs `" + n + "`, which is not on this host (" + why + ")");
+        continue;
+      }
+      add_library(*found, why, true);
+    }
+  }
+
+  // Every shared object below a host directory (plugins) adds its closure.
+  void add_plugin_dir(const std::string& dir, int depth = 0) {
+    if (depth > 4) return;
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return;
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+    for (const auto& n : names) {
+      std::string p = dir + "/" + n;
+      struct stat st;
+      if (::lstat(p.c_str(), &st) != 0) continue;
+      if (S_ISDIR(st.st_mode)) add_plugin_dir(p, depth + 1);
+      else if (S_ISREG(st.st_mode) && n.find(".so") != std::string::npos)
+        if (auto info = read_elf(p)) {
+          if (compare_glibc(info->glibc_needed, glibc_needed_) > 0) {
+            glibc_needed_ = info->glibc_needed;
+            glibc_needed_by_ = p;
+          }
+          add_needed(*info, p, "plugin");
+        }
+    }
+  }
+
+  void add_dir(const std::string& dir) {
+    if (!util::is_directory(dir)) return;
+    for (const auto& d : out.dirs)
+      if (d == dir) return;
+    out.dirs.push_back(dir);
+  }
+
+  // The MPI ABI of the image's own MPI library, "" if it has none.
+  std::string image_mpi_abi(std::string* where = nullptr) const {
+    for (const char* dir : kImageLibDirs)
+      for (const auto& n : image_.list(dir))
+        if (std::string abi = mpi_abi(n); !abi.empty()) {
+          if (where) *where = std::string(dir) + "/" + n;
+          return abi;
+        }
+    return "";
+  }
+
+  void mpi(const std::string& which) {
+    std::string flavor = which, lib;
+    if (flavor == "auto") {
+      flavor = image_mpi_abi();
+      if (flavor.empty()) flavor = find("libmpi.so.40") ? "openmpi" : "mpich";
+    }
+    if (!which.empty() && which.front() == '/') {
+      lib = which;
+      if (!util::path_exists(lib)) throw Error("--mpi: `" + lib + "` does not exist");
+      auto info = read_elf(lib);
+      flavor = mpi_abi(info && !info->soname.empty() ? info->soname : basename(lib));
+      if (flavor.empty()) throw Error("--mpi: `" + lib + "` is not an MPI library (soname libmpi.so.40, libmpi.so.12 or libmpich.so.12)");
+    } else {
+      if (flavor != "openmpi" && flavor != "mpich")
+        throw Error("--mpi: unknown MPI `" + which + "`", "use --mpi=openmpi, --mpi=mpich or --mpi=/path/to/libmpi.so");
+      auto names = conf_.get(flavor + ".library",
+                             flavor == "openmpi" ? std::vector<std::string>{"libmpi.so.40"}
+                                                 : std::vector<std::string>{"libmpi.so.12", "libmpich.so.12"});
+      for (const auto& n : names)
+        if (auto f = find(n)) {
+          lib = *f;
+          break;
+        }
+      if (lib.empty())
+        throw Error("--mpi=" + flavor + ": no host " + (flavor == "openmpi" ? "Open MPI" : "MPICH-ABI MPI") +
+                        " library (" + join(names, ", ") + ") in `" + cache_file_ + "`",
+                    "install it, or name it in the site configuration (" + flavor + ".library)");
+    }
+    check_image_mpi(flavor, lib);
+    add_library(lib, "MPI", true);
+    // Plugins and data files, bound at the host path: MPI finds them by
+    // paths compiled into it.
+    std::string libdir = dirname(lib);
+    std::vector<std::string> defaults =
+        flavor == "openmpi"
+            ? std::vector<std::string>{libdir + "/openmpi", libdir + "/pmix2", libdir + "/pmix", "/etc/openmpi",
+                                       "/usr/share/openmpi", "/usr/share/pmix"}
+            : std::vector<std::string>{"/etc/mpich", libdir + "/mpich", libdir + "/ucx"};
+    for (const auto& d : conf_.get(flavor + ".paths", defaults)) {
+      if (!util::is_directory(d)) continue;
+      add_dir(d);
+      add_plugin_dir(d);
+    }
+    out.notes.push_back("host MPI: " + lib + " (" + flavor + " ABI)");
+  }
+
+  void check_image_mpi(const std::string& host_abi, const std::string& host_lib) {
+    std::string where;
+    std::string abi = image_mpi_abi(&where);
+    if (!abi.empty() && abi != host_abi)
+      throw Error("image `" + image_.name + "` has " + (abi == "openmpi" ? "Open MPI" : "an MPICH-ABI MPI") + " (" +
+                      where + "), but the host MPI `" + host_lib + "` is " +
+                      (host_abi == "openmpi" ? "Open MPI (libmpi.so.40)" : "MPICH ABI (libmpi.so.12)") +
+                      ": programs built for one cannot use the other",
+                  "inject a host MPI of the image's ABI (--mpi=" + abi + "), or run without --mpi");
+  }
+
+  void gpu(bool required) {
+    auto libs = conf_.get("gpu.libraries", kGpuLibraries);
+    if (libs.empty() || !find(libs.front())) {
+      if (required)
+        throw Error("--gpu: no NVIDIA driver on this host: `" + (libs.empty() ? std::string("libcuda.so.1") : libs.front()) +
+                    "` is not in `" + cache_file_ + "`");
+      out.notes.push_back("GPU: the image asks for one, but this host has no NVIDIA driver");
+      return;
+    }
+    for (const auto& l : libs)
+      if (auto f = find(l)) add_library(*f, "GPU", false);
+    for (const auto& b : conf_.get("gpu.binaries", kGpuBinaries)) {
+      std::string path = b;
+      if (path.front() != '/')
+        for (const char* d : {"/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin", "/sbin"})
+          if (util::path_exists(std::string(d) + "/" + b)) {
+            path = std::string(d) + "/" + b;
+            break;
+          }
+      if (path.front() == '/' && util::path_exists(path))
+        out.files.push_back({path, std::string(kBinDir) + "/" + basename(path)});
+    }
+    for (const auto& d : conf_.get("gpu.paths", {})) add_dir(d);
+    // Device nodes come with the host's /dev. CUDA sees what
+    // NVIDIA_VISIBLE_DEVICES selects unless CUDA_VISIBLE_DEVICES says otherwise.
+    out.notes.push_back("GPU: NVIDIA driver libraries from `" + cache_file_ + "`");
+    gpu_ = true;
+  }
+
+  void ib(bool required) {
+    auto libs = conf_.get("ib.libraries", kIbLibraries);
+    auto verbs = libs.empty() ? std::nullopt : find(libs.front());
+    if (!verbs) {
+      if (required)
+        throw Error("--ib: `" + (libs.empty() ? std::string("libibverbs.so.1") : libs.front()) +
+                    "` is not in `" + cache_file_ + "`");
+      return;
+    }
+    for (const auto& l : libs)
+      if (auto f = find(l)) add_library(*f, "InfiniBand", true);
+    std::string libdir = dirname(*verbs);
+    for (const auto& d : conf_.get("ib.paths", {"/etc/libibverbs.d", libdir + "/libibverbs", "/etc/rdma",
+                                                libdir + "/ucx", libdir + "/libfabric", "/etc/libfabric"})) {
+      if (!util::is_directory(d)) continue;
+      add_dir(d);
+      add_plugin_dir(d);
+    }
+    out.notes.push_back("InfiniBand: verbs from `" + *verbs + "`");
+  }
+
+  // The image's glibc must provide what the injected libraries ask for.
+  void check_glibc() {
+    if (glibc_needed_.empty()) return;
+    std::string have, where;
+    for (const char* p : {"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6",
+                          "/usr/lib64/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6", "/lib/libc.so.6"}) {
+      auto data = image_.read(p, 64u << 20);
+      if (!data) continue;
+      if (auto info = parse_elf(*data, image_.name + ":" + p)) {
+        have = info->glibc_defined;
+        where = p;
+        break;
+      }
+    }
+    if (where.empty())
+      throw Error("image `" + image_.name + "` has no glibc (libc.so.6), and `" + glibc_needed_by_ + "` needs " +
+                      glibc_needed_,
+                  "host libraries can only be injected into glibc-based images");
+    if (compare_glibc(have, glibc_needed_) < 0)
+      throw Error("image `" + image_.name + "` has glibc " + have.substr(6) + " (" + where + "), but the host's `" +
+                      glibc_needed_by_ + "` needs " + glibc_needed_.substr(6),
+                  "use an image with glibc " + glibc_needed_.substr(6) + " or later");
+  }
+
+  void finish() {
+    bool bins = false, libs = false;
+    for (const auto& f : out.files) {
+      if (f.container.starts_with(kBinDir)) bins = true;
+      if (f.container.starts_with(kLibDir)) libs = true;
+    }
+    if (libs) out.lib_path.push_back(kLibDir);
+    if (bins) out.bin_path.push_back(kBinDir);
+  }
+
+  bool gpu_ = false;
+
+private:
+  const SiteConfig& conf_;
+  const ImageView& image_;
+  std::string cache_file_;
+  std::map<std::string, std::string> cache_;
+  std::set<std::string> seen_;
+  std::string glibc_needed_, glibc_needed_by_;
+};
+
+} // namespace
+
+std::string mpi_abi(const std::string& soname) {
+  if (soname.starts_with("libmpi.so.40")) return "openmpi";
+  if (soname.starts_with("libmpi.so.12") || soname.starts_with("libmpich.so.12")) return "mpich";
+  return "";
+}
+
+Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image) {
+  Planner p(conf, image);
+  if (!req.mpi.empty()) p.mpi(req.mpi);
+  if (req.gpu) p.gpu(req.gpu_required);
+  if (req.ib) p.ib(req.ib_required);
+  if (!req.devices.empty()) apply_cdi(req.devices, conf.get("cdi.dirs", {"/etc/cdi", "/var/run/cdi"}), p.out);
+  p.check_glibc();
+  p.finish();
+  return std::move(p.out);
+}
+
+} // namespace rt::hpc

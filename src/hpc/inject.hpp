@@ -1,0 +1,59 @@
+// Host libraries injected into a container: the host MPI with its full
+// dependency and plugin closure, the NVIDIA driver's user-space side, the
+// InfiniBand/fabric stack (host). The result is a list of binds and
+// environment changes that the mount plan and the environment take in.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hpc/site_config.hpp"
+
+namespace rt::hpc {
+
+// Where injected files appear inside the container.
+inline constexpr const char* kLibDir = "/run/rt-host/lib";
+inline constexpr const char* kBinDir = "/run/rt-host/bin";
+
+struct InjectRequest {
+  std::string mpi;   // "", "openmpi", "mpich", or the path of a host libmpi
+  bool gpu = false;  // --gpu, or the image asks (NVIDIA_VISIBLE_DEVICES)
+  bool gpu_required = false;  // asked on the command line: a missing driver is an error
+  bool ib = false;
+  bool ib_required = false;
+  std::vector<std::string> devices;  // CDI names: vendor.com/class=name|all
+};
+
+// Read access to the image's files, for the checks.
+struct ImageView {
+  std::string name;
+  std::function<std::optional<std::string>(const std::string& path, size_t limit)> read;
+  std::function<std::vector<std::string>(const std::string& dir)> list;  // names; empty if absent
+};
+
+struct Injection {
+  struct File {
+    std::string host;       // path on the host
+    std::string container;  // path inside
+  };
+  std::vector<File> files;          // libraries and programs, bound read-only one by one
+  std::vector<std::string> dirs;    // host directories bound read-only at the same path
+  std::vector<File> cdi_mounts;     // from CDI specs
+  std::vector<std::string> env_set;      // K=V
+  std::vector<std::string> lib_path;     // prepended to LD_LIBRARY_PATH
+  std::vector<std::string> bin_path;     // prepended to PATH
+  std::vector<std::string> notes;        // for -v
+  bool empty() const { return files.empty() && dirs.empty() && cdi_mounts.empty() && env_set.empty(); }
+};
+
+// Plans the injection and checks it against the image (MPI ABI, glibc);
+// throws rt::Error saying which library needs what.
+Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image);
+
+// Soname families of MPI ABIs: "openmpi" (libmpi.so.40), "mpich"
+// (libmpi.so.12 / libmpich.so.12: MPICH, Intel MPI, Cray MPICH, MVAPICH);
+// "" for anything else.
+std::string mpi_abi(const std::string& soname);
+
+} // namespace rt::hpc

@@ -1,0 +1,28 @@
+// The site configuration, /etc/rt/rt.conf (or $RT_CONF): where the host's
+// MPI, GPU driver and fabric libraries are, the way admins describe them.
+//   # comment
+//   key = value words...
+// Keys: ld_cache, openmpi.library, openmpi.paths, mpich.library,
+// mpich.paths, gpu.libraries, gpu.binaries, gpu.paths, ib.libraries,
+// ib.paths, cdi.dirs. Unknown keys are an error (a typo must not pass).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rt::hpc {
+
+struct SiteConfig {
+  std::string file;  // where it came from, for messages; "" for built-in defaults
+  std::map<std::string, std::vector<std::string>> values;
+  // The words of `key`, or `fallback` when the file does not set it.
+  std::vector<std::string> get(const std::string& key, std::vector<std::string> fallback = {}) const;
+};
+
+// Parses text; throws rt::Error naming file and line.
+SiteConfig parse_site_config(const std::string& text, const std::string& file);
+
+// $RT_CONF, else /etc/rt/rt.conf, else built-in defaults only.
+SiteConfig load_site_config();
+
+} // namespace rt::hpc

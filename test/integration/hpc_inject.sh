@@ -1,0 +1,129 @@
+#!/bin/bash
+# Host injection (--mpi, --gpu, --ib, --device) into a Debian image that has
+# no MPI: the real host Open MPI and MPICH under their own launchers, a fake
+# NVIDIA driver and a fake verbs stack (libraries built here with the right
+# sonames, found through a dynamic linker cache made with ldconfig -C), a
+# CDI spec, and the refusals (MPI ABI mismatch, glibc too old).
+. "$(dirname "$0")/lib.sh"
+[ -s "${RT_DEBIAN_ROOTFS:-}" ] || skip "RT_DEBIAN_ROOTFS not set (test/run-all.sh builds it with mmdebstrap)"
+for c in mpicc mpirun mpicc.mpich mpiexec.mpich gcc /sbin/ldconfig; do
+  command -v "$c" >/dev/null || skip "$c missing (openmpi-bin libopenmpi-dev mpich libmpich-dev gcc)"
+done
+export RT_STORAGE="$T/store"
+cd "$T"  # the working directory is bound: the test programs live here
+"$RT_IMAGE" import -q "$RT_DEBIAN_ROOTFS" deb
+"$RT" exec deb sh -c 'ls /usr/lib/x86_64-linux-gnu | grep -E "^lib(mpi|mpich)\.so" && exit 1 || exit 0' ||
+  fail "the test image must not have an MPI of its own"
+
+# --- Host Open MPI into an image without MPI, under mpirun -np 4 ---------
+export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_disable_ipv6_family=1 \
+  OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl=^ofi OMPI_MCA_btl_vader_single_copy_mechanism=none
+mpicc -O2 -o "$T/hello-ompi" "$RT_SOURCE_DIR/test/hpc/mpi_hello.c"
+mpicc.mpich -O2 -o "$T/hello-mpich" "$RT_SOURCE_DIR/test/hpc/mpi_hello.c"
+expect_status 127 "without --mpi the program cannot find libmpi" -- "$RT" exec deb "$T/hello-ompi" 1
+expect_match "$ERR" "libmpi.so.40" "the loader names the missing library"
+out=$(timeout 120 mpirun -np 4 --oversubscribe "$RT" exec --mpi deb "$T/hello-ompi" 4 2>"$T/mpirun.err") ||
+  fail "mpirun -np 4 rt exec --mpi: $(cat "$T/mpirun.err")"
+expect_eq "$(echo "$out" | grep -c ' of 4 sum 6 ok')" 4 "host Open MPI: 4 ranks, size 4, allreduce right"
+out=$("$RT" exec --mpi=openmpi deb sh -c 'echo "$LD_LIBRARY_PATH"; ls /run/rt-host/lib')
+expect_match "$out" "^/run/rt-host/lib" "LD_LIBRARY_PATH starts with the injected directory"
+for lib in libmpi.so.40 libopen-pal.so.40 libpmix.so.2 libmunge.so.2 libhwloc.so.15; do
+  expect_match "$out" "$lib" "Open MPI closure includes $lib"
+done
+[[ $out == *libc.so.6* ]] && fail "glibc must never be injected"
+expect_eq "$("$RT" exec --mpi deb sh -c 'test -d /etc/openmpi && test -d /usr/lib/x86_64-linux-gnu/openmpi && echo yes')" \
+  yes "Open MPI's configuration and plugin directories are at their host paths"
+[ ! -e "$RT_STORAGE/images/deb/rootfs/run/rt-host" ] && [ ! -e "$RT_STORAGE/images/deb/rootfs/usr/lib/x86_64-linux-gnu/openmpi" ] ||
+  fail "the image was modified"
+pass "the image is not modified"
+
+# --- Host MPICH (MPICH ABI) under Hydra ------------------------------------
+# Each rank is its own user namespace here (no --join): UCX's shared memory
+# must not open /proc/<peer>/fd links, which that forbids.
+export UCX_TLS=self,sm UCX_NET_DEVICES=lo UCX_POSIX_USE_PROC_LINK=n
+out=$(timeout 120 mpiexec.mpich -iface lo -n 2 "$RT" exec --mpi=mpich deb "$T/hello-mpich" 2 2>"$T/hydra.err") ||
+  fail "mpiexec.mpich -n 2 rt exec --mpi=mpich: $(cat "$T/hydra.err")"
+expect_eq "$(echo "$out" | grep -c ' of 2 sum 1 ok')" 2 "host MPICH: 2 ranks, size 2, allreduce right"
+
+# --- Refusals --------------------------------------------------------------
+# An image whose MPI has the other ABI.
+abi="$T/abi"
+cp -a "$IMG" "$abi"
+mkdir -p "$abi/usr/lib/x86_64-linux-gnu"
+echo 'int MPI_Init(void){return 0;}' >"$T/m.c"
+gcc -shared -fPIC -Wl,-soname,libmpich.so.12 -o "$abi/usr/lib/x86_64-linux-gnu/libmpich.so.12" "$T/m.c"
+expect_status 125 "Open MPI into an MPICH-ABI image is refused" -- "$RT" exec --mpi=openmpi "$abi" true
+expect_match "$ERR" "MPICH-ABI MPI .*libmpich.so.12.*Open MPI \(libmpi.so.40\)" "the refusal names both ABIs"
+# An image whose glibc is older than what the host libraries need.
+old="$T/oldglibc"
+cp -a "$IMG" "$old"
+mkdir -p "$old/lib/x86_64-linux-gnu"
+printf 'GLIBC_2.2.5 { global: gnu_get_libc_version; local: *; };\n' >"$T/ver.map"
+echo 'const char *gnu_get_libc_version(void){return "2.2.5";}' >"$T/libc.c"
+gcc -shared -fPIC -nostdlib -Wl,-soname,libc.so.6 -Wl,--version-script="$T/ver.map" -o "$old/lib/x86_64-linux-gnu/libc.so.6" "$T/libc.c"
+expect_status 125 "host MPI into an image with glibc 2.2.5 is refused" -- "$RT" exec --mpi=openmpi "$old" true
+expect_match "$ERR" "has glibc 2.2.5 .* needs 2\.[0-9]+" "the refusal names the library and the glibc versions"
+# busybox: no glibc at all.
+expect_status 125 "host MPI into a busybox image is refused" -- "$RT" exec --mpi=openmpi "$IMG" true
+expect_match "$ERR" "no glibc" "the refusal says the image has no glibc"
+
+# --- A fake NVIDIA driver and verbs stack ---------------------------------
+fake="$T/fake"
+mkdir -p "$fake/lib" "$fake/bin" "$fake/etc/libibverbs.d" "$fake/providers"
+so() { # so SONAME FILE [NEEDED...]
+  local soname=$1 file=$2
+  shift 2
+  echo "int fake_${RANDOM}(void){return 0;}" >"$T/so.c"
+  gcc -shared -fPIC -Wl,-soname,"$soname" -o "$fake/lib/$file" "$T/so.c" -L"$fake/lib" "$@"
+}
+so libcuda.so.1 libcuda.so.535.104.05
+so libnvidia-ml.so.1 libnvidia-ml.so.535.104.05
+so libnvidia-ptxjitcompiler.so.1 libnvidia-ptxjitcompiler.so.535.104.05
+so libnl-3.so.200 libnl-3.so.200
+ln -s libnl-3.so.200 "$fake/lib/libnl-3.so"
+so libibverbs.so.1 libibverbs.so.1.14.0 -lnl-3
+echo 'driver mlx5' >"$fake/etc/libibverbs.d/mlx5.driver"
+printf '#!/bin/sh\necho "NVIDIA-SMI 535.104.05 (fake)"\n' >"$fake/bin/nvidia-smi"
+chmod +x "$fake/bin/nvidia-smi"
+echo "$fake/lib" >"$T/ld.so.conf"
+/sbin/ldconfig -C "$T/ld.so.cache" -f "$T/ld.so.conf"
+cat >"$T/rt.conf" <<CONF
+# test site configuration
+ld_cache = $T/ld.so.cache
+gpu.binaries = $fake/bin/nvidia-smi
+ib.paths = $fake/etc/libibverbs.d
+cdi.dirs = $T/cdi
+CONF
+export RT_CONF="$T/rt.conf"
+out=$("$RT" exec --gpu deb sh -c 'ls /run/rt-host/lib; nvidia-smi')
+for lib in libcuda.so.1 libnvidia-ml.so.1 libnvidia-ptxjitcompiler.so.1; do
+  expect_match "$out" "$lib" "--gpu injects $lib"
+done
+expect_match "$out" "NVIDIA-SMI 535.104.05 \(fake\)" "nvidia-smi is on PATH inside"
+cmp <("$RT" exec --gpu deb cat /run/rt-host/lib/libcuda.so.1) "$fake/lib/libcuda.so.535.104.05" ||
+  fail "the injected libcuda is the host's file"
+pass "the injected libcuda.so.1 is the host's libcuda.so.535.104.05"
+expect_status 125 "--gpu without a driver is an error" -- env RT_CONF=/dev/null "$RT" exec --gpu deb true
+expect_match "$ERR" "no NVIDIA driver" "the error says there is no driver"
+out=$("$RT" exec --ib deb sh -c 'ls /run/rt-host/lib; cat /etc/libibverbs.d/mlx5.driver 2>/dev/null || cat '"$fake"'/etc/libibverbs.d/mlx5.driver')
+expect_match "$out" "libibverbs.so.1" "--ib injects libibverbs"
+expect_match "$out" "libnl-3.so.200" "--ib injects what libibverbs needs"
+expect_match "$out" "driver mlx5" "--ib binds the provider configuration"
+out=$("$RT" exec deb sh -c 'ls /run/rt-host 2>&1 || true')
+expect_match "$out" "No such file" "nothing is injected unless asked (no /dev/infiniband here)"
+
+# --- CDI -------------------------------------------------------------------
+mkdir -p "$T/cdi"
+cat >"$T/cdi/vendor.json" <<JSON
+{"cdiVersion": "0.6.0", "kind": "example.com/gpu",
+ "containerEdits": {"env": ["EXAMPLE_DRIVER=535"]},
+ "devices": [{"name": "0", "containerEdits": {
+   "env": ["EXAMPLE_VISIBLE=0"],
+   "mounts": [{"hostPath": "$fake/lib/libcuda.so.535.104.05", "containerPath": "/usr/lib/example/libcuda.so.1", "options": ["ro"]}]}}]}
+JSON
+out=$("$RT" exec --device example.com/gpu=0 deb sh -c 'echo "$EXAMPLE_DRIVER $EXAMPLE_VISIBLE"; echo "$LD_LIBRARY_PATH"; test -s /usr/lib/example/libcuda.so.1 && echo mounted')
+expect_eq "$out" "535 0
+/usr/lib/example
+mounted" "--device applies a CDI spec's environment and mounts"
+expect_status 125 "an unknown CDI device is an error" -- "$RT" exec --device example.com/gpu=7 deb true
+expect_match "$ERR" "has no device .7." "the error names the device"

@@ -1,0 +1,99 @@
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "hpc/elf.hpp"
+#include "hpc/launcher.hpp"
+#include "hpc/ldcache.hpp"
+#include "hpc/inject.hpp"
+#include "hpc/site_config.hpp"
+#include "rt/error.hpp"
+
+using namespace rt::hpc;
+
+namespace {
+Launcher detect(const std::map<std::string, std::string>& env) {
+  return detect_launcher([&](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+} // namespace
+
+TEST_CASE("slurm task counts per node are read from the compressed form") {
+  CHECK(slurm_tasks_on_node("4", 0) == 4);
+  CHECK(slurm_tasks_on_node("2(x3),1", 0) == 2);
+  CHECK(slurm_tasks_on_node("2(x3),1", 2) == 2);
+  CHECK(slurm_tasks_on_node("2(x3),1", 3) == 1);
+  CHECK(slurm_tasks_on_node("2(x3),1", 4) == 0);
+  CHECK(slurm_tasks_on_node("x(", 0) == 0);
+}
+
+TEST_CASE("launchers are told apart by their variables") {
+  auto none = detect({});
+  CHECK(none.kind == Launcher::Kind::None);
+  auto slurm = detect({{"SLURM_JOB_ID", "7"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"},
+                       {"SLURM_STEP_TASKS_PER_NODE", "3(x2)"}, {"SLURM_NODEID", "1"}, {"SLURM_LOCALID", "1"},
+                       {"PMIX_SERVER_TMPDIR", "/var/spool/slurmd/pmix.7.0"}, {"PMIX_SYSTEM_TMPDIR", "relative"}});
+  CHECK(slurm.kind == Launcher::Kind::Slurm);
+  CHECK(slurm.job == "7.0");
+  CHECK(slurm.local_size == 3);
+  CHECK(slurm.local_rank == 1);
+  REQUIRE(slurm.paths.size() == 1);  // relative paths are ignored
+  CHECK(slurm.paths[0] == "/var/spool/slurmd/pmix.7.0");
+  // mpirun inside an allocation: Open MPI's variables win over Slurm's.
+  auto ompi = detect({{"SLURM_JOB_ID", "7"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"},
+                      {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "16"},
+                      {"OMPI_MCA_ess_base_jobid", "123"}});
+  CHECK(ompi.kind == Launcher::Kind::OpenMpi);
+  CHECK(ompi.local_size == 16);
+  CHECK(ompi.job == "123");
+  auto hydra = detect({{"PMI_RANK", "0"}, {"PMI_FD", "5"}, {"MPI_LOCALNRANKS", "2"}});
+  CHECK(hydra.kind == Launcher::Kind::Hydra);
+  CHECK(hydra.local_size == 2);
+  CHECK(detect({{"PMIX_RANK", "0"}, {"PMIX_NAMESPACE", "ns"}}).kind == Launcher::Kind::Pmix);
+}
+
+TEST_CASE("the site configuration is parsed and typos are refused") {
+  auto c = parse_site_config("# site\nopenmpi.library = /opt/ompi/lib/libmpi.so.40\n\ngpu.binaries = a  b\n", "f");
+  CHECK(c.get("openmpi.library") == std::vector<std::string>{"/opt/ompi/lib/libmpi.so.40"});
+  CHECK(c.get("gpu.binaries") == std::vector<std::string>{"a", "b"});
+  CHECK(c.get("ib.paths", {"x"}) == std::vector<std::string>{"x"});
+  CHECK_THROWS_WITH(parse_site_config("openmpi.libary = x\n", "f"), Catch::Contains("line 1: unknown key"));
+  CHECK_THROWS_WITH(parse_site_config("ok\n", "f"), Catch::Contains("expected `key = value`"));
+}
+
+TEST_CASE("glibc versions compare by number") {
+  CHECK(compare_glibc("GLIBC_2.34", "GLIBC_2.4") > 0);
+  CHECK(compare_glibc("GLIBC_2.2.5", "GLIBC_2.3") < 0);
+  CHECK(compare_glibc("GLIBC_2.17", "GLIBC_2.17") == 0);
+  CHECK(compare_glibc("", "GLIBC_2.2.5") < 0);
+}
+
+TEST_CASE("MPI ABIs are known by soname") {
+  CHECK(mpi_abi("libmpi.so.40") == "openmpi");
+  CHECK(mpi_abi("libmpi.so.40.30.4") == "openmpi");
+  CHECK(mpi_abi("libmpi.so.12") == "mpich");
+  CHECK(mpi_abi("libmpich.so.12.2.2") == "mpich");
+  CHECK(mpi_abi("libmpi_cxx.so.40").empty());
+  CHECK(mpi_abi("libmpi.so.20").empty());
+}
+
+TEST_CASE("the host's libc and loader cache read as the dynamic linker sees them") {
+  auto cache = read_ld_cache("/etc/ld.so.cache");
+  REQUIRE(cache.count("libc.so.6"));
+  auto libc = read_elf(cache["libc.so.6"]);
+  REQUIRE(libc);
+  CHECK(libc->soname == "libc.so.6");
+  CHECK(compare_glibc(libc->glibc_defined, "GLIBC_2.17") > 0);  // Debian 12: 2.36
+  REQUIRE(cache.count("libz.so.1"));
+  auto z = read_elf(cache["libz.so.1"]);
+  REQUIRE(z);
+  CHECK(z->soname == "libz.so.1");
+  CHECK(std::find(z->needed.begin(), z->needed.end(), "libc.so.6") != z->needed.end());
+  CHECK(!z->glibc_needed.empty());
+  CHECK_FALSE(read_elf("/etc/hostname").has_value());  // not ELF
+  CHECK_THROWS_AS(read_ld_cache("/etc/hostname"), rt::Error);
+}
