@@ -42,6 +42,17 @@ Command make(CLI::App& app, const char* name, const char* help, std::shared_ptr<
 
 std::string json_escape(const std::string& s) { return nlohmann::json(s).dump(); }
 
+// What pull and import share: the size guard and writing SquashFS directly.
+void add_import_options(CLI::App* app, ImportOptions& o) {
+  app->add_option("--max-size", o.max_bytes, "refuse images larger than BYTES unpacked (default 64 GiB)")
+      ->type_name("BYTES");
+  app->add_option("--squash", o.squash, "write the image as this SquashFS file, straight from the layers")
+      ->type_name("FILE");
+  app->add_option("--compression", o.compression, "with --squash: zstd (default), gzip, lz4, xz or lzo")
+      ->type_name("ALG");
+  app->add_option("--level", o.level, "with --squash: compression level (default: zstd 3, gzip 6)")->type_name("N");
+}
+
 } // namespace
 
 void add_image_commands(CLI::App& app, std::vector<Command>& out) {
@@ -63,14 +74,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_flag("--insecure", s->o.insecure, "do not verify the registry's TLS certificate (test registries)");
     c.app->add_flag("--plain-http", s->o.plain_http, "talk HTTP, not HTTPS (test registries)");
     c.app->add_option("-j,--jobs", s->o.jobs, "parallel layer downloads (default 4)")->type_name("N");
-    c.app->add_option("--max-size", s->o.max_bytes, "refuse images larger than BYTES unpacked (default 64 GiB)")
-        ->type_name("BYTES");
-    c.app->add_option("--squash", s->o.squash, "write the image as this SquashFS file, straight from the layers")
-        ->type_name("FILE");
-    c.app->add_option("--compression", s->o.compression, "with --squash: zstd (default), gzip, lz4, xz or lzo")
-        ->type_name("ALG");
-    c.app->add_option("--level", s->o.level, "with --squash: compression level (default: zstd 3, gzip 6)")
-        ->type_name("N");
+    add_import_options(c.app, s->o);
     c.app->add_option("ref", s->ref, "image reference, e.g. ubuntu:24.04 or docker://ghcr.io/org/img:tag")
         ->required()
         ->type_name("REF");
@@ -90,14 +94,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
                           import_image(st.source, st.o);
                           return 0;
                         });
-    c.app->add_option("--max-size", s->o.max_bytes, "refuse images larger than BYTES unpacked (default 64 GiB)")
-        ->type_name("BYTES");
-    c.app->add_option("--squash", s->o.squash, "write the image as this SquashFS file, straight from the layers")
-        ->type_name("FILE");
-    c.app->add_option("--compression", s->o.compression, "with --squash: zstd (default), gzip, lz4, xz or lzo")
-        ->type_name("ALG");
-    c.app->add_option("--level", s->o.level, "with --squash: compression level (default: zstd 3, gzip 6)")
-        ->type_name("N");
+    add_import_options(c.app, s->o);
     c.app->add_option("source", s->source, "docker save tarball, OCI layout directory or archive[:TAG], or rootfs tar(.gz)")
         ->required()
         ->type_name("SOURCE");

@@ -1,7 +1,7 @@
 // CDI spec reader (host). YAML specs are not read: JSON only.
 #include "hpc/cdi.hpp"
 
-#include <dirent.h>
+#include <fcntl.h>
 
 #include <algorithm>
 #include <map>
@@ -47,14 +47,10 @@ void apply_cdi(const std::vector<std::string>& names, const std::vector<std::str
   // kind -> (spec file, parsed)
   std::map<std::string, std::pair<std::string, json>> specs;
   for (const auto& dir : dirs) {
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) continue;
+    if (!util::is_directory(dir)) continue;
     std::vector<std::string> files;
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
+    for (const auto& n : util::list_names(util::open_fd(dir, O_PATH | O_DIRECTORY).get(), dir))
       if (n.ends_with(".json")) files.push_back(dir + "/" + n);
-    }
-    ::closedir(d);
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
       auto text = util::read_file_if_exists(f, 4 << 20);

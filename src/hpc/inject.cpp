@@ -1,7 +1,7 @@
 // Host library injection: closure, checks, binds (host).
 #include "hpc/inject.hpp"
 
-#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <map>
@@ -86,11 +86,9 @@ public:
     std::string soname = info && !info->soname.empty() ? info->soname : basename(path);
     if (!seen_.insert(soname).second) return;
     out.files.push_back({path, std::string(kLibDir) + "/" + soname});
-    if (info && compare_glibc(info->glibc_needed, glibc_needed_) > 0) {
-      glibc_needed_ = info->glibc_needed;
-      glibc_needed_by_ = path;
-    }
-    if (closure && info) add_needed(*info, path, why);
+    if (!info) return;
+    note_glibc(*info, path);
+    if (closure) add_needed(*info, path, why);
   }
 
   void add_needed(const ElfInfo& info, const std::string& path, const std::string& why) {
@@ -113,17 +111,23 @@ public:
     }
   }
 
+  // The image's glibc must provide what every injected object asks for.
+  void note_glibc(const ElfInfo& info, const std::string& path) {
+    if (compare_glibc(info.glibc_needed, glibc_needed_) > 0) {
+      glibc_needed_ = info.glibc_needed;
+      glibc_needed_by_ = path;
+    }
+  }
+
   // Every shared object below a host directory (plugins) adds its closure.
   void add_plugin_dir(const std::string& dir, int depth = 0) {
     if (depth > 4) return;
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) return;
     std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
+    try {
+      names = util::list_names(util::open_fd(dir, O_PATH | O_DIRECTORY).get(), dir);
+    } catch (const Error&) {
+      return;  // an unreadable plugin directory: the host's MPI cannot use it either
     }
-    ::closedir(d);
     for (const auto& n : names) {
       std::string p = dir + "/" + n;
       struct stat st;
@@ -131,10 +135,7 @@ public:
       if (S_ISDIR(st.st_mode)) add_plugin_dir(p, depth + 1);
       else if (S_ISREG(st.st_mode) && n.find(".so") != std::string::npos)
         if (auto info = read_elf(p)) {
-          if (compare_glibc(info->glibc_needed, glibc_needed_) > 0) {
-            glibc_needed_ = info->glibc_needed;
-            glibc_needed_by_ = p;
-          }
+          note_glibc(*info, p);
           add_needed(*info, p, "plugin");
         }
     }
@@ -241,7 +242,6 @@ public:
     // Device nodes come with the host's /dev. CUDA sees what
     // NVIDIA_VISIBLE_DEVICES selects unless CUDA_VISIBLE_DEVICES says otherwise.
     out.notes.push_back("GPU: NVIDIA driver libraries from `" + cache_file_ + "`");
-    gpu_ = true;
   }
 
   void ib(bool required) {
@@ -298,8 +298,6 @@ public:
     if (libs) out.lib_path.push_back(kLibDir);
     if (bins) out.bin_path.push_back(kBinDir);
   }
-
-  bool gpu_ = false;
 
 private:
   const SiteConfig& conf_;

@@ -44,7 +44,6 @@ struct Injection {
   std::vector<std::string> lib_path;     // prepended to LD_LIBRARY_PATH
   std::vector<std::string> bin_path;     // prepended to PATH
   std::vector<std::string> notes;        // for -v
-  bool empty() const { return files.empty() && dirs.empty() && cdi_mounts.empty() && env_set.empty(); }
 };
 
 // Plans the injection and checks it against the image (MPI ABI, glibc);

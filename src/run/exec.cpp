@@ -41,13 +41,6 @@ void timing(const char* stage) {
   }
 }
 
-// A file of the image, read on the host with in-root resolution.
-std::string read_image_file(int rootfd, const char* path) {
-  auto r = util::open_in_root(rootfd, path, O_RDONLY);
-  if (!r.fd) return {};
-  return util::read_fd(r.fd.get(), path, 1 << 22);
-}
-
 bool image_has(int rootfd, const std::string& path) {
   return !path.empty() && static_cast<bool>(util::open_in_root(rootfd, path, O_PATH).fd);
 }
@@ -177,10 +170,6 @@ void exec(const ExecOptions& o) {
   } else {
     rootfd = util::open_fd(image.rootfs, O_PATH | O_DIRECTORY);
   }
-  auto image_file = [&](const char* path) -> std::string {
-    if (sqfs) return sqfs->read_file(path).value_or("");
-    return read_image_file(rootfd.get(), path);
-  };
   check_bind_sources(o, host);
   const run::ImageConfig* config = image.config ? &*image.config : nullptr;
 
@@ -201,6 +190,7 @@ void exec(const ExecOptions& o) {
     return util::list_names(r.fd.get(), dir);
   };
   hpc::Injection injection = plan_injection(o, config, view);
+  auto image_file = [&](const char* path) { return view.read(path, 1 << 22).value_or(""); };
 
   run::Identity id = identity(o, host);
   run::PlanInputs pin;
