@@ -86,6 +86,10 @@ constexpr OptSpec kOptions[] = {
      [](State& s, const std::string&) { s.opts.ib = ExecOptions::Inject::On; }},
     {"--no-ib", nullptr, "never inject the InfiniBand stack",
      [](State& s, const std::string&) { s.opts.ib = ExecOptions::Inject::Off; }},
+    {"--join", nullptr, "share one container with the other ranks of this launch on this node (default with a launcher)",
+     [](State& s, const std::string&) { s.opts.join = ExecOptions::Inject::On; }},
+    {"--no-join", nullptr, "a container of its own for this rank",
+     [](State& s, const std::string&) { s.opts.join = ExecOptions::Inject::Off; }},
     {"--device", "VENDOR/CLASS=NAME", "add a CDI device (e.g. nvidia.com/gpu=all); repeatable",
      [](State& s, const std::string& v) { s.opts.devices.push_back(v); }},
 };

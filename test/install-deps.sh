@@ -11,6 +11,7 @@ PACKAGES=(
   docker-registry skopeo apache2-utils mmdebstrap time
   charliecloud hyperfine
   openmpi-bin libopenmpi-dev mpich libmpich-dev
+  munge slurmctld slurmd slurm-client
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

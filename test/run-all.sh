@@ -26,7 +26,11 @@ fi
 
 work=/var/tmp/rt-test-suite
 fixtures=/var/tmp/rt-test-fixtures
-cleanup() { rm -rf "$fixtures"; }
+slurm=/var/tmp/rt-test-slurm
+cleanup() {
+  bash "$src/test/hpc/slurm-testbed.sh" stop "$slurm" || true
+  rm -rf "$fixtures"
+}
 trap cleanup EXIT
 rm -rf "$work" "$fixtures"
 install -d -o "$user" "$work" "$work/src"
@@ -43,6 +47,17 @@ if [ ! -s "$debian" ]; then
   mv "$debian.tmp" "$debian"
 fi
 chmod 644 "$debian"
+# The same with Open MPI and MPICH inside, for MPI programs that bring
+# their own MPI.
+debian_mpi=/var/tmp/rt-test-debian-mpi.tar
+if [ ! -s "$debian_mpi" ]; then
+  mmdebstrap --quiet --format=tar --variant=minbase --include=libopenmpi3,libmpich12 bookworm "$debian_mpi.tmp"
+  mv "$debian_mpi.tmp" "$debian_mpi"
+fi
+chmod 644 "$debian_mpi"
+
+# A real single-node Slurm on 127.0.0.1 for the srun tests.
+bash "$src/test/hpc/slurm-testbed.sh" start "$slurm" >/dev/null
 
 # Root-owned setuid fixtures, in a directory only root can write.
 install -d -m 0755 "$fixtures"
@@ -50,5 +65,6 @@ install -m 4755 -o root "$work/build/test/rt-suid-id" "$fixtures/suid-id"
 install -m 4755 -o root "$work/build/rt" "$fixtures/rt-suid"
 
 runuser -u "$user" -- env RT_TEST_REQUIRE_USERNS=1 RT_DEBIAN_ROOTFS="$debian" \
+  RT_DEBIAN_MPI_ROOTFS="$debian_mpi" SLURM_CONF="$slurm/slurm.conf" \
   RT_SUID_FIXTURE="$fixtures/suid-id" RT_SUID_RT="$fixtures/rt-suid" \
   ctest --test-dir "$work/build" --output-on-failure -j"$jobs"

@@ -51,6 +51,9 @@ struct ExecOptions {
   Inject gpu = Inject::Auto;  // Auto: when the image sets NVIDIA_VISIBLE_DEVICES
   Inject ib = Inject::Auto;   // Auto: when the host has /dev/infiniband
   std::vector<std::string> devices;  // CDI device names
+  // One container per node shared by the ranks of a launch (run/join).
+  // Auto: when the launcher reports more than one rank on this node.
+  Inject join = Inject::Auto;
 
   int verbosity = 0;  // -1 quiet, 0 default, 1 plan, 2 plan + timings
   bool dry_run = false;  // print the plan, change nothing

@@ -148,21 +148,20 @@ public:
     out.dirs.push_back(dir);
   }
 
-  // The MPI ABI of the image's own MPI library, "" if it has none.
-  std::string image_mpi_abi(std::string* where = nullptr) const {
+  // The image's own MPI libraries: (ABI, path) of each, in search order.
+  std::vector<std::pair<std::string, std::string>> image_mpis() const {
+    std::vector<std::pair<std::string, std::string>> found;
     for (const char* dir : kImageLibDirs)
       for (const auto& n : image_.list(dir))
-        if (std::string abi = mpi_abi(n); !abi.empty()) {
-          if (where) *where = std::string(dir) + "/" + n;
-          return abi;
-        }
-    return "";
+        if (std::string abi = mpi_abi(n); !abi.empty()) found.emplace_back(abi, std::string(dir) + "/" + n);
+    return found;
   }
 
   void mpi(const std::string& which) {
     std::string flavor = which, lib;
     if (flavor == "auto") {
-      flavor = image_mpi_abi();
+      auto mpis = image_mpis();
+      flavor = mpis.empty() ? "" : mpis.front().first;
       if (flavor.empty()) flavor = find("libmpi.so.40") ? "openmpi" : "mpich";
     }
     if (!which.empty() && which.front() == '/') {
@@ -205,15 +204,19 @@ public:
     out.notes.push_back("host MPI: " + lib + " (" + flavor + " ABI)");
   }
 
+  // An image with an MPI of its own must have one of the host MPI's ABI
+  // (an image may carry both).
   void check_image_mpi(const std::string& host_abi, const std::string& host_lib) {
-    std::string where;
-    std::string abi = image_mpi_abi(&where);
-    if (!abi.empty() && abi != host_abi)
-      throw Error("image `" + image_.name + "` has " + (abi == "openmpi" ? "Open MPI" : "an MPICH-ABI MPI") + " (" +
-                      where + "), but the host MPI `" + host_lib + "` is " +
-                      (host_abi == "openmpi" ? "Open MPI (libmpi.so.40)" : "MPICH ABI (libmpi.so.12)") +
-                      ": programs built for one cannot use the other",
-                  "inject a host MPI of the image's ABI (--mpi=" + abi + "), or run without --mpi");
+    auto mpis = image_mpis();
+    if (mpis.empty()) return;
+    for (const auto& [abi, where] : mpis)
+      if (abi == host_abi) return;
+    const auto& [abi, where] = mpis.front();
+    throw Error("image `" + image_.name + "` has " + (abi == "openmpi" ? "Open MPI" : "an MPICH-ABI MPI") + " (" +
+                    where + "), but the host MPI `" + host_lib + "` is " +
+                    (host_abi == "openmpi" ? "Open MPI (libmpi.so.40)" : "MPICH ABI (libmpi.so.12)") +
+                    ": programs built for one cannot use the other",
+                "inject a host MPI of the image's ABI (--mpi=" + abi + "), or run without --mpi");
   }
 
   void gpu(bool required) {

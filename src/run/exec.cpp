@@ -16,6 +16,7 @@
 #include "run/env.hpp"
 #include "run/hostinfo.hpp"
 #include "run/image.hpp"
+#include "run/join.hpp"
 #include "run/launch.hpp"
 #include "run/mount_apply.hpp"
 #include "run/passwd.hpp"
@@ -229,6 +230,8 @@ void exec(const ExecOptions& o) {
   }
   std::vector<std::string> argv = run::command_for(o.mode, o.command, config, image.name, shell);
   rootfd.reset();
+  const bool join = o.join == ExecOptions::Inject::On ||
+                    (o.join == ExecOptions::Inject::Auto && launcher.local_size > 1);
 
   if (show) {
     auto out = [&](const std::string& line) {
@@ -238,6 +241,7 @@ void exec(const ExecOptions& o) {
     if (launcher.kind != hpc::Launcher::Kind::None)
       out("launcher: " + launcher.name + (launcher.job.empty() ? "" : ", job " + launcher.job) +
           (launcher.local_size ? ", " + std::to_string(launcher.local_size) + " ranks on this node" : ""));
+    if (join) out("one container per node: ranks of this launch share it (--no-join: one each)");
     for (const auto& line : injection.notes) out(line);
     for (const auto& line : run::describe(plan)) out(line);
     for (const auto& line : changes) out(line);
@@ -248,14 +252,26 @@ void exec(const ExecOptions& o) {
   if (o.dry_run) return;
   timing("planned");
 
-  // Namespace: enter, build the tree, pivot.
-  run::enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
-  timing("user namespace");
-  if (sqfs)
-    run::apply_plan(plan, [&](const std::string& mp) { sqfs->mount_and_serve(mp, plan.inner_uid, plan.inner_gid); });
-  else
-    run::apply_plan(plan);
-  timing("mounted");
+  // Namespace: enter, build the tree, pivot; or join the node's container.
+  if (join) {
+    run::join_container(run::join_key(plan, launcher), launcher.local_size, [&] {
+      run::enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
+      if (sqfs)
+        run::build_tree(plan, [&](const std::string& mp) { sqfs->mount_in_background(mp, plan.inner_uid, plan.inner_gid); });
+      else
+        run::build_tree(plan);
+    });
+    timing("joined");
+    run::enter_cwd(plan);
+  } else {
+    run::enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
+    timing("user namespace");
+    if (sqfs)
+      run::apply_plan(plan, [&](const std::string& mp) { sqfs->mount_and_serve(mp, plan.inner_uid, plan.inner_gid); });
+    else
+      run::apply_plan(plan);
+    timing("mounted");
+  }
 
   // Container root: no privilege can be gained from here on.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw SysError("prctl(PR_SET_NO_NEW_PRIVS)");

@@ -389,12 +389,20 @@ private:
 
 } // namespace
 
-void apply_plan(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image) {
+void build_tree(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image) {
   Builder(plan, mount_image).run();
+}
+
+void enter_cwd(const MountPlan& plan) {
   if (::chdir(plan.cwd.c_str()) != 0) {
     if (plan.cwd_explicit) throw SysError("chdir", plan.cwd);
     util::warn("cannot enter `" + plan.cwd + "` in the container; starting in `/`");
   }
+}
+
+void apply_plan(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image) {
+  build_tree(plan, mount_image);
+  enter_cwd(plan);
 }
 
 } // namespace rt::run

@@ -16,4 +16,9 @@ namespace rt::run {
 // continues there, in a mount namespace of its own.
 void apply_plan(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image = {});
 
+// apply_plan in two steps: the tree and the pivot (left at "/"), then the
+// working directory (a rank joining a shared container does only this).
+void build_tree(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image = {});
+void enter_cwd(const MountPlan& plan);
+
 } // namespace rt::run

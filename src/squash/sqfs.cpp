@@ -54,6 +54,27 @@ void forward_signal(int sig) {
   ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 125);
 }
 
+// Starts serving the mounted image on `fuse_fd` from threads of this
+// process; false if the session cannot start.
+bool start_session(sqfs_ll* ll, int fuse_fd) {
+  fuse_lowlevel_ops ops = server_ops(ll);
+  char arg0[] = "rt";
+  char* argv[] = {arg0, nullptr};
+  fuse_args args = FUSE_ARGS_INIT(1, argv);
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, ll);
+  std::string dev = "/dev/fd/" + std::to_string(fuse_fd);
+  if (!se || fuse_session_mount(se, dev.c_str()) != 0) return false;
+  // Worker threads are started as requests queue up, up to the cap.
+  std::thread([se] {
+    fuse_loop_config* cfg = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_clone_fd(cfg, 0);
+    fuse_loop_cfg_set_max_threads(cfg, kMaxServerThreads);
+    fuse_loop_cfg_set_idle_threads(cfg, kMaxServerThreads);
+    fuse_session_loop_mt(se, cfg);
+  }).detach();
+  return true;
+}
+
 // The FUSE server: the parent of the container's first process.
 [[noreturn]] void serve(sqfs_ll* ll, int fuse_fd, pid_t child) {
   g_child = child;
@@ -64,25 +85,10 @@ void forward_signal(int sig) {
     sa.sa_flags = SA_RESTART;
     ::sigaction(sig, &sa, nullptr);
   }
-  fuse_lowlevel_ops ops = server_ops(ll);
-  char arg0[] = "rt";
-  char* argv[] = {arg0, nullptr};
-  fuse_args args = FUSE_ARGS_INIT(1, argv);
-  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, ll);
-  std::string dev = "/dev/fd/" + std::to_string(fuse_fd);
   int status = 125 << 8;
-  if (!se || fuse_session_mount(se, dev.c_str()) != 0) {
+  if (!start_session(ll, fuse_fd)) {
     util::log(util::Level::Error, "cannot start the FUSE session for the SquashFS image");
     ::kill(child, SIGKILL);
-  } else {
-    // Worker threads are started as requests queue up, up to the cap.
-    std::thread([se] {
-      fuse_loop_config* cfg = fuse_loop_cfg_create();
-      fuse_loop_cfg_set_clone_fd(cfg, 0);
-      fuse_loop_cfg_set_max_threads(cfg, kMaxServerThreads);
-      fuse_loop_cfg_set_idle_threads(cfg, kMaxServerThreads);
-      fuse_session_loop_mt(se, cfg);
-    }).detach();
   }
   // Reap until no process of the container is left; the first child's
   // status is ours.
@@ -127,6 +133,8 @@ Image::Image(const std::string& path) : path_(path) {
   if (!ll_)
     throw Error("image `" + path + "` cannot be opened as SquashFS: corrupt, truncated, or compressed with an "
                 "unsupported algorithm");
+  // Not for the container's program (nor for a holder's inherited-fd sweep).
+  ::fcntl(ll_->fs.fd, F_SETFD, FD_CLOEXEC);
   if (static_cast<off_t>(ll_->fs.sb.bytes_used) > st.st_size)
     throw Error("image `" + path + "` is truncated: the superblock says " + std::to_string(ll_->fs.sb.bytes_used) +
                 " bytes, the file has " + std::to_string(st.st_size));
@@ -223,7 +231,7 @@ std::vector<std::string> Image::list(const std::string& dir) {
 
 bool Image::has(const std::string& path) { return lookup(&ll_->fs, path, path_).has_value(); }
 
-void Image::mount_and_serve(const std::string& mountpoint, uid_t uid, gid_t gid) {
+int Image::mount(const std::string& mountpoint, uid_t uid, gid_t gid) {
   int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
@@ -241,6 +249,11 @@ void Image::mount_and_serve(const std::string& mountpoint, uid_t uid, gid_t gid)
     ::close(fd);
     throw SysError(e, "mount(fuse)", path_, mountpoint);
   }
+  return fd;
+}
+
+void Image::mount_and_serve(const std::string& mountpoint, uid_t uid, gid_t gid) {
+  int fd = mount(mountpoint, uid, gid);
   ::fflush(nullptr);
   const pid_t server = ::getpid();
   pid_t pid = ::fork();
@@ -251,6 +264,14 @@ void Image::mount_and_serve(const std::string& mountpoint, uid_t uid, gid_t gid)
   // (kept across execve, prctl(2)).
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != server) ::_exit(128 + SIGKILL);
+}
+
+void Image::mount_in_background(const std::string& mountpoint, uid_t uid, gid_t gid) {
+  int fd = mount(mountpoint, uid, gid);
+  if (!start_session(ll_, fd)) {
+    ::close(fd);
+    throw Error("image `" + path_ + "`: cannot start the FUSE session");
+  }
 }
 
 } // namespace rt::squash

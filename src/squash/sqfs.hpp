@@ -40,8 +40,13 @@ public:
   // process of the container (it is their subreaper) and, when none is
   // left, exits as the child did.
   void mount_and_serve(const std::string& mountpoint, uid_t uid, gid_t gid);
+  // Namespace: mounts the image the same way and serves it from threads of
+  // this process, which must outlive every user of the mount (the holder of
+  // a shared container, run/join).
+  void mount_in_background(const std::string& mountpoint, uid_t uid, gid_t gid);
 
 private:
+  int mount(const std::string& mountpoint, uid_t uid, gid_t gid);
   std::string path_;
   sqfs_ll* ll_ = nullptr;
 };

@@ -17,7 +17,7 @@ cd "$T"  # the working directory is bound: the test programs live here
 
 # --- Host Open MPI into an image without MPI, under mpirun -np 4 ---------
 export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_disable_ipv6_family=1 \
-  OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl=^ofi OMPI_MCA_btl_vader_single_copy_mechanism=none
+  OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl=^ofi
 mpicc -O2 -o "$T/hello-ompi" "$RT_SOURCE_DIR/test/hpc/mpi_hello.c"
 mpicc.mpich -O2 -o "$T/hello-mpich" "$RT_SOURCE_DIR/test/hpc/mpi_hello.c"
 expect_status 127 "without --mpi the program cannot find libmpi" -- "$RT" exec deb "$T/hello-ompi" 1
@@ -38,9 +38,9 @@ expect_eq "$("$RT" exec --mpi deb sh -c 'test -d /etc/openmpi && test -d /usr/li
 pass "the image is not modified"
 
 # --- Host MPICH (MPICH ABI) under Hydra ------------------------------------
-# Each rank is its own user namespace here (no --join): UCX's shared memory
-# must not open /proc/<peer>/fd links, which that forbids.
-export UCX_TLS=self,sm UCX_NET_DEVICES=lo UCX_POSIX_USE_PROC_LINK=n
+# The two ranks share one container (join is on under a launcher), so UCX's
+# shared memory may open /proc/<peer>/fd links.
+export UCX_TLS=self,sm UCX_NET_DEVICES=lo
 out=$(timeout 120 mpiexec.mpich -iface lo -n 2 "$RT" exec --mpi=mpich deb "$T/hello-mpich" 2 2>"$T/hydra.err") ||
   fail "mpiexec.mpich -n 2 rt exec --mpi=mpich: $(cat "$T/hydra.err")"
 expect_eq "$(echo "$out" | grep -c ' of 2 sum 1 ok')" 2 "host MPICH: 2 ranks, size 2, allreduce right"

@@ -1,0 +1,36 @@
+// One container per node (host -> namespace): the ranks of one launch on
+// one node share a user + mount namespace, so shared memory, single-copy
+// transfers (CMA, process_vm_readv) and /proc/PID/fd opens work between them.
+//
+// The first rank forks a holder, detached from it, that enters a new user +
+// mount namespace, builds the tree (and serves a SquashFS image), then
+// listens on an abstract unix socket named after the key. Every rank, the
+// first included, connects, gets the namespaces' fds (SCM_RIGHTS), enters
+// them with setns(2) and execs in place. The holder watches each rank
+// through a pidfd and exits when the expected ranks have come and every
+// process of the container is gone. Nothing is written to any filesystem:
+// a crashed rank or holder leaves nothing behind, and a rank that finds no
+// live holder simply starts one.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "hpc/launcher.hpp"
+#include "run/plan.hpp"
+
+namespace rt::run {
+
+// The socket name: the uid, the launch (job step and parent process) and a
+// hash of everything the plan mounts, so ranks that would build different
+// trees never share one (pure but for getuid/getppid).
+std::string join_key(const MountPlan& plan, const hpc::Launcher& launcher);
+
+// Enters the shared container for `key`, starting a holder that runs
+// `build` when none is serving. `build` runs in the holder, must enter the
+// namespaces and build the tree; its rt::Error is reported by the rank that
+// started the holder. `expected` is the number of ranks on this node (0:
+// unknown). Returns inside the container, at its root; the caller must be
+// single-threaded (setns(2) into a user namespace).
+void join_container(const std::string& key, int expected, const std::function<void()>& build);
+
+} // namespace rt::run
