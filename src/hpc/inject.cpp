@@ -1,6 +1,7 @@
 // Host library injection: closure, checks, binds (host).
 #include "hpc/inject.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -58,7 +59,7 @@ std::string basename(const std::string& p) {
 
 class Planner {
 public:
-  Planner(const SiteConfig& conf, const ImageView& image) : conf_(conf), image_(image) {
+  Planner(const SiteConfig& conf, const ImageView& image, ElfCache& elf) : conf_(conf), image_(image), elf_(elf) {
     auto cache = conf.get("ld_cache", {"/etc/ld.so.cache"});
     cache_file_ = cache.empty() ? "/etc/ld.so.cache" : cache.front();
     if (util::path_exists(cache_file_)) cache_ = read_ld_cache(cache_file_);
@@ -82,7 +83,7 @@ public:
 
   // Adds `path` (a host library) and, with `closure`, what it needs.
   void add_library(const std::string& path, const std::string& why, bool closure) {
-    auto info = read_elf(path);
+    auto info = elf_.get(path);
     std::string soname = info && !info->soname.empty() ? info->soname : basename(path);
     if (!seen_.insert(soname).second) return;
     out.files.push_back({path, std::string(kLibDir) + "/" + soname});
@@ -120,24 +121,34 @@ public:
   }
 
   // Every shared object below a host directory (plugins) adds its closure.
+  // Header, documentation and pkg-config directories hold none and are
+  // skipped (Open MPI's libdir/openmpi has 200 of them).
   void add_plugin_dir(const std::string& dir, int depth = 0) {
+    static const std::set<std::string> kNoPlugins = {"include", "share", "man", "doc", "pkgconfig", "cmake"};
     if (depth > 4) return;
-    std::vector<std::string> names;
-    try {
-      names = util::list_names(util::open_fd(dir, O_PATH | O_DIRECTORY).get(), dir);
-    } catch (const Error&) {
-      return;  // an unreadable plugin directory: the host's MPI cannot use it either
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return;  // an unreadable plugin directory: the host's MPI cannot use it either
+    std::vector<std::pair<std::string, unsigned char>> entries;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") entries.emplace_back(std::move(n), e->d_type);
     }
-    for (const auto& n : names) {
+    ::closedir(d);
+    std::sort(entries.begin(), entries.end());
+    for (const auto& [n, type] : entries) {
+      bool so = n.find(".so") != std::string::npos;
+      if (type != DT_DIR && type != DT_UNKNOWN && !(so && (type == DT_REG || type == DT_LNK))) continue;
       std::string p = dir + "/" + n;
       struct stat st;
       if (::lstat(p.c_str(), &st) != 0) continue;
-      if (S_ISDIR(st.st_mode)) add_plugin_dir(p, depth + 1);
-      else if (S_ISREG(st.st_mode) && n.find(".so") != std::string::npos)
-        if (auto info = read_elf(p)) {
+      if (S_ISDIR(st.st_mode)) {
+        if (!kNoPlugins.count(n)) add_plugin_dir(p, depth + 1);
+      } else if (S_ISREG(st.st_mode) && so) {
+        if (auto info = elf_.get(p)) {
           note_glibc(*info, p);
           add_needed(*info, p, "plugin");
         }
+      }
     }
   }
 
@@ -167,7 +178,7 @@ public:
     if (!which.empty() && which.front() == '/') {
       lib = which;
       if (!util::path_exists(lib)) throw Error("--mpi: `" + lib + "` does not exist");
-      auto info = read_elf(lib);
+      auto info = elf_.get(lib);
       flavor = mpi_abi(info && !info->soname.empty() ? info->soname : basename(lib));
       if (flavor.empty()) throw Error("--mpi: `" + lib + "` is not an MPI library (soname libmpi.so.40, libmpi.so.12 or libmpich.so.12)");
     } else {
@@ -274,11 +285,21 @@ public:
     std::string have, where;
     for (const char* p : {"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6",
                           "/usr/lib64/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6", "/lib/libc.so.6"}) {
+      // The image's libc is 2 MB (and compressed in a SquashFS image):
+      // remember its version by the file's identity.
+      std::string stamp = image_.stamp ? image_.stamp(p) : std::string();
+      if (stamp.empty() && image_.stamp) continue;  // not in the image
+      if (auto known = stamp.empty() ? std::nullopt : elf_.note("glibc " + stamp)) {
+        have = *known;
+        where = p;
+        break;
+      }
       auto data = image_.read(p, 64u << 20);
       if (!data) continue;
       if (auto info = parse_elf(*data, image_.name + ":" + p)) {
         have = info->glibc_defined;
         where = p;
+        if (!stamp.empty()) elf_.set_note("glibc " + stamp, have);
         break;
       }
     }
@@ -305,6 +326,7 @@ public:
 private:
   const SiteConfig& conf_;
   const ImageView& image_;
+  ElfCache& elf_;
   std::string cache_file_;
   std::map<std::string, std::string> cache_;
   std::set<std::string> seen_;
@@ -319,8 +341,10 @@ std::string mpi_abi(const std::string& soname) {
   return "";
 }
 
-Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image) {
-  Planner p(conf, image);
+Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image,
+                         ElfCache* elf) {
+  ElfCache memory("");
+  Planner p(conf, image, elf ? *elf : memory);
   if (!req.mpi.empty()) p.mpi(req.mpi);
   if (req.gpu) p.gpu(req.gpu_required);
   if (req.ib) p.ib(req.ib_required);

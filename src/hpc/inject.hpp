@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hpc/elf_cache.hpp"
 #include "hpc/site_config.hpp"
 
 namespace rt::hpc {
@@ -30,6 +31,9 @@ struct ImageView {
   std::string name;
   std::function<std::optional<std::string>(const std::string& path, size_t limit)> read;
   std::function<std::vector<std::string>(const std::string& dir)> list;  // names; empty if absent
+  // Optional: an identity of the file at `path` that changes when it does
+  // ("" if absent), so that facts about it may be cached.
+  std::function<std::string(const std::string& path)> stamp;
 };
 
 struct Injection {
@@ -47,8 +51,10 @@ struct Injection {
 };
 
 // Plans the injection and checks it against the image (MPI ABI, glibc);
-// throws rt::Error saying which library needs what.
-Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image);
+// throws rt::Error saying which library needs what. Host ELF files are
+// read through `elf` when given.
+Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image,
+                         ElfCache* elf = nullptr);
 
 // Soname families of MPI ABIs: "openmpi" (libmpi.so.40), "mpich"
 // (libmpi.so.12 / libmpich.so.12: MPICH, Intel MPI, Cray MPICH, MVAPICH);

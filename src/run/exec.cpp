@@ -94,7 +94,8 @@ bool image_env_asks_gpu(const run::ImageConfig* config) {
 // What of the host to inject (HPC); empty when nothing is asked for and
 // nothing is automatic. Automatic injection that cannot work is skipped
 // with a note; asked-for injection that cannot work is an error.
-hpc::Injection plan_injection(const ExecOptions& o, const run::ImageConfig* config, const hpc::ImageView& view) {
+hpc::Injection plan_injection(const ExecOptions& o, const run::ImageConfig* config, const hpc::ImageView& view,
+                              const std::string& store_root) {
   hpc::InjectRequest req;
   req.mpi = o.mpi;
   req.gpu_required = o.gpu == ExecOptions::Inject::On;
@@ -104,8 +105,13 @@ hpc::Injection plan_injection(const ExecOptions& o, const run::ImageConfig* conf
   req.devices = o.devices;
   if (req.mpi.empty() && !req.gpu && !req.ib && req.devices.empty()) return {};
   hpc::SiteConfig conf = hpc::load_site_config();
+  // Every rank of a job reads the same host plugins: remember what they are.
+  ::mkdir(store_root.c_str(), 0700);
+  hpc::ElfCache elf(store_root + "/elf-cache");
   try {
-    return hpc::plan_injection(req, conf, view);
+    hpc::Injection inj = hpc::plan_injection(req, conf, view, &elf);
+    elf.save();
+    return inj;
   } catch (const Error& e) {
     bool asked = !req.mpi.empty() || req.gpu_required || req.ib_required || !req.devices.empty();
     if (asked) throw;
@@ -190,7 +196,18 @@ void exec(const ExecOptions& o) {
     if (!r.fd) return {};
     return util::list_names(r.fd.get(), dir);
   };
-  hpc::Injection injection = plan_injection(o, config, view);
+  view.stamp = [&](const std::string& path) -> std::string {
+    struct stat st;
+    if (sqfs) {
+      if (!sqfs->has(path) || ::stat(image.rootfs.c_str(), &st) != 0) return "";
+      return util::file_stamp(st) + ":" + image.rootfs + ":" + path;
+    }
+    auto r = util::open_in_root(rootfd.get(), path, O_RDONLY);
+    if (!r.fd || ::fstat(r.fd.get(), &st) != 0) return "";
+    return util::file_stamp(st);
+  };
+  hpc::Injection injection =
+      plan_injection(o, config, view, o.storage.empty() ? store::default_root() : o.storage);
   auto image_file = [&](const char* path) { return view.read(path, 1 << 22).value_or(""); };
 
   run::Identity id = identity(o, host);

@@ -12,6 +12,11 @@
 
 namespace rt::util {
 
+std::string file_stamp(const struct stat& st) {
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec);
+}
+
 UniqueFd open_fd(const std::string& path, int flags, unsigned mode) {
   int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
   if (fd < 0) throw SysError("open", path);

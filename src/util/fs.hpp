@@ -1,5 +1,6 @@
 // Small file helpers that throw SysError naming the path (any world).
 #pragma once
+#include <sys/stat.h>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,6 +12,8 @@ namespace rt::util {
 
 // Opens with O_CLOEXEC always added; throws SysError("open", path).
 UniqueFd open_fd(const std::string& path, int flags, unsigned mode = 0);
+// "dev:ino:size:mtime_ns": changes when the file does (for caches).
+std::string file_stamp(const struct stat& st);
 UniqueFd open_fd_at(int dirfd, const std::string& path, int flags, unsigned mode = 0);
 
 // Whole file into a string; nullopt if it does not exist (ENOENT/ENOTDIR).

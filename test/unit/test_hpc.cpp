@@ -5,6 +5,7 @@
 #include <string>
 
 #include "hpc/elf.hpp"
+#include "hpc/elf_cache.hpp"
 #include "hpc/launcher.hpp"
 #include "hpc/ldcache.hpp"
 #include "hpc/inject.hpp"
@@ -96,4 +97,39 @@ TEST_CASE("the host's libc and loader cache read as the dynamic linker sees them
   CHECK(!z->glibc_needed.empty());
   CHECK_FALSE(read_elf("/etc/hostname").has_value());  // not ELF
   CHECK_THROWS_AS(read_ld_cache("/etc/hostname"), rt::Error);
+}
+
+TEST_CASE("the ELF cache answers as read_elf does and notices changed files") {
+  char dir_template[] = "/tmp/rt-elfcache.XXXXXX";
+  REQUIRE(::mkdtemp(dir_template));
+  const std::string dir = dir_template, file = dir + "/cache", lib = dir + "/libz.so.1";
+  auto cache = read_ld_cache("/etc/ld.so.cache");
+  REQUIRE(cache.count("libz.so.1"));
+  REQUIRE(std::system(("cp " + cache["libz.so.1"] + " " + lib).c_str()) == 0);
+  {
+    ElfCache c(file);
+    auto a = c.get(lib);
+    REQUIRE(a);
+    CHECK(a->soname == "libz.so.1");
+    CHECK_FALSE(c.get("/etc/hostname").has_value());
+    c.set_note("glibc 1:2:3:4", "GLIBC_2.36");
+    c.save();
+  }
+  {
+    ElfCache c(file);  // from the file
+    auto b = c.get(lib);
+    REQUIRE(b);
+    CHECK(b->soname == "libz.so.1");
+    CHECK(b->needed == read_elf(lib)->needed);
+    CHECK(b->glibc_needed == read_elf(lib)->glibc_needed);
+    CHECK(c.note("glibc 1:2:3:4") == std::optional<std::string>("GLIBC_2.36"));
+    CHECK_FALSE(c.note("glibc 9:9:9:9").has_value());
+  }
+  // The file changes (here: no longer ELF): the cache reads it again.
+  REQUIRE(std::system(("cp /etc/hostname " + lib).c_str()) == 0);
+  {
+    ElfCache c(file);
+    CHECK_FALSE(c.get(lib).has_value());
+  }
+  REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
 }

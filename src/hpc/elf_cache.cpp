@@ -1,0 +1,117 @@
+// A per-user cache of read_elf results (host); see elf_cache.hpp.
+#include "hpc/elf_cache.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "util/fs.hpp"
+#include "util/strings.hpp"
+
+namespace rt::hpc {
+namespace {
+
+// One entry per line, fields separated by tabs, lists by '\x1f':
+// path ino size mtime_ns elf(0|1) soname needed runpath glibc_needed glibc_defined machine
+constexpr char kVersion[] = "rt-elf-cache 1";
+constexpr char kList = '\x1f';
+
+std::string join_list(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : std::string(1, kList)) + x;
+  return s;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  if (s.empty()) return {};
+  return util::split(s, kList);
+}
+
+} // namespace
+
+ElfCache::ElfCache(std::string file) : file_(std::move(file)) {
+  if (file_.empty()) return;
+  auto text = util::read_file_if_exists(file_);
+  if (!text) return;
+  auto lines = util::split(*text, '\n');
+  if (lines.empty() || lines.front() != kVersion) return;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    auto f = util::split(lines[i], '\t');
+    if (f.size() == 3 && f[0] == "=") {
+      notes_[f[1]] = f[2];
+      continue;
+    }
+    if (f.size() != 11) continue;
+    Entry e;
+    try {
+      e.ino = static_cast<ino_t>(std::stoull(f[1]));
+      e.size = static_cast<off_t>(std::stoll(f[2]));
+      e.mtime_ns = std::stoll(f[3]);
+      if (f[4] == "1") {
+        ElfInfo info;
+        info.soname = f[5];
+        info.needed = split_list(f[6]);
+        info.runpath = split_list(f[7]);
+        info.glibc_needed = f[8];
+        info.glibc_defined = f[9];
+        info.machine = static_cast<unsigned>(std::stoul(f[10]));
+        e.info = std::move(info);
+      }
+    } catch (const std::exception&) {
+      continue;
+    }
+    entries_[f[0]] = std::move(e);
+  }
+}
+
+std::optional<ElfInfo> ElfCache::get(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return read_elf(path);  // read_elf explains the error
+  long long mtime = static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  auto it = entries_.find(path);
+  if (it != entries_.end() && it->second.ino == st.st_ino && it->second.size == st.st_size &&
+      it->second.mtime_ns == mtime)
+    return it->second.info;
+  Entry e{st.st_ino, st.st_size, mtime, read_elf(path)};
+  auto info = e.info;
+  entries_[path] = std::move(e);
+  dirty_ = true;
+  return info;
+}
+
+std::optional<std::string> ElfCache::note(const std::string& key) const {
+  auto it = notes_.find(key);
+  if (it == notes_.end()) return std::nullopt;
+  return it->second;
+}
+
+void ElfCache::set_note(const std::string& key, const std::string& value) {
+  if ((key + value).find_first_of("\t\n") != std::string::npos) return;
+  notes_[key] = value;
+  dirty_ = true;
+}
+
+void ElfCache::save() const {
+  if (!dirty_ || file_.empty()) return;
+  std::string text = std::string(kVersion) + "\n";
+  for (const auto& [path, e] : entries_) {
+    if (path.find_first_of("\t\n") != std::string::npos) continue;
+    text += path + "\t" + std::to_string(e.ino) + "\t" + std::to_string(e.size) + "\t" + std::to_string(e.mtime_ns);
+    if (e.info)
+      text += "\t1\t" + e.info->soname + "\t" + join_list(e.info->needed) + "\t" + join_list(e.info->runpath) + "\t" +
+              e.info->glibc_needed + "\t" + e.info->glibc_defined + "\t" + std::to_string(e.info->machine) + "\n";
+    else
+      text += "\t0\t\t\t\t\t\t0\n";
+  }
+  for (const auto& [key, value] : notes_) text += "=\t" + key + "\t" + value + "\n";
+  std::string tmp = file_ + "." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), file_.c_str()) != 0) ::unlink(tmp.c_str());
+}
+
+} // namespace rt::hpc

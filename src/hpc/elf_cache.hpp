@@ -1,0 +1,44 @@
+// A per-user cache of read_elf results, so that a rank does not parse the
+// few hundred plugins of a host MPI on every start (host). Entries are
+// keyed by path and checked against the file's inode, size and mtime;
+// a stale or missing entry is read again.
+#pragma once
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "hpc/elf.hpp"
+
+namespace rt::hpc {
+
+class ElfCache {
+public:
+  // `file` is where the cache lives ("" keeps it in memory only); a missing
+  // or unreadable file is an empty cache.
+  explicit ElfCache(std::string file);
+  // read_elf(path), from the cache when the file has not changed.
+  std::optional<ElfInfo> get(const std::string& path);
+  // Facts about other files, under keys that change with them.
+  std::optional<std::string> note(const std::string& key) const;
+  void set_note(const std::string& key, const std::string& value);
+  // Writes the cache back if anything was read (atomically: concurrent
+  // ranks each write a whole file, the last one wins). Errors are ignored:
+  // the cache is only an optimisation.
+  void save() const;
+
+private:
+  struct Entry {
+    ino_t ino = 0;
+    off_t size = 0;
+    long long mtime_ns = 0;
+    std::optional<ElfInfo> info;
+  };
+  std::string file_;
+  std::map<std::string, Entry> entries_;
+  std::map<std::string, std::string> notes_;
+  bool dirty_ = false;
+};
+
+} // namespace rt::hpc
