@@ -108,7 +108,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       std::string src, dst;
     };
     auto s = std::make_shared<S>();
-    Command c = make<S>(app, "convert", "write an image as one SquashFS file", s, [](S& st) {
+    Command c = make<S>(app, "convert", "convert an image between SquashFS, directory, store and archive forms", s, [](S& st) {
       st.common.fill(st.o);
       convert(st.src, st.dst, st.o);
       return 0;
@@ -117,8 +117,14 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_option("--level", s->o.level, "compression level (default: zstd 3, gzip 6)")->type_name("N");
     c.app->add_option("-j,--jobs", s->o.jobs, "compression threads (default: all processors)")->type_name("N");
     c.app->add_flag("-f,--force", s->o.force, "replace DST if it exists");
-    c.app->add_option("src", s->src, "store name, bundle or root-filesystem directory")->required()->type_name("SRC");
-    c.app->add_option("dst", s->dst, "the SquashFS file to write")->required()->type_name("DST");
+    c.app->add_option("--to", s->o.to, "sqfs, dir or store (default: from DST: *.sqfs, a path, a name)")->type_name("FORM");
+    c.app->add_option("src", s->src,
+                      "store name, bundle or root-filesystem directory, SquashFS file, docker-archive, OCI layout or rootfs tar")
+        ->required()
+        ->type_name("SRC");
+    c.app->add_option("dst", s->dst, "SquashFS file (*.sqfs), bundle directory (a path) or store name")
+        ->required()
+        ->type_name("DST");
     out.push_back(std::move(c));
   }
   {

@@ -45,7 +45,7 @@ _rt() {
     import)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash --compression --level" -- "$cur")); else _filedir; fi ;;
     convert)
-      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --compression --level -j --jobs -f --force" -- "$cur"))
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --to --compression --level -j --jobs -f --force" -- "$cur"))
       else COMPREPLY=($(images)); _filedir; fi ;;
     images) COMPREPLY=($(compgen -W "$common --json" -- "$cur")) ;;
     inspect | rm)

@@ -46,7 +46,12 @@ void write_file(const std::string& path, const std::string& text) {
 
 void assemble_image(store::Store& store, const ImageSource& src, const AssembleOptions& opts) {
   store::WorkDir work(store.tmp_dir(), "image");
-  const std::string rootfs = work.path() + "/rootfs";
+  assemble_bundle(work.path(), src, opts);
+  store.commit_image(src.name, work);
+}
+
+void assemble_bundle(const std::string& dir, const ImageSource& src, const AssembleOptions& opts) {
+  const std::string rootfs = dir + "/rootfs";
   if (::mkdir(rootfs.c_str(), 0755) != 0) throw SysError("mkdir", rootfs);
   TreeWriter writer(rootfs, src.name, opts.max_bytes);
   const size_t n = src.layers.size();
@@ -71,8 +76,13 @@ void assemble_image(store::Store& store, const ImageSource& src, const AssembleO
                  human_bytes(writer.stats().bytes - before) + " unpacked");
   }
   writer.finish();
+  for (const auto& d : src.drop) {
+    util::UniqueFd root = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
+    if (::faccessat(root.get(), d.c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+      util::remove_tree_at(root.get(), d, rootfs + "/" + d);
+  }
 
-  write_file(work.path() + "/image-config.json", src.config_text);
+  write_file(dir + "/image-config.json", src.config_text);
   nlohmann::json meta;
   meta["name"] = src.name;
   meta["ref"] = src.ref;
@@ -82,8 +92,7 @@ void assemble_image(store::Store& store, const ImageSource& src, const AssembleO
   for (const auto& l : src.layers) meta["layers"].push_back(l.expected_blob.empty() ? l.name : l.expected_blob);
   meta["size"] = writer.stats().bytes;
   meta["created"] = now_utc();
-  write_file(work.path() + "/" + store::kMetaFile, meta.dump(2) + "\n");
-  store.commit_image(src.name, work);
+  write_file(dir + "/" + store::kMetaFile, meta.dump(2) + "\n");
 }
 
 } // namespace rt::image

@@ -31,12 +31,16 @@ struct ImageSource {
   std::string config_digest;
   std::string manifest_digest;  // may be empty
   std::vector<LayerInput> layers;
+  std::vector<std::string> drop;  // top-level names removed from the tree at the end
 };
 
 // Unpacks every layer in order into a work directory of the store, checks
 // each layer's digest, size and diff_id, and commits the bundle atomically
 // under src.name. Nothing is visible under that name until it is complete.
 void assemble_image(store::Store& store, const ImageSource& src, const AssembleOptions& opts);
+// The same into `dir` (existing, empty): rootfs/, image-config.json and
+// rt-image.json, a bundle `rt exec` runs. The caller commits or removes it.
+void assemble_bundle(const std::string& dir, const ImageSource& src, const AssembleOptions& opts);
 
 // Human-readable byte counts: "12.3 MB".
 std::string human_bytes(uint64_t n);

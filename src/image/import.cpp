@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "image/assemble.hpp"
+#include "image/import.hpp"
 #include "image/manifest.hpp"
 #include "image/tar_member.hpp"
 #include "rt/error.hpp"
@@ -152,13 +153,10 @@ ImageSource from_docker_archive(const std::string& tar, const std::string& sourc
   return src;
 }
 
+
 ImageSource from_rootfs_tar(const std::string& tar) {
   ImageSource src;
-  json cfg = {{"architecture", host_platform().architecture},
-              {"os", "linux"},
-              {"config", {{"Env", {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}}},
-              {"rootfs", {{"type", "layers"}, {"diff_ids", json::array()}}}};
-  src.config_text = cfg.dump();
+  src.config_text = default_config();
   src.config_digest = util::sha256_digest(src.config_text);
   src.layers.push_back({base_name(tar), "", -1, "", [tar] { return file_reader(tar); }});
   return src;
@@ -167,8 +165,9 @@ ImageSource from_rootfs_tar(const std::string& tar) {
 } // namespace
 } // namespace image
 
-std::string import_image(const std::string& source_arg, const ImportOptions& o) {
-  util::log_init(o.verbosity);
+namespace image {
+
+ImageSource import_source(const std::string& source_arg) {
   // SOURCE[:TAG] for OCI layouts; a path containing ':' wins if it exists.
   std::string source = source_arg, tag;
   if (!util::path_exists(source)) {
@@ -193,9 +192,25 @@ std::string import_image(const std::string& source_arg, const ImportOptions& o) 
     else if (has("index.json") && has("oci-layout")) src = image::from_oci_layout({"", source}, tag, source);
     else src = image::from_rootfs_tar(source);
   }
-  if (!o.name.empty()) src.name = o.name;
   if (src.name.empty()) src.name = image::base_name(source);
   src.ref = "import:" + util::normalize_path(source_arg, "/");
+  return src;
+}
+
+std::string default_config() {
+  json cfg = {{"architecture", host_platform().architecture},
+              {"os", "linux"},
+              {"config", {{"Env", {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}}},
+              {"rootfs", {{"type", "layers"}, {"diff_ids", json::array()}}}};
+  return cfg.dump();
+}
+
+} // namespace image
+
+std::string import_image(const std::string& source_arg, const ImportOptions& o) {
+  util::log_init(o.verbosity);
+  image::ImageSource src = image::import_source(source_arg);
+  if (!o.name.empty()) src.name = o.name;
   store::Store store(o.storage.empty() ? store::default_root() : o.storage);
   auto lock = store.lock_name(src.name);
   if (!o.squash.empty()) {

@@ -9,8 +9,15 @@
 #include <cerrno>
 #include <thread>
 
+#include <csignal>
+#include <memory>
+
+#include "image/assemble.hpp"
+#include "image/import.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
+#include "store/store.hpp"
+#include "util/sha256.hpp"
 #include "run/image.hpp"
 #include "squash/from_layers.hpp"
 #include "squash/sqfs.hpp"
@@ -36,6 +43,120 @@ int run_program(const std::vector<std::string>& argv) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+enum class Target { Sqfs, Dir, Store };
+
+std::string leaf(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+Target target_of(const std::string& to, const std::string& dst) {
+  if (to == "sqfs") return Target::Sqfs;
+  if (to == "dir") return Target::Dir;
+  if (to == "store") return Target::Store;
+  if (!to.empty()) throw Error("--to: unknown target `" + to + "`", "use --to sqfs, --to dir or --to store");
+  for (const char* ext : {".sqfs", ".squashfs", ".sqsh"})
+    if (dst.ends_with(ext)) return Target::Sqfs;
+  if (dst.find('/') != std::string::npos || dst == "." || dst == "..") return Target::Dir;
+  return Target::Store;
+}
+
+// The standard output of a program as a layer stream; at its end the
+// program must have exited 0 (a truncated or corrupt input shows there).
+image::ReadFn program_reader(std::vector<std::string> argv, const std::string& what) {
+  struct Child {
+    pid_t pid = -1;
+    util::UniqueFd out;
+    ~Child() {
+      if (pid > 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+  };
+  auto c = std::make_shared<Child>();
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) throw SysError("pipe");
+  c->out.reset(p[0]);
+  util::UniqueFd w(p[1]);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, w.get(), 1);
+  std::vector<char*> a;
+  for (auto& x : argv) a.push_back(x.data());
+  a.push_back(nullptr);
+  int r = ::posix_spawnp(&c->pid, a[0], &fa, nullptr, a.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (r != 0) {
+    c->pid = -1;
+    throw SysError(r, "spawn", argv[0]);
+  }
+  return [c, what, prog = argv[0]](void* buf, size_t size) -> size_t {
+    size_t n = util::read_some(c->out.get(), buf, size, what);
+    if (n == 0 && c->pid > 0) {
+      int st = 0;
+      while (::waitpid(c->pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      c->pid = -1;
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        throw Error("cannot read `" + what + "`: " + prog + " failed (status " +
+                    std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) + "): corrupt or truncated?");
+    }
+    return n;
+  };
+}
+
+// A tree (directory image, or the inside of a SquashFS file) as an image
+// source of one layer, read through `argv`'s tar output.
+image::ImageSource tree_source(const std::string& name, const std::string& what, std::vector<std::string> argv,
+                               std::optional<std::string> config) {
+  image::ImageSource src;
+  src.name = name;
+  src.ref = "convert:" + what;
+  src.config_text = config ? *config : image::default_config();
+  src.config_digest = util::sha256_digest(src.config_text);
+  src.layers.push_back({what, "", -1, "", [argv, what] { return program_reader(argv, what); }});
+  return src;
+}
+
+// Unpacks `src` into the bundle directory `dst`, built beside it and
+// renamed into place when complete.
+void write_bundle_dir(const image::ImageSource& src, const std::string& dst, const ConvertOptions& o) {
+  const std::string tmp = dst + ".rt-tmp";
+  util::remove_tree(tmp);
+  if (::mkdir(tmp.c_str(), 0755) != 0) throw SysError("mkdir", tmp);
+  try {
+    image::assemble_bundle(tmp, src, {kDefaultMaxBytes, o.verbosity < 0});
+    if (util::path_exists(dst)) util::remove_tree(dst);  // --force was checked
+    if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError("rename", tmp, dst);
+  } catch (...) {
+    util::remove_tree(tmp);
+    throw;
+  }
+  util::note("wrote the bundle `" + dst + "` (rootfs/ and image-config.json)");
+}
+
+void store_source(image::ImageSource src, const std::string& name, const ConvertOptions& o) {
+  src.name = name;
+  store::Store store(o.storage.empty() ? store::default_root() : o.storage);
+  auto lock = store.lock_name(name);
+  if (store.info(name) && !o.force) throw Error("image `" + name + "` is already in the store", "give --force to replace it");
+  image::assemble_image(store, src, {kDefaultMaxBytes, o.verbosity < 0});
+  util::note("stored `" + name + "` in " + store.root());
+}
+
+bool importable(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    size_t colon = path.rfind(':');  // OCI layout:TAG
+    return colon != std::string::npos && colon > 0 && importable(path.substr(0, colon));
+  }
+  if (S_ISDIR(st.st_mode)) return util::path_exists(path + "/index.json");
+  return S_ISREG(st.st_mode) && !squash::is_squashfs(path);
+}
+
+void tree_to_squashfs(const run::Image& img, const std::string& src, const std::string& dst, const ConvertOptions& o);
+
 } // namespace
 
 void convert(const std::string& src, const std::string& dst_arg, const ConvertOptions& o) {
@@ -43,14 +164,52 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   std::string cwd = util::normalize_path(".", std::getenv("PWD") ? std::getenv("PWD") : "/");
   char buf[4096];
   if (::getcwd(buf, sizeof buf)) cwd = buf;
-  run::Image img = run::open_image(src, cwd, o.storage);
-  if (img.squashfs) throw Error("`" + src + "` is already a SquashFS image");
-  const std::string dst = util::normalize_path(dst_arg, cwd);
-  if (util::path_exists(dst) && !o.force)
+  const Target target = target_of(o.to, dst_arg);
+  const std::string dst = target == Target::Store ? dst_arg : util::normalize_path(dst_arg, cwd);
+  if (target != Target::Store && util::path_exists(dst) && !o.force)
     throw Error("`" + dst + "` exists", "remove it first, or give --force to replace it");
+  if (target == Target::Sqfs) squash::check_compression(o.compression);
+  const std::string src_path = util::normalize_path(src, cwd);
 
-  squash::check_compression(o.compression);
+  // docker-archive, OCI layout, root-filesystem tar: through import.
+  if (importable(src_path) && !util::is_directory(src_path + "/rootfs")) {
+    if (target == Target::Sqfs) {
+      ImportOptions io;
+      static_cast<StoreOptions&>(io) = o;
+      io.squash = dst;
+      io.compression = o.compression;
+      io.level = o.level;
+      import_image(src, io);
+      return;
+    }
+    image::ImageSource s = image::import_source(src);
+    if (target == Target::Store) return store_source(std::move(s), dst, o);
+    return write_bundle_dir(s, dst, o);
+  }
 
+  // A SquashFS file: its tree through sqfs2tar, its config from inside.
+  if (squash::is_squashfs(src_path)) {
+    if (target == Target::Sqfs) throw Error("`" + src + "` is already a SquashFS image");
+    std::optional<std::string> config = squash::Image(src_path).read_file(squash::kConfigPath);
+    auto s = tree_source(leaf(dst), src_path, {"sqfs2tar", "--no-xattr", src_path}, config);
+    s.drop = {".rt"};
+    if (target == Target::Store) return store_source(std::move(s), dst, o);
+    return write_bundle_dir(s, dst, o);
+  }
+
+  run::Image img = run::open_image(src, cwd, o.storage);
+  if (target == Target::Sqfs) return tree_to_squashfs(img, src, dst, o);
+  std::optional<std::string> config;
+  if (img.config) config = util::read_file_if_exists(img.rootfs + "/../" + run::kBundleConfig);
+  auto s = tree_source(leaf(dst), img.rootfs,
+                       {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."}, config);
+  if (target == Target::Store) return store_source(std::move(s), dst, o);
+  return write_bundle_dir(s, dst, o);
+}
+
+namespace {
+
+void tree_to_squashfs(const run::Image& img, const std::string& src, const std::string& dst, const ConvertOptions& o) {
   // Work next to the destination; rename into place only when complete, so
   // an interrupted convert never leaves a half-written image under DST.
   const std::string tmp = dst + ".rt-tmp";
@@ -99,4 +258,5 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   util::note("wrote `" + dst + "` (" + std::to_string(st.st_size / 1000000) + " MB, " + o.compression + ")");
 }
 
+} // namespace
 } // namespace rt

@@ -109,6 +109,34 @@ PY
   "$RT" import -q --squash "$T/names.sqfs" "$L/names.tar" 2>/dev/null
   n=$(unsquashfs -l "$T/names.sqfs" | LC_ALL=C grep -c '^squashfs-root/n/\(sp ace\|new\|bad.byte\)')
   expect_eq "$n" 3 "names with spaces, newlines and invalid UTF-8 survive --squash"
+
+  # --- rt convert between the forms ------------------------------------------
+  # OCI layout -> SquashFS (through import, straight from the layers).
+  "$RT" convert -q "$T/lay" "$T/conv-lay.sqfs" 2>/dev/null
+  expect_eq "$(cd / && "$RT" exec "$T/conv-lay.sqfs" sh -c "$tree" 2>&1)" "$dir" "convert OCI layout -> SquashFS"
+  # SquashFS -> bundle directory, and -> store name: the same tree, config kept.
+  "$RT" convert -q "$T/layered.sqfs" "$T/conv-dir" 2>/dev/null
+  [ -d "$T/conv-dir/rootfs" ] && [ -f "$T/conv-dir/image-config.json" ] && pass "SquashFS -> a bundle directory" ||
+    fail "convert SquashFS -> directory wrote no bundle"
+  [ ! -e "$T/conv-dir/rootfs/.rt" ] || fail "the configuration file of the SquashFS image was left in the tree"
+  expect_eq "$(cd / && "$RT" exec "$T/conv-dir" sh -c "$tree" 2>&1)" "$dir" "convert SquashFS -> directory gives the same tree"
+  expect_eq "$("$RT" run "$T/conv-dir")" "[layered]" "and keeps the config"
+  "$RT" convert -q "$T/layered.sqfs" fromsqfs 2>/dev/null
+  expect_eq "$("$RT" run fromsqfs)" "[layered]" "convert SquashFS -> store name"
+  # docker-archive -> directory, store image -> directory, directory -> SquashFS -> directory.
+  "$RT" convert -q "$T/img.tar.gz" "$T/conv-tar" 2>/dev/null
+  expect_eq "$("$RT" exec "$T/conv-tar" rt-probe ids)" "uid=$(id -u) gid=$(id -g) euid=$(id -u) egid=$(id -g)" \
+    "convert rootfs tar -> directory runs"
+  "$RT" convert -q layered "$T/conv-store-dir" 2>/dev/null
+  expect_eq "$(cd / && "$RT" exec "$T/conv-store-dir" sh -c "$tree" 2>&1)" "$dir" "convert store image -> directory"
+  # Refusals leave nothing: a SquashFS file with corrupt data, an existing destination.
+  cp "$T/layered.sqfs" "$T/corrupt.sqfs"
+  size=$(stat -c %s "$T/corrupt.sqfs")
+  dd if=/dev/zero of="$T/corrupt.sqfs" bs=1 seek=$((size / 3)) count=$((size / 3)) conv=notrunc status=none
+  expect_status 125 "a corrupt SquashFS file is refused by convert" -- "$RT" convert "$T/corrupt.sqfs" "$T/conv-bad"
+  [ ! -e "$T/conv-bad" ] && [ ! -e "$T/conv-bad.rt-tmp" ] && pass "and nothing is left" || fail "convert left output"
+  expect_status 125 "convert keeps an existing directory" -- "$RT" convert "$T/layered.sqfs" "$T/conv-dir"
+  expect_status 125 "SquashFS -> SquashFS is refused" -- "$RT" convert "$T/layered.sqfs" "$T/again.sqfs"
 elif [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
   fail "tar2sqfs missing (Debian package squashfs-tools-ng)"
 fi

@@ -1,0 +1,16 @@
+// What `rt import` reads, for other writers (convert) too (host).
+#pragma once
+#include <string>
+
+#include "image/assemble.hpp"
+
+namespace rt::image {
+
+// A docker-archive, an OCI layout (directory or tar, SOURCE[:TAG]) or a
+// root-filesystem tar as a config and its layers; throws rt::Error.
+ImageSource import_source(const std::string& source);
+
+// The config of an image with none of its own (a root-filesystem tar).
+std::string default_config();
+
+} // namespace rt::image
