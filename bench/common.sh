@@ -34,3 +34,17 @@ build_release() {
   cmake -S "$src" -B "$src/build-bench" -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$src/build-bench" -j"$(nproc)" --target "$@" >/dev/null
 }
+
+# debian_in_store TAG: a Release build, a scratch store in a fresh $T
+# (removed at exit) holding the Debian image as `debian`; sets RT (the
+# built rt) and dir (the image's root filesystem).
+debian_in_store() {
+  cd "$src"
+  build_release rt rt-image
+  T=$(mktemp -d "/var/tmp/rt-$1.XXXXXX")
+  trap 'chmod -R u+w "$T"; rm -rf "$T"' EXIT
+  export RT_STORAGE=$T/store USER=${USER:-$(id -un)}
+  RT=$src/build-bench/rt
+  "$RT" import -q "$BENCH_DEBIAN" debian
+  dir=$("$RT" inspect debian | sed -n 's/.*"path": "\(.*\)".*/\1/p')/rootfs
+}

@@ -16,14 +16,7 @@ np=${2:-16}
 . "$src/bench/common.sh"
 debian_rootfs
 as_rt_test mpi-start "$rounds" "$np"
-cd "$src"
-build_release rt rt-image
-T=$(mktemp -d /var/tmp/rt-mpibench.XXXXXX)
-trap 'chmod -R u+w "$T"; rm -rf "$T"' EXIT
-export RT_STORAGE=$T/store USER=${USER:-$(id -un)}
-RT=$src/build-bench/rt
-"$RT" import -q "$BENCH_DEBIAN" debian
-dir=$("$RT" inspect debian | sed -n 's/.*"path": "\(.*\)".*/\1/p')/rootfs
+debian_in_store mpibench
 "$RT" convert -q debian "$T/debian.sqfs"
 export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_disable_ipv6_family=1 \
   OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl=^ofi OMPI_MCA_rmaps_base_oversubscribe=1

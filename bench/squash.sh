@@ -9,17 +9,9 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-3}
 . "$src/bench/common.sh"
-rootfs_tar=$BENCH_DEBIAN
 debian_rootfs
 as_rt_test squash "$rounds"
-cd "$src"
-build_release rt rt-image
-T=$(mktemp -d /var/tmp/rt-sqbench.XXXXXX)
-trap 'chmod -R u+w "$T"; rm -rf "$T"' EXIT
-export RT_STORAGE=$T/store USER=${USER:-$(id -un)}
-RT=$src/build-bench/rt
-"$RT" import -q "$rootfs_tar" debian
-dir=$("$RT" inspect debian | sed -n 's/.*"path": "\(.*\)".*/\1/p')/rootfs
+debian_in_store sqbench
 s=$(date +%s%N); "$RT" convert -q debian "$T/debian.sqfs"; e=$(date +%s%N)
 echo "rt convert (mksquashfs zstd-3, $(nproc) threads): $(( (e - s) / 1000000 )) ms, $(stat -c %s "$T/debian.sqfs") bytes"
 read_all='cd / && tar -cf - usr etc var 2>/dev/null | cat > /dev/null'

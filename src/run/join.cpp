@@ -122,15 +122,25 @@ bool others_in_namespace() {
   return found;
 }
 
-void send_namespaces(int conn, int userns, int mntns) {
-  char payload[] = "J";
-  iovec iov{payload, 1};
-  alignas(cmsghdr) char buf[CMSG_SPACE(2 * sizeof(int))] = {};
+// One message carrying the two namespace fds (SCM_RIGHTS).
+struct FdMessage {
+  char payload[1] = {'J'};
+  iovec iov{payload, sizeof payload};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = buf;
-  msg.msg_controllen = sizeof buf;
+  FdMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+
+void send_namespaces(int conn, int userns, int mntns) {
+  FdMessage m;
+  msghdr& msg = m.msg;
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
@@ -271,14 +281,8 @@ void start_holder(UniqueFd sock, int expected, const std::function<void()>& buil
 
 // The namespaces' fds from a holder, or false if it went away first.
 bool receive_namespaces(int conn, UniqueFd& userns, UniqueFd& mntns) {
-  char payload[4];
-  iovec iov{payload, sizeof payload};
-  alignas(cmsghdr) char buf[CMSG_SPACE(2 * sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = buf;
-  msg.msg_controllen = sizeof buf;
+  FdMessage m;
+  msghdr& msg = m.msg;
   ssize_t n;
   while ((n = ::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
   }

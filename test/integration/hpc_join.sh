@@ -11,11 +11,7 @@ export RT_STORAGE="$T/store"
 cd "$T"  # the working directory is bound: the test programs live here
 "$RT_IMAGE" import -q "$RT_DEBIAN_ROOTFS" deb
 "$RT_IMAGE" convert -q deb "$T/deb.sqfs"
-mpicc -O2 -o "$T/hello-ompi" "$RT_SOURCE_DIR/test/hpc/mpi_hello.c"
-mpicc.mpich -O2 -o "$T/hello-mpich" "$RT_SOURCE_DIR/test/hpc/mpi_hello.c"
-export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_disable_ipv6_family=1 \
-  OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl=^ofi
-export UCX_TLS=self,sm UCX_NET_DEVICES=lo
+mpi_programs
 
 # rt's processes of this user that are still there (holders, servers).
 leftovers() { pgrep -u "$(id -u)" -f "^$RT " || true; }

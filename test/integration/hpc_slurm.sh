@@ -18,12 +18,8 @@ cd "$T"  # the working directory is bound: the test programs live here
 "$RT_IMAGE" import -q "$RT_DEBIAN_MPI_ROOTFS" debmpi
 "$RT_IMAGE" convert -q deb "$T/deb.sqfs"
 "$RT_IMAGE" convert -q debmpi "$T/debmpi.sqfs"
-mpicc -O2 -o "$T/hello-ompi" "$RT_SOURCE_DIR/test/hpc/mpi_hello.c"
-mpicc.mpich -O2 -o "$T/hello-mpich" "$RT_SOURCE_DIR/test/hpc/mpi_hello.c"
 # The image's Open MPI has no Debian configuration: keep it on loopback.
-export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_disable_ipv6_family=1 \
-  OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl=^ofi
-export UCX_TLS=self,sm UCX_NET_DEVICES=lo
+mpi_programs
 export SLURM_OVERCOMMIT=1  # more tasks than cores
 
 # run_mpi WHAT N PATTERN -- COMMAND...: all N ranks report size N and the allreduce.

@@ -72,6 +72,16 @@ make_tricky_layers() {
   zstd -q "$d/l2.tar" -o "$d/l2.tar.zst"
 }
 
+# mpi_programs: test/hpc/mpi_hello.c built for Open MPI ($T/hello-ompi) and
+# MPICH ($T/hello-mpich); every MPI kept on loopback and shared memory.
+mpi_programs() {
+  mpicc -O2 -o "$T/hello-ompi" "$RT_SOURCE_DIR/test/hpc/mpi_hello.c"
+  mpicc.mpich -O2 -o "$T/hello-mpich" "$RT_SOURCE_DIR/test/hpc/mpi_hello.c"
+  export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_disable_ipv6_family=1 \
+    OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl=^ofi
+  export UCX_TLS=self,sm UCX_NET_DEVICES=lo
+}
+
 # tree_listing DIR: names, types, modes, sizes, link targets; for "unchanged" checks.
 tree_listing() { (cd "$1" && find . -printf '%p %y %m %s %l\n' | LC_ALL=C sort); }
 
