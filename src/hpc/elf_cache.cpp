@@ -14,8 +14,8 @@ namespace rt::hpc {
 namespace {
 
 // One entry per line, fields separated by tabs, lists by '\x1f':
-// path ino size mtime_ns elf(0|1) soname needed runpath glibc_needed glibc_defined machine
-constexpr char kVersion[] = "rt-elf-cache 1";
+// path stamp elf(0|1) soname needed runpath glibc_needed glibc_defined machine
+constexpr char kVersion[] = "rt-elf-cache 2";
 constexpr char kList = '\x1f';
 
 std::string join_list(const std::vector<std::string>& v) {
@@ -43,20 +43,18 @@ ElfCache::ElfCache(std::string file) : file_(std::move(file)) {
       notes_[f[1]] = f[2];
       continue;
     }
-    if (f.size() != 11) continue;
+    if (f.size() != 9) continue;
     Entry e;
+    e.stamp = f[1];
     try {
-      e.ino = static_cast<ino_t>(std::stoull(f[1]));
-      e.size = static_cast<off_t>(std::stoll(f[2]));
-      e.mtime_ns = std::stoll(f[3]);
-      if (f[4] == "1") {
+      if (f[2] == "1") {
         ElfInfo info;
-        info.soname = f[5];
-        info.needed = split_list(f[6]);
-        info.runpath = split_list(f[7]);
-        info.glibc_needed = f[8];
-        info.glibc_defined = f[9];
-        info.machine = static_cast<unsigned>(std::stoul(f[10]));
+        info.soname = f[3];
+        info.needed = split_list(f[4]);
+        info.runpath = split_list(f[5]);
+        info.glibc_needed = f[6];
+        info.glibc_defined = f[7];
+        info.machine = static_cast<unsigned>(std::stoul(f[8]));
         e.info = std::move(info);
       }
     } catch (const std::exception&) {
@@ -69,12 +67,10 @@ ElfCache::ElfCache(std::string file) : file_(std::move(file)) {
 std::optional<ElfInfo> ElfCache::get(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return read_elf(path);  // read_elf explains the error
-  long long mtime = static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  std::string stamp = util::file_stamp(st);
   auto it = entries_.find(path);
-  if (it != entries_.end() && it->second.ino == st.st_ino && it->second.size == st.st_size &&
-      it->second.mtime_ns == mtime)
-    return it->second.info;
-  Entry e{st.st_ino, st.st_size, mtime, read_elf(path)};
+  if (it != entries_.end() && it->second.stamp == stamp) return it->second.info;
+  Entry e{std::move(stamp), read_elf(path)};
   auto info = e.info;
   entries_[path] = std::move(e);
   dirty_ = true;
@@ -98,7 +94,7 @@ void ElfCache::save() const {
   std::string text = std::string(kVersion) + "\n";
   for (const auto& [path, e] : entries_) {
     if (path.find_first_of("\t\n") != std::string::npos) continue;
-    text += path + "\t" + std::to_string(e.ino) + "\t" + std::to_string(e.size) + "\t" + std::to_string(e.mtime_ns);
+    text += path + "\t" + e.stamp;
     if (e.info)
       text += "\t1\t" + e.info->soname + "\t" + join_list(e.info->needed) + "\t" + join_list(e.info->runpath) + "\t" +
               e.info->glibc_needed + "\t" + e.info->glibc_defined + "\t" + std::to_string(e.info->machine) + "\n";

@@ -1,10 +1,8 @@
 // A per-user cache of read_elf results, so that a rank does not parse the
 // few hundred plugins of a host MPI on every start (host). Entries are
-// keyed by path and checked against the file's inode, size and mtime;
+// keyed by path and checked against the file's identity (util::file_stamp);
 // a stale or missing entry is read again.
 #pragma once
-#include <sys/types.h>
-
 #include <map>
 #include <optional>
 #include <string>
@@ -30,9 +28,7 @@ public:
 
 private:
   struct Entry {
-    ino_t ino = 0;
-    off_t size = 0;
-    long long mtime_ns = 0;
+    std::string stamp;  // util::file_stamp when it was read
     std::optional<ElfInfo> info;
   };
   std::string file_;

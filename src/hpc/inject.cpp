@@ -160,8 +160,9 @@ public:
   }
 
   // The image's own MPI libraries: (ABI, path) of each, in search order.
-  std::vector<std::pair<std::string, std::string>> image_mpis() const {
-    std::vector<std::pair<std::string, std::string>> found;
+  using ImageMpis = std::vector<std::pair<std::string, std::string>>;
+  ImageMpis image_mpis() const {
+    ImageMpis found;
     for (const char* dir : kImageLibDirs)
       for (const auto& n : image_.list(dir))
         if (std::string abi = mpi_abi(n); !abi.empty()) found.emplace_back(abi, std::string(dir) + "/" + n);
@@ -170,8 +171,10 @@ public:
 
   void mpi(const std::string& which) {
     std::string flavor = which, lib;
+    // Listing the image's library directories is the costly part of the
+    // image checks (thousands of names): once per rank.
+    const ImageMpis mpis = image_mpis();
     if (flavor == "auto") {
-      auto mpis = image_mpis();
       flavor = mpis.empty() ? "" : mpis.front().first;
       if (flavor.empty()) flavor = find("libmpi.so.40") ? "openmpi" : "mpich";
     }
@@ -197,7 +200,7 @@ public:
                         " library (" + join(names, ", ") + ") in `" + cache_file_ + "`",
                     "install it, or name it in the site configuration (" + flavor + ".library)");
     }
-    check_image_mpi(flavor, lib);
+    check_image_mpi(mpis, flavor, lib);
     add_library(lib, "MPI", true);
     // Plugins and data files, bound at the host path: MPI finds them by
     // paths compiled into it.
@@ -217,8 +220,7 @@ public:
 
   // An image with an MPI of its own must have one of the host MPI's ABI
   // (an image may carry both).
-  void check_image_mpi(const std::string& host_abi, const std::string& host_lib) {
-    auto mpis = image_mpis();
+  void check_image_mpi(const ImageMpis& mpis, const std::string& host_abi, const std::string& host_lib) const {
     if (mpis.empty()) return;
     for (const auto& [abi, where] : mpis)
       if (abi == host_abi) return;

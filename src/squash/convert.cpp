@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <thread>
+#include <utility>
 
 #include <csignal>
 #include <memory>
@@ -30,18 +31,30 @@ extern char** environ;
 namespace rt {
 namespace {
 
-int run_program(const std::vector<std::string>& argv) {
+// Starts argv (PATH search) with its stdout on `out` (-1: ours).
+pid_t spawn(const std::vector<std::string>& argv, int out = -1) {
   std::vector<char*> a;
-  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  for (const auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
   a.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (out >= 0) posix_spawn_file_actions_adddup2(&fa, out, 1);
   pid_t pid;
-  int r = ::posix_spawnp(&pid, a[0], nullptr, nullptr, a.data(), environ);
+  int r = ::posix_spawnp(&pid, a[0], &fa, nullptr, a.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
   if (r != 0) throw SysError(r, "spawn", argv[0]);
+  return pid;
+}
+
+// Its exit status as the shell reports it (128+N for signal N).
+int wait_status(pid_t pid, const std::string& name) {
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) throw SysError("waitpid", argv[0]);
+    if (errno != EINTR) throw SysError("waitpid", name);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+int run_program(const std::vector<std::string>& argv) { return wait_status(spawn(argv), argv[0]); }
 
 enum class Target { Sqfs, Dir, Store };
 
@@ -63,7 +76,7 @@ Target target_of(const std::string& to, const std::string& dst) {
 
 // The standard output of a program as a layer stream; at its end the
 // program must have exited 0 (a truncated or corrupt input shows there).
-image::ReadFn program_reader(std::vector<std::string> argv, const std::string& what) {
+image::ReadFn program_reader(const std::vector<std::string>& argv, const std::string& what) {
   struct Child {
     pid_t pid = -1;
     util::UniqueFd out;
@@ -79,28 +92,14 @@ image::ReadFn program_reader(std::vector<std::string> argv, const std::string& w
   if (::pipe2(p, O_CLOEXEC) != 0) throw SysError("pipe");
   c->out.reset(p[0]);
   util::UniqueFd w(p[1]);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, w.get(), 1);
-  std::vector<char*> a;
-  for (auto& x : argv) a.push_back(x.data());
-  a.push_back(nullptr);
-  int r = ::posix_spawnp(&c->pid, a[0], &fa, nullptr, a.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (r != 0) {
-    c->pid = -1;
-    throw SysError(r, "spawn", argv[0]);
-  }
+  c->pid = spawn(argv, w.get());
   return [c, what, prog = argv[0]](void* buf, size_t size) -> size_t {
     size_t n = util::read_some(c->out.get(), buf, size, what);
     if (n == 0 && c->pid > 0) {
-      int st = 0;
-      while (::waitpid(c->pid, &st, 0) < 0 && errno == EINTR) {
-      }
-      c->pid = -1;
-      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        throw Error("cannot read `" + what + "`: " + prog + " failed (status " +
-                    std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) + "): corrupt or truncated?");
+      int status = wait_status(std::exchange(c->pid, -1), prog);
+      if (status != 0)
+        throw Error("cannot read `" + what + "`: " + prog + " failed (status " + std::to_string(status) +
+                    "): corrupt or truncated?");
     }
     return n;
   };
