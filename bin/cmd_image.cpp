@@ -48,9 +48,13 @@ void add_import_options(CLI::App* app, ImportOptions& o) {
       ->type_name("BYTES");
   app->add_option("--squash", o.squash, "write the image as this SquashFS file, straight from the layers")
       ->type_name("FILE");
-  app->add_option("--compression", o.compression, "with --squash: zstd (default), gzip, lz4, xz or lzo")
+  app->add_option("--format", o.format,
+                  "keep it in the store as dir (a tree, default) or sqfs (one SquashFS file; default: $RT_STORE_FORMAT)")
+      ->type_name("FORMAT");
+  app->add_option("--compression", o.compression, "with --squash or --format sqfs: zstd (default), gzip, lz4, xz or lzo")
       ->type_name("ALG");
-  app->add_option("--level", o.level, "with --squash: compression level (default: zstd 3, gzip 6)")->type_name("N");
+  app->add_option("--level", o.level, "with --squash or --format sqfs: compression level (default: zstd 3, gzip 6)")
+      ->type_name("N");
 }
 
 } // namespace

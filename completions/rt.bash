@@ -22,6 +22,7 @@ _rt() {
     --device) COMPREPLY=($(compgen -W "nvidia.com/gpu=all" -- "$cur")); return ;;
     --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level) return ;;
     --compression) COMPREPLY=($(compgen -W "zstd gzip lz4 xz lzo" -- "$cur")); return ;;
+    --format) COMPREPLY=($(compgen -W "dir sqfs" -- "$cur")); return ;;
   esac
   case ${words[1]} in
     exec | run | shell)
@@ -41,9 +42,9 @@ _rt() {
         _filedir -d
       fi
       ;;
-    pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --max-size --squash --compression --level" -- "$cur")) ;;
+    pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --max-size --squash --format --compression --level" -- "$cur")) ;;
     import)
-      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash --compression --level" -- "$cur")); else _filedir; fi ;;
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash --format --compression --level" -- "$cur")); else _filedir; fi ;;
     convert)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --to --compression --level -j --jobs -f --force" -- "$cur"))
       else COMPREPLY=($(images)); _filedir; fi ;;

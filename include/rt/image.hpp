@@ -17,7 +17,12 @@ struct ImportOptions : StoreOptions {
   std::string squash;           // write this SquashFS file from the layers instead of storing a tree
   std::string compression = "zstd";  // for --squash: zstd, gzip, lz4, xz, lzo
   int level = 0;                     // for --squash: 0 = zstd 3, gzip 6
+  std::string format;                // how the store keeps it: "dir", "sqfs"; "": $RT_STORE_FORMAT, else dir
 };
+
+// "dir" or "sqfs" from `format`, else $RT_STORE_FORMAT, else "dir"; throws
+// rt::Error for anything else.
+std::string store_format(const std::string& format);
 
 struct PullOptions : ImportOptions {
   std::string platform;         // OS/ARCH[/VARIANT]; empty: the host's

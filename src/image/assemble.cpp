@@ -82,6 +82,10 @@ void assemble_bundle(const std::string& dir, const ImageSource& src, const Assem
       util::remove_tree_at(root.get(), d, rootfs + "/" + d);
   }
 
+  write_image_files(dir, src, writer.stats().bytes);
+}
+
+void write_image_files(const std::string& dir, const ImageSource& src, uint64_t size) {
   write_file(dir + "/image-config.json", src.config_text);
   nlohmann::json meta;
   meta["name"] = src.name;
@@ -90,7 +94,7 @@ void assemble_bundle(const std::string& dir, const ImageSource& src, const Assem
   meta["config_digest"] = src.config_digest;
   meta["layers"] = nlohmann::json::array();
   for (const auto& l : src.layers) meta["layers"].push_back(l.expected_blob.empty() ? l.name : l.expected_blob);
-  meta["size"] = writer.stats().bytes;
+  meta["size"] = size;
   meta["created"] = now_utc();
   write_file(dir + "/" + store::kMetaFile, meta.dump(2) + "\n");
 }

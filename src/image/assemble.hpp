@@ -41,6 +41,8 @@ void assemble_image(store::Store& store, const ImageSource& src, const AssembleO
 // The same into `dir` (existing, empty): rootfs/, image-config.json and
 // rt-image.json, a bundle `rt exec` runs. The caller commits or removes it.
 void assemble_bundle(const std::string& dir, const ImageSource& src, const AssembleOptions& opts);
+// image-config.json and rt-image.json (`size`: bytes of the image's files).
+void write_image_files(const std::string& dir, const ImageSource& src, uint64_t size);
 
 // Human-readable byte counts: "12.3 MB".
 std::string human_bytes(uint64_t n);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -207,6 +208,16 @@ std::string default_config() {
 
 } // namespace image
 
+std::string store_format(const std::string& format) {
+  std::string f = format;
+  if (f.empty())
+    if (const char* env = std::getenv("RT_STORE_FORMAT")) f = env;
+  if (f.empty() || f == "dir") return "dir";
+  if (f == "sqfs") return "sqfs";
+  throw Error("unknown store format `" + f + "`" + (format.empty() ? " (from RT_STORE_FORMAT)" : ""),
+              "use dir (a directory tree) or sqfs (one SquashFS file)");
+}
+
 std::string import_image(const std::string& source_arg, const ImportOptions& o) {
   util::log_init(o.verbosity);
   image::ImageSource src = image::import_source(source_arg);
@@ -218,7 +229,10 @@ std::string import_image(const std::string& source_arg, const ImportOptions& o) 
                               {o.compression, o.level, 0});
     return name_for_squash(src);
   }
-  image::assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
+  if (store_format(o.format) == "sqfs")
+    squash::store_from_layers(store, src, {o.compression, o.level, 0});
+  else
+    image::assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
   util::note("imported `" + src.name + "` into " + store.root());
   return src.name;
 }

@@ -98,7 +98,9 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
   std::string name = o.name.empty() ? ref.str() : o.name;
   store::Store store(o.storage.empty() ? store::default_root() : o.storage);
   auto lock = store.lock_name(name);
-  if (auto info = store.info(name); o.squash.empty() && info && info->manifest_digest == manifest_digest) {
+  const bool as_sqfs = store_format(o.format) == "sqfs";
+  if (auto info = store.info(name);
+      o.squash.empty() && info && info->manifest_digest == manifest_digest && info->squashfs == as_sqfs) {
     util::note("`" + name + "` is up to date (" + manifest_digest.substr(0, 19) + ")");
     return name;
   }
@@ -174,7 +176,10 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
                               {o.compression, o.level, 0});
     return name_for_squash(src);
   }
-  image::assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
+  if (store_format(o.format) == "sqfs")
+    squash::store_from_layers(store, src, {o.compression, o.level, 0});
+  else
+    image::assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
   util::note("pulled `" + shown + "` as `" + name + "` (" + manifest_digest.substr(0, 19) + ")");
   return name;
 }

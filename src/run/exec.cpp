@@ -16,6 +16,7 @@
 #include "run/env.hpp"
 #include "run/hostinfo.hpp"
 #include "run/image.hpp"
+#include "run/image_server.hpp"
 #include "run/join.hpp"
 #include "run/launch.hpp"
 #include "run/mount_apply.hpp"
@@ -270,25 +271,26 @@ void exec(const ExecOptions& o) {
   timing("planned");
 
   // Namespace: enter, build the tree, pivot; or join the node's container.
-  if (join) {
-    run::join_container(run::join_key(plan, launcher), launcher.local_size, [&] {
+  // A SquashFS image comes from its server, shared by every container of it.
+  auto build = [&] {
+    if (sqfs) {
+      util::UniqueFd tree = run::attach_squashfs(*sqfs, plan);
+      timing("image server");
+      run::build_tree(plan, tree.get());
+    } else {
       run::enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
-      if (sqfs)
-        run::build_tree(plan, [&](const std::string& mp) { sqfs->mount_in_background(mp, plan.inner_uid, plan.inner_gid); });
-      else
-        run::build_tree(plan);
-    });
+      timing("user namespace");
+      run::build_tree(plan);
+    }
+  };
+  if (join) {
+    run::join_container(run::join_key(plan, launcher), launcher.local_size, build);
     timing("joined");
-    run::enter_cwd(plan);
   } else {
-    run::enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
-    timing("user namespace");
-    if (sqfs)
-      run::apply_plan(plan, [&](const std::string& mp) { sqfs->mount_and_serve(mp, plan.inner_uid, plan.inner_gid); });
-    else
-      run::apply_plan(plan);
+    build();
     timing("mounted");
   }
+  run::enter_cwd(plan);
 
   // Container root: no privilege can be gained from here on.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw SysError("prctl(PR_SET_NO_NEW_PRIVS)");

@@ -53,6 +53,13 @@ Image open_image(const std::string& ref, const std::string& cwd, const std::stri
   if (!S_ISDIR(st.st_mode))
     throw Error("image `" + ref + "`: `" + path + "` is not a directory");
 
+  // A store image kept as one SquashFS file (--format sqfs).
+  if (std::string file = path + "/" + store::kSquashFile; !util::is_directory(path + "/" + kBundleRootfs) &&
+                                                          util::path_exists(file) && squash::is_squashfs(file)) {
+    img.rootfs = file;
+    img.squashfs = true;
+    return img;
+  }
   std::string bundle_rootfs = path + "/" + kBundleRootfs;
   std::string bundle_config = path + "/" + kBundleConfig;
   if (auto text = util::read_file_if_exists(bundle_config)) {

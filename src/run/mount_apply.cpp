@@ -73,8 +73,7 @@ void stage(const char* what) {
 
 class Builder {
 public:
-  Builder(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image)
-      : plan_(plan), mount_image_(mount_image) {}
+  Builder(const MountPlan& plan, int image_tree) : plan_(plan), image_tree_(image_tree) {}
 
   void run() {
     clone_sources_above_staging();
@@ -92,7 +91,7 @@ public:
 
 private:
   const MountPlan& plan_;
-  const std::function<void(const std::string&)>& mount_image_;
+  const int image_tree_;
   UniqueFd image_;    // the image directory itself (under the staging tmpfs)
   UniqueFd staging_;  // root of the staging tmpfs
   UniqueFd root_;     // root of the new root mount
@@ -124,7 +123,7 @@ private:
   void setup_staging_and_root() {
     const std::string& rootfs = plan_.rootfs;
     const std::string& staging = plan_.staging;
-    if (!mount_image_) image_ = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
+    if (image_tree_ < 0) image_ = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
 
     do_mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m", "tmpfs", "tmpfs", staging);
     staging_ = util::open_fd(staging, O_PATH | O_DIRECTORY);
@@ -133,12 +132,10 @@ private:
       UniqueFd fd = util::open_fd_at(staging_.get(), f.name, O_WRONLY | O_CREAT | O_EXCL, 0644);
       util::write_all(fd.get(), f.content, "synthesized " + f.name);
     }
-    if (mount_image_) {
+    if (image_tree_ >= 0) {
       if (::mkdirat(staging_.get(), "image", 0755) != 0) throw SysError("mkdir", staging + "/image");
-      // Returns in the child; the parent serves the image. They share the
-      // mount namespace: pivot_root moves the server's root too, which it
-      // never uses (it works on the image's and /dev/fuse's fds).
-      mount_image_(stage_path("image"));
+      if (::move_mount(image_tree_, "", staging_.get(), "image", MOVE_MOUNT_F_EMPTY_PATH) != 0)
+        throw SysError("move_mount", rootfs, staging + "/image");
       image_ = util::open_fd(stage_path("image"), O_PATH | O_DIRECTORY);
     }
     const unsigned long image_locked = locked_flags(image_.get(), rootfs);
@@ -389,9 +386,7 @@ private:
 
 } // namespace
 
-void build_tree(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image) {
-  Builder(plan, mount_image).run();
-}
+void build_tree(const MountPlan& plan, int image_tree) { Builder(plan, image_tree).run(); }
 
 void enter_cwd(const MountPlan& plan) {
   if (::chdir(plan.cwd.c_str()) != 0) {
@@ -400,8 +395,8 @@ void enter_cwd(const MountPlan& plan) {
   }
 }
 
-void apply_plan(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image) {
-  build_tree(plan, mount_image);
+void apply_plan(const MountPlan& plan, int image_tree) {
+  build_tree(plan, image_tree);
   enter_cwd(plan);
 }
 

@@ -1,6 +1,5 @@
 // Applying a mount plan and entering the new root (namespace -> container root).
 #pragma once
-#include <functional>
 #include <string>
 
 #include "run/plan.hpp"
@@ -11,14 +10,13 @@ namespace rt::run {
 // mount tree around plan.rootfs without writing to the image (missing mount
 // points are made on a tmpfs "underlay"), pivots into it and changes to the
 // planned working directory. Throws SysError naming the mount.
-// mount_image, when given, mounts the image at the directory it is handed
-// (a SquashFS served over FUSE) and returns in a forked child; building
-// continues there, in a mount namespace of its own.
-void apply_plan(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image = {});
+// `image_tree`, when given, is the image as a detached mount (open_tree(2):
+// a SquashFS image from its server), used instead of plan.rootfs.
+void apply_plan(const MountPlan& plan, int image_tree = -1);
 
 // apply_plan in two steps: the tree and the pivot (left at "/"), then the
 // working directory (a rank joining a shared container does only this).
-void build_tree(const MountPlan& plan, const std::function<void(const std::string&)>& mount_image = {});
+void build_tree(const MountPlan& plan, int image_tree = -1);
 void enter_cwd(const MountPlan& plan);
 
 } // namespace rt::run

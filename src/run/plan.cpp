@@ -111,7 +111,7 @@ std::vector<std::string> describe(const MountPlan& p) {
   const char* mode = p.root_mode == RootMode::ReadOnly   ? "read-only"
                      : p.root_mode == RootMode::Writable ? "writable"
                                                          : "writable tmpfs overlay (discarded)";
-  out.push_back("image root `" + p.rootfs + "` " + (p.squashfs ? "(SquashFS, served in-process) " : "") + mode +
+  out.push_back("image root `" + p.rootfs + "` " + (p.squashfs ? "(SquashFS, served by its rt-sqfs server) " : "") + mode +
                 ", nosuid, nodev");
   out.push_back("uid map: " + std::to_string(p.inner_uid) + " -> " + std::to_string(p.outer_uid) +
                 ", gid map: " + std::to_string(p.inner_gid) + " -> " +

@@ -39,7 +39,7 @@ struct StagedFile {
 
 struct MountPlan {
   std::string rootfs;  // host path
-  bool squashfs = false;  // rootfs is a SquashFS file, served in-process over FUSE
+  bool squashfs = false;  // rootfs is a SquashFS file, served over FUSE by its server (run/image_server)
   std::string staging;    // host directory the staging tmpfs covers (rootfs for directories)
   RootMode root_mode = RootMode::ReadOnly;
   std::vector<Mount> mounts;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <thread>
 #include <utility>
 
@@ -144,6 +145,23 @@ void store_source(image::ImageSource src, const std::string& name, const Convert
   util::note("stored `" + name + "` in " + store.root());
 }
 
+// `from` to `to`, through `to`.rt-tmp.
+void copy_file(const std::string& from, const std::string& to) {
+  const std::string tmp = to + ".rt-tmp";
+  std::error_code ec;
+  std::filesystem::copy_file(from, tmp, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) {
+    ::unlink(tmp.c_str());
+    throw Error("cannot copy `" + from + "` to `" + tmp + "`: " + ec.message());
+  }
+  if (::rename(tmp.c_str(), to.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw SysError(e, "rename", tmp, to);
+  }
+  util::note("wrote `" + to + "`");
+}
+
 bool importable(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -186,17 +204,22 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
     return write_bundle_dir(s, dst, o);
   }
 
-  // A SquashFS file: its tree through sqfs2tar, its config from inside.
-  if (squash::is_squashfs(src_path)) {
-    if (target == Target::Sqfs) throw Error("`" + src + "` is already a SquashFS image");
-    std::optional<std::string> config = squash::Image(src_path).read_file(squash::kConfigPath);
-    auto s = tree_source(leaf(dst), src_path, {"sqfs2tar", "--no-xattr", src_path}, config);
+  run::Image img = run::open_image(src, cwd, o.storage);
+  // A SquashFS file, or a store image kept as one: its tree through
+  // sqfs2tar, its config from inside.
+  if (img.squashfs) {
+    const std::string& file = img.rootfs;
+    if (target == Target::Sqfs) {
+      if (file == src_path) throw Error("`" + src + "` is already a SquashFS image");
+      return copy_file(file, dst);  // out of the store, as it is
+    }
+    std::optional<std::string> config = squash::Image(file).read_file(squash::kConfigPath);
+    auto s = tree_source(leaf(dst), file, {"sqfs2tar", "--no-xattr", file}, config);
     s.drop = {".rt"};
     if (target == Target::Store) return store_source(std::move(s), dst, o);
     return write_bundle_dir(s, dst, o);
   }
 
-  run::Image img = run::open_image(src, cwd, o.storage);
   if (target == Target::Sqfs) return tree_to_squashfs(img, src, dst, o);
   std::optional<std::string> config;
   if (img.config) config = util::read_file_if_exists(img.rootfs + "/../" + run::kBundleConfig);

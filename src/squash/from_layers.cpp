@@ -19,6 +19,7 @@
 #include "squash/flatten.hpp"
 #include "squash/from_layers.hpp"
 #include "squash/sqfs.hpp"
+#include "store/lookup.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -145,6 +146,16 @@ void write_from_layers(const image::ImageSource& src, const std::string& out, co
   ::stat(out.c_str(), &sb);
   util::note("wrote `" + out + "` (" + image::human_bytes(static_cast<uint64_t>(sb.st_size)) + ", " +
              std::to_string(flat.entries()) + " entries, " + o.compression + ") straight from the layers");
+}
+
+void store_from_layers(store::Store& store, const image::ImageSource& src, const SquashOptions& options) {
+  store::WorkDir work(store.tmp_dir(), "image");
+  const std::string file = work.path() + "/" + store::kSquashFile;
+  write_from_layers(src, file, options);
+  struct stat st;
+  if (::stat(file.c_str(), &st) != 0) throw SysError("stat", file);
+  image::write_image_files(work.path(), src, static_cast<uint64_t>(st.st_size));
+  store.commit_image(src.name, work);
 }
 
 } // namespace rt::squash

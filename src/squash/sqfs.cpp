@@ -1,12 +1,10 @@
-// SquashFS images served in-process over FUSE (host -> namespace).
+// SquashFS images: reading their files (host); serving them over FUSE from
+// threads of this process (namespace).
 #include "squash/sqfs.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,27 +30,7 @@ namespace {
 
 constexpr unsigned char kMagic[4] = {'h', 's', 'q', 's'};
 
-pid_t g_child = 0;
-
 constexpr unsigned kMaxServerThreads = 8;
-
-void forward_signal(int sig) {
-  if (g_child > 0) ::kill(g_child, sig);
-}
-
-[[noreturn]] void exit_like(int status) {
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    ::signal(sig, SIG_DFL);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, sig);
-    ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
-    ::raise(sig);
-    ::_exit(128 + sig);
-  }
-  ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 125);
-}
 
 // Starts serving the mounted image on `fuse_fd` from threads of this
 // process; false if the session cannot start.
@@ -73,42 +51,6 @@ bool start_session(sqfs_ll* ll, int fuse_fd) {
     fuse_session_loop_mt(se, cfg);
   }).detach();
   return true;
-}
-
-// The FUSE server: the parent of the container's first process.
-[[noreturn]] void serve(sqfs_ll* ll, int fuse_fd, pid_t child) {
-  g_child = child;
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // daemons of the container come back to us
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM, SIGWINCH}) {
-    struct sigaction sa{};
-    sa.sa_handler = forward_signal;
-    sa.sa_flags = SA_RESTART;
-    ::sigaction(sig, &sa, nullptr);
-  }
-  int status = 125 << 8;
-  if (!start_session(ll, fuse_fd)) {
-    util::log(util::Level::Error, "cannot start the FUSE session for the SquashFS image");
-    ::kill(child, SIGKILL);
-  }
-  // Reap until no process of the container is left; the first child's
-  // status is ours.
-  for (;;) {
-    int st = 0;
-    pid_t p = ::waitpid(-1, &st, 0);
-    if (p < 0) {
-      if (errno == EINTR) continue;
-      break;  // ECHILD: everyone has exited
-    }
-    if (p == child) {
-      status = st;
-      if (util::log_enabled(util::Level::Trace))
-        util::log(util::Level::Trace, std::to_string(util::log_elapsed_ms()) + " ms: the program exited");
-    }
-  }
-  if (util::log_enabled(util::Level::Trace))
-    util::log(util::Level::Trace, std::to_string(util::log_elapsed_ms()) + " ms: no process left; the server exits");
-  // The mount lives in our mount namespace only: it goes with us.
-  exit_like(status);
 }
 
 } // namespace
@@ -250,20 +192,6 @@ int Image::mount(const std::string& mountpoint, uid_t uid, gid_t gid) {
     throw SysError(e, "mount(fuse)", path_, mountpoint);
   }
   return fd;
-}
-
-void Image::mount_and_serve(const std::string& mountpoint, uid_t uid, gid_t gid) {
-  int fd = mount(mountpoint, uid, gid);
-  ::fflush(nullptr);
-  const pid_t server = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) throw SysError("fork");
-  if (pid > 0) serve(ll_, fd, pid);
-  ::close(fd);
-  // Without its server the image is gone: if rt is killed, so is the program
-  // (kept across execve, prctl(2)).
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != server) ::_exit(128 + SIGKILL);
 }
 
 void Image::mount_in_background(const std::string& mountpoint, uid_t uid, gid_t gid) {

@@ -35,14 +35,9 @@ public:
   std::vector<std::string> list(const std::string& dir);
 
   // Namespace: mounts the image read-only at `mountpoint` through /dev/fuse
-  // (no fusermount, no helper process), then forks. Returns in the child.
-  // The parent serves FUSE, forwards signals to the child, reaps every
-  // process of the container (it is their subreaper) and, when none is
-  // left, exits as the child did.
-  void mount_and_serve(const std::string& mountpoint, uid_t uid, gid_t gid);
-  // Namespace: mounts the image the same way and serves it from threads of
-  // this process, which must outlive every user of the mount (the holder of
-  // a shared container, run/join).
+  // (no fusermount, no helper process) and serves it from threads of this
+  // process, which must outlive every user of the mount (the image's
+  // server, run/image_server).
   void mount_in_background(const std::string& mountpoint, uid_t uid, gid_t gid);
 
 private:

@@ -22,5 +22,7 @@ std::optional<std::string> find_image(const std::string& store_root, const std::
 
 inline constexpr const char* kImagesDir = "images";
 inline constexpr const char* kMetaFile = "rt-image.json";
+// An image kept as one SquashFS file (--format sqfs) has it in place of rootfs/.
+inline constexpr const char* kSquashFile = "image.sqfs";
 
 } // namespace rt::store

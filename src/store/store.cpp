@@ -131,6 +131,7 @@ std::optional<ImageInfo> Store::info(const std::string& name) const {
     i.size = j.value("size", uint64_t{0});
     i.created = j.value("created", "");
   }
+  i.squashfs = util::path_exists(dir + "/" + kSquashFile);
   return i;
 }
 

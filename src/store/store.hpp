@@ -2,7 +2,8 @@
 // images by name, writes atomic and locked.
 //
 //   ROOT/blobs/sha256/HEX      verified blobs (layers, configs, manifests)
-//   ROOT/images/NAME/          one bundle per image: rootfs/, image-config.json, rt-image.json
+//   ROOT/images/NAME/          one bundle per image: rootfs/ (or image.sqfs: --format sqfs),
+//                              image-config.json, rt-image.json
 //   ROOT/tmp/                  work in progress, each piece with a held lock;
 //                              what nobody holds is debris of a killed run
 //   ROOT/locks/                one lock per image name
@@ -24,6 +25,7 @@ struct ImageInfo {
   std::string config_digest;
   uint64_t size = 0;            // bytes of the layers' files
   std::string created;          // when it was stored (UTC, ISO 8601)
+  bool squashfs = false;        // kept as one SquashFS file (kSquashFile)
 };
 
 // A directory under ROOT/tmp that is removed unless committed. The lock

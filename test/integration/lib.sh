@@ -28,6 +28,9 @@ T=$(mktemp -d "${RT_TEST_TMP:-/tmp}/rt-test.XXXXXX")
 cleanup() { chmod -R u+w "$T" 2>/dev/null || true; rm -rf "$T"; }
 trap cleanup EXIT
 export HOME=${HOME:-/tmp}
+# A SquashFS image's server exits as soon as its last container has (tests
+# look for leftover processes); squash.sh tests the default linger itself.
+export RT_SQUASHFS_LINGER=0
 
 # expect_eq ACTUAL EXPECTED WHAT
 expect_eq() {

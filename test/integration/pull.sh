@@ -44,6 +44,15 @@ expect_match "$ERR" "up to date" "says so"
 expect_status 0 "--insecure skips verification" -- "$RT" pull -q --insecure "$REG/test/bb:v1" insecure-copy
 digest=$("$RT" inspect "$REG/test/bb:v1" | sed -n 's/.*"manifest_digest": "\(.*\)".*/\1/p')
 expect_status 0 "pull by digest" -- "$RT" pull -q --ca-file "$REG_CA" "$REG/test/bb@$digest" bydigest
+# Kept in the store as one SquashFS file: the same image, served from it.
+expect_status 0 "pull --format sqfs" -- "$RT" pull -q --format sqfs --ca-file "$REG_CA" "$REG/test/bb:v1" bbsq
+[ -f "$RT_STORAGE/images/bbsq/image.sqfs" ] && [ ! -e "$RT_STORAGE/images/bbsq/rootfs" ] &&
+  pass "the store keeps it as image.sqfs, with no tree" || fail "no image.sqfs in the store"
+expect_eq "$("$RT" exec bbsq sh -c 'echo $APP; cat /app/hello')" $'1\nhi' "it runs with its layers and Env"
+expect_status 0 "pulling it again as a tree replaces it" -- "$RT" pull -q --format dir --ca-file "$REG_CA" "$REG/test/bb:v1" bbsq
+[ -d "$RT_STORAGE/images/bbsq/rootfs" ] && [ ! -e "$RT_STORAGE/images/bbsq/image.sqfs" ] && pass "now a tree" || fail "not replaced"
+expect_status 125 "an unknown store format" -- env RT_STORE_FORMAT=zip "$RT" pull -q --ca-file "$REG_CA" "$REG/test/bb:v1" x
+expect_match "$ERR" "RT_STORE_FORMAT" "names the variable"
 expect_status 125 "pull of a missing tag" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:nope"
 expect_match "$ERR" "not found" "says so"
 

@@ -1,0 +1,395 @@
+// Holders of namespaces (host -> namespace); see holder.hpp.
+#include "run/holder.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "rt/error.hpp"
+#include "util/fd.hpp"
+#include "util/fs.hpp"
+#include "util/log.hpp"
+
+namespace rt::run {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using util::UniqueFd;
+
+// How long a client waits for a holder that is still building.
+constexpr auto kEnterTimeout = std::chrono::seconds(60);
+// How long a new holder waits for its first client (the one that started
+// it, unless that died meanwhile), whatever its linger time.
+constexpr auto kFirstClient = milliseconds(10000);
+
+constexpr char kOk[] = "ok";
+
+struct Address {
+  sockaddr_un sa{};
+  socklen_t len = 0;
+};
+
+// An abstract socket (unix(7)): no file, gone with its last descriptor.
+Address address_of(const std::string& key) {
+  Address a;
+  a.sa.sun_family = AF_UNIX;
+  size_t n = std::min(key.size(), sizeof a.sa.sun_path - 1);
+  std::memcpy(a.sa.sun_path + 1, key.data(), n);
+  a.len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return a;
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+UniqueFd new_socket(bool nonblock) {
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
+  if (fd < 0) throw SysError("socket(AF_UNIX)");
+  return UniqueFd(fd);
+}
+
+// This process's own holder socket and report pipe, while it is a holder:
+// a holder it starts in turn (a shared container's holder starting the
+// image's server) must not keep them, or the name would stay bound and the
+// report unfinished after this holder is gone.
+std::vector<int> g_own_fds;
+
+int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+// The identity of a process's mount namespace ("mnt:[4026532...]").
+std::string mount_namespace_of(const std::string& pid) {
+  char ns[64] = {};
+  std::string path = "/proc/" + pid + "/ns/mnt";
+  if (::readlink(path.c_str(), ns, sizeof ns - 1) <= 0) return {};
+  return ns;
+}
+
+// ---- the holder -------------------------------------------------------------
+
+// Descriptors the launcher gave the first client (PMI_FD, stdio pipes) must
+// not be kept open by the holder, which outlives it: close every one that
+// would survive exec, and point stdin and stdout at /dev/null.
+void drop_inherited_fds() {
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    ::close(null);
+  }
+  std::vector<int> close_these;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (dirent* e = ::readdir(d)) {
+      int fd = std::atoi(e->d_name);
+      if (fd <= 2 || fd == ::dirfd(d)) continue;
+      int flags = ::fcntl(fd, F_GETFD);
+      if (flags >= 0 && !(flags & FD_CLOEXEC)) close_these.push_back(fd);
+    }
+    ::closedir(d);
+  }
+  for (int fd : close_these) ::close(fd);
+}
+
+// True when a process other than this one is in one of `spaces` (mount
+// namespaces): a daemon still needs the tree (and the image server). The
+// namespaces nobody is in any more are dropped from the set.
+bool others_in(std::set<std::string>& spaces, const std::string& own) {
+  const pid_t me = ::getpid();
+  DIR* d = ::opendir("/proc");
+  if (!d) return false;
+  std::set<std::string> seen{own};
+  bool found = false;
+  while (dirent* e = ::readdir(d)) {
+    pid_t pid = std::atoi(e->d_name);
+    if (pid <= 0 || pid == me) continue;
+    std::string ns = mount_namespace_of(e->d_name);
+    if (!ns.empty() && spaces.count(ns)) {
+      found = true;
+      seen.insert(ns);
+    }
+  }
+  ::closedir(d);
+  spaces = std::move(seen);
+  return found;
+}
+
+// One message carrying the two namespace fds (SCM_RIGHTS).
+struct FdMessage {
+  char payload[1] = {'J'};
+  iovec iov{payload, sizeof payload};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
+  msghdr msg{};
+  FdMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+
+void send_namespaces(int conn, int userns, int mntns) {
+  FdMessage m;
+  msghdr& msg = m.msg;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(2 * sizeof(int));
+  int fds[2] = {userns, mntns};
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  ::sendmsg(conn, &msg, MSG_NOSIGNAL);
+}
+
+struct Client {
+  pid_t pid;
+  UniqueFd pidfd;  // empty where pidfd_open is missing (Linux < 5.3): polled
+  UniqueFd conn;   // Copy: open until the client reports its namespace
+};
+
+class Holder {
+public:
+  Holder(UniqueFd sock, const HolderPolicy& policy, int userns, int mntns)
+      : sock_(std::move(sock)), policy_(policy), userns_(userns), mntns_(mntns),
+        own_(mount_namespace_of("self")), spaces_{own_} {}
+
+  // Serves clients until nothing is left; never returns.
+  [[noreturn]] void run() {
+    for (;;) {
+      int timeout = next_timeout();
+      if (timeout == 0) break;
+      std::vector<pollfd> fds{{sock_.get(), POLLIN, 0}};
+      for (const auto& c : clients_) {
+        fds.push_back({c.pidfd.get(), POLLIN, 0});
+        fds.push_back({c.conn.get(), POLLIN, 0});
+      }
+      if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
+      if (fds[0].revents & POLLIN) accept_all();
+      for (size_t i = 0; i < clients_.size() && 1 + 2 * i < fds.size(); ++i) {
+        Client& c = clients_[i];
+        if (fds[2 + 2 * i].revents) copied(c);
+        bool gone = c.pidfd ? (fds[1 + 2 * i].revents & (POLLIN | POLLHUP)) != 0
+                            : (::kill(c.pid, 0) != 0 && errno == ESRCH);
+        if (gone) c.pid = 0;
+      }
+      std::erase_if(clients_, [](const Client& c) { return c.pid == 0; });
+    }
+    util::debug(policy_.what + ": nothing left to serve; exiting");
+    ::_exit(0);
+  }
+
+private:
+  UniqueFd sock_;
+  const HolderPolicy& policy_;
+  int userns_, mntns_;
+  std::string own_;
+  std::set<std::string> spaces_;  // mount namespaces whose processes need us
+  std::vector<Client> clients_;
+  int joined_ = 0;
+  bool idle_ = false;  // no client and no process in spaces_ since idle_since_
+  Clock::time_point idle_since_ = Clock::now();
+
+  // The poll timeout in ms (-1: none), or 0 when it is time to exit.
+  int next_timeout() {
+    bool polled = false;
+    for (const auto& c : clients_) polled |= !c.pidfd;
+    if (!clients_.empty()) return polled ? static_cast<int>(policy_.daemon_poll.count()) : -1;
+    if (!idle_) {
+      if (others_in(spaces_, own_)) return static_cast<int>(policy_.daemon_poll.count());
+      idle_ = true;
+      idle_since_ = Clock::now();
+    }
+    auto linger = joined_ == 0 ? std::max(kFirstClient, policy_.linger(0)) : policy_.linger(joined_);
+    auto left = std::chrono::duration_cast<milliseconds>(idle_since_ + linger - Clock::now());
+    return left.count() <= 0 ? 0 : static_cast<int>(left.count());
+  }
+
+  void accept_all() {
+    const uid_t me = ::getuid();
+    for (;;) {
+      int fd = ::accept4(sock_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) break;
+      UniqueFd conn(fd);
+      ucred cred{};
+      socklen_t len = sizeof cred;
+      if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != me) continue;
+      Client c{cred.pid, UniqueFd(pidfd_open(cred.pid)), {}};
+      send_namespaces(fd, userns_, mntns_);
+      if (policy_.entry == HolderPolicy::Entry::Copy) c.conn = std::move(conn);
+      clients_.push_back(std::move(c));
+      ++joined_;
+      idle_ = false;
+      util::debug(policy_.what + ": process " + std::to_string(cred.pid) + " entered (" + std::to_string(joined_) +
+                  " so far)");
+    }
+  }
+
+  // A Copy client reports (or fails to report) its private mount namespace;
+  // it may be gone already, leaving a daemon in it.
+  void copied(Client& c) {
+    char ns[64];
+    ssize_t n = ::recv(c.conn.get(), ns, sizeof ns, 0);
+    if (n > 4 && std::memcmp(ns, "mnt:", 4) == 0) spaces_.insert(std::string(ns, static_cast<size_t>(n)));
+    c.conn.reset();
+  }
+};
+
+// Runs in the holder, a grandchild of the first client in a session of its
+// own. Reports "ok" or the error through `report`.
+[[noreturn]] void holder_main(UniqueFd sock, UniqueFd report, const HolderPolicy& policy,
+                              const std::function<void()>& build) {
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGHUP, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
+  ::prctl(PR_SET_NAME, policy.comm);
+  for (int fd : g_own_fds) ::close(fd);
+  g_own_fds = {sock.get(), report.get()};
+  drop_inherited_fds();
+  UniqueFd userns, mntns;
+  try {
+    build();
+    if (::chdir("/") != 0) throw SysError("chdir", "/");
+    userns = util::open_fd("/proc/self/ns/user", O_RDONLY);
+    mntns = util::open_fd("/proc/self/ns/mnt", O_RDONLY);
+    if (::listen(sock.get(), SOMAXCONN) != 0) throw SysError("listen", policy.what);
+  } catch (const Error& e) {
+    util::write_all(report.get(), std::string(e.what()) + '\n' + e.hint(), "holder report");
+    ::_exit(kExitRtFailed);
+  } catch (const std::exception& e) {
+    util::write_all(report.get(), std::string(e.what()) + '\n', "holder report");
+    ::_exit(kExitRtFailed);
+  }
+  util::write_all(report.get(), kOk, "holder report");
+  report.reset();
+  // Whoever reads the first client's output (a launcher, a shell pipe)
+  // waits for EOF: let go of stderr too.
+  int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null >= 0) {
+    ::dup2(null, 2);
+    ::close(null);
+  }
+  Holder(std::move(sock), policy, userns.get(), mntns.get()).run();
+}
+
+// Forks the holder with `sock` (bound, not yet listening) and waits until
+// it serves; throws its error.
+void start_holder(UniqueFd sock, const HolderPolicy& policy, const std::function<void()>& build) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) throw SysError("pipe");
+  UniqueFd rd(p[0]), wr(p[1]);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) throw SysError("fork");
+  if (pid == 0) {
+    rd.reset();
+    ::setsid();
+    pid_t holder = ::fork();
+    if (holder != 0) ::_exit(holder < 0 ? 1 : 0);
+    holder_main(std::move(sock), std::move(wr), policy, build);
+  }
+  wr.reset();
+  sock.reset();  // the holder's copy alone keeps the name bound
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  std::string text = util::read_fd(rd.get(), "holder report", 1 << 16);
+  if (text == kOk) return;
+  if (text.empty()) throw Error(policy.what + " died while it was being set up");
+  size_t nl = text.find('\n');
+  std::string hint = nl == std::string::npos ? std::string() : text.substr(nl + 1);
+  throw Error(text.substr(0, nl), hint);
+}
+
+// The namespaces' fds from a holder, or false if it went away first.
+bool receive_namespaces(int conn, UniqueFd& userns, UniqueFd& mntns) {
+  FdMessage m;
+  msghdr& msg = m.msg;
+  ssize_t n;
+  while ((n = ::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n <= 0) return false;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int)))
+      continue;
+    int fds[2];
+    std::memcpy(fds, CMSG_DATA(c), sizeof fds);
+    userns.reset(fds[0]);
+    mntns.reset(fds[1]);
+  }
+  return userns && mntns;
+}
+
+} // namespace
+
+std::string holder_key(const std::string& prefix, const std::string& text) {
+  char key[96];
+  std::snprintf(key, sizeof key, "%s-%u-%016llx%016llx", prefix.c_str(), static_cast<unsigned>(::getuid()),
+                static_cast<unsigned long long>(fnv1a(text, 14695981039346656037ULL)),
+                static_cast<unsigned long long>(fnv1a(text, 0x9e3779b97f4a7c15ULL)));
+  return key;
+}
+
+void enter_holder(const std::string& key, const HolderPolicy& policy, const std::function<void()>& build) {
+  const Address addr = address_of(key);
+  const auto deadline = Clock::now() + kEnterTimeout;
+  auto backoff = std::chrono::microseconds(200);
+  UniqueFd conn, userns, mntns;
+  for (;;) {
+    conn = new_socket(false);
+    if (::connect(conn.get(), reinterpret_cast<const sockaddr*>(&addr.sa), addr.len) == 0) {
+      ucred cred{};
+      socklen_t len = sizeof cred;
+      if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) throw SysError("getsockopt(SO_PEERCRED)");
+      if (cred.uid != ::getuid())
+        throw Error(policy.what + " is held by uid " + std::to_string(cred.uid) + ", not by you", policy.hint);
+      if (receive_namespaces(conn.get(), userns, mntns)) break;
+      // The holder was exiting: start over.
+    } else if (errno == ECONNREFUSED) {
+      // Nobody serves the name: take it, or wait for whoever has it.
+      UniqueFd mine = new_socket(true);
+      if (::bind(mine.get(), reinterpret_cast<const sockaddr*>(&addr.sa), addr.len) == 0) {
+        util::debug("starting " + policy.what);
+        start_holder(std::move(mine), policy, build);
+        continue;
+      }
+      if (errno != EADDRINUSE) throw SysError("bind", "@" + key);
+    } else if (errno != EAGAIN && errno != EINTR) {
+      throw SysError("connect", "@" + key);
+    }
+    if (Clock::now() > deadline) throw Error("timed out waiting for " + policy.what, policy.hint);
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::microseconds(20000));
+  }
+  if (::setns(userns.get(), CLONE_NEWUSER) != 0) throw SysError("setns(CLONE_NEWUSER)", policy.what);
+  if (::setns(mntns.get(), CLONE_NEWNS) != 0) throw SysError("setns(CLONE_NEWNS)", policy.what);
+  if (policy.entry == HolderPolicy::Entry::Copy) {
+    if (::unshare(CLONE_NEWNS) != 0) throw SysError("unshare(CLONE_NEWNS)", policy.what);
+    std::string ns = mount_namespace_of("self");
+    ::send(conn.get(), ns.data(), ns.size(), MSG_NOSIGNAL);
+  }
+  util::debug("entered " + policy.what);
+}
+
+} // namespace rt::run

@@ -1,0 +1,75 @@
+// The server of a SquashFS image (host -> namespace); see image_server.hpp.
+#include "run/image_server.hpp"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "hpc/site_config.hpp"
+#include "rt/error.hpp"
+#include "run/holder.hpp"
+#include "run/userns.hpp"
+#include "util/fs.hpp"
+#include "util/log.hpp"
+
+namespace rt::run {
+namespace {
+
+constexpr double kDefaultLingerSeconds = 30;
+
+double parse_seconds(const std::string& text, const std::string& where) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || !std::isfinite(v) || v < 0)
+    throw Error(where + ": `" + text + "` is not a number of seconds");
+  return v;
+}
+
+} // namespace
+
+std::chrono::milliseconds squashfs_linger() {
+  double s = kDefaultLingerSeconds;
+  if (const char* env = std::getenv("RT_SQUASHFS_LINGER"); env && *env) {
+    s = parse_seconds(env, "RT_SQUASHFS_LINGER");
+  } else {
+    hpc::SiteConfig site = hpc::load_site_config();
+    auto v = site.get("squashfs.linger");
+    if (v.size() == 1) s = parse_seconds(v[0], "site configuration `" + site.file + "`, squashfs.linger");
+    else if (!v.empty()) throw Error("site configuration `" + site.file + "`: squashfs.linger takes one number");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(s * 1000));
+}
+
+util::UniqueFd attach_squashfs(squash::Image& image, const MountPlan& plan) {
+  // One server per file version, mount point and id mapping.
+  struct stat st;
+  if (::stat(plan.rootfs.c_str(), &st) != 0) throw SysError("stat", plan.rootfs);
+  std::string text = plan.rootfs + '\0' + plan.staging + '\0' + util::file_stamp(st) + '\0' +
+                     std::to_string(plan.outer_uid) + ':' + std::to_string(plan.inner_uid) + ':' +
+                     std::to_string(plan.outer_gid) + ':' + std::to_string(plan.inner_gid);
+  const std::string key = holder_key("rt-sqfs", text);
+  HolderPolicy policy;
+  policy.entry = HolderPolicy::Entry::Copy;
+  policy.what = "the SquashFS server of `" + plan.rootfs + "`";
+  policy.comm = "rt-sqfs";
+  const auto linger = squashfs_linger();
+  policy.linger = [linger](int) { return linger; };
+  policy.daemon_poll = std::chrono::milliseconds(500);
+  enter_holder(key, policy, [&] {
+    enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
+    image.mount_in_background(plan.staging, plan.inner_uid, plan.inner_gid);
+  });
+  // Take the image out of this copy of the tree: a bind source that holds
+  // the mount point (the home directory, with the store in it) must not
+  // show the image inside the container.
+  int fd = ::open_tree(AT_FDCWD, plan.staging.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (fd < 0) throw SysError("open_tree", plan.rootfs);
+  util::UniqueFd tree(fd);
+  if (::umount2(plan.staging.c_str(), MNT_DETACH) != 0) throw SysError("umount2", plan.staging);
+  return tree;
+}
+
+} // namespace rt::run

@@ -1,0 +1,35 @@
+// The server of a SquashFS image (host -> namespace): one per image, user
+// and id mapping on a node, shared by every container of that image.
+//
+// The first `rt exec` of an image starts a holder (run/holder.hpp) that
+// enters a user namespace, mounts the image through /dev/fuse and serves it
+// from its own threads. Each container then enters that user namespace and
+// a private copy of the server's mount namespace, takes the image mount
+// out of the copy as a detached tree and builds its own tree around it,
+// exactly as for a directory image; the program is exec'd in place.
+//
+// Sharing the mount is what makes the kernel's caches work across
+// containers: the decompressed pages and the looked-up names stay in memory
+// while the server lives, so the next start reads nothing through FUSE.
+// The server serves until no process of any of its containers is left
+// (daemons included), then waits the linger time for the next container.
+#pragma once
+#include <chrono>
+
+#include "run/plan.hpp"
+#include "squash/sqfs.hpp"
+#include "util/fd.hpp"
+
+namespace rt::run {
+
+// The linger time: RT_SQUASHFS_LINGER (seconds), else the site
+// configuration's squashfs.linger, else 30 s.
+std::chrono::milliseconds squashfs_linger();
+
+// Enters the server's user namespace and a private copy of its mount
+// namespace, starting the server when none runs, and returns the image as
+// a detached mount (for build_tree). plan.rootfs is the file, plan.staging
+// the directory the server mounts it on. Single-threaded callers only.
+util::UniqueFd attach_squashfs(squash::Image& image, const MountPlan& plan);
+
+} // namespace rt::run
