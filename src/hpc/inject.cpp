@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -258,6 +259,7 @@ public:
     // Device nodes come with the host's /dev. CUDA sees what
     // NVIDIA_VISIBLE_DEVICES selects unless CUDA_VISIBLE_DEVICES says otherwise.
     out.notes.push_back("GPU: NVIDIA driver libraries from `" + cache_file_ + "`");
+    out.gpu = true;
   }
 
   void ib(bool required) {
@@ -341,6 +343,42 @@ std::string mpi_abi(const std::string& soname) {
   if (soname.starts_with("libmpi.so.40")) return "openmpi";
   if (soname.starts_with("libmpi.so.12") || soname.starts_with("libmpich.so.12")) return "mpich";
   return "";
+}
+
+std::optional<std::string> cuda_visible_devices(const std::string& nvidia_visible, const std::string& gpus_dir) {
+  if (nvidia_visible.empty() || nvidia_visible == "all" || nvidia_visible == "void" || nvidia_visible == "none")
+    return std::nullopt;
+  // The driver's GPUs in bus order, each with its UUID.
+  std::vector<std::string> uuids;
+  std::vector<std::string> buses;
+  if (DIR* d = ::opendir(gpus_dir.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') buses.emplace_back(e->d_name);
+    ::closedir(d);
+  }
+  std::sort(buses.begin(), buses.end());
+  for (const auto& b : buses) {
+    std::string uuid;
+    if (auto text = util::read_file_if_exists(gpus_dir + "/" + b + "/information", 1 << 16))
+      for (const auto& line : util::split(*text, '\n'))
+        if (line.starts_with("GPU UUID:")) {
+          size_t at = line.find_first_not_of(" \t", 9);
+          if (at != std::string::npos) uuid = line.substr(at);
+        }
+    uuids.push_back(uuid);
+  }
+  std::string out;
+  for (const auto& item : util::split(nvidia_visible, ',')) {
+    if (item.empty()) continue;
+    std::string v = item;
+    bool index = item.size() <= 6 && std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (index) {
+      size_t i = std::stoul(item);
+      if (i < uuids.size() && !uuids[i].empty()) v = uuids[i];
+    }
+    out += (out.empty() ? "" : ",") + v;
+  }
+  return out;
 }
 
 Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image,

@@ -48,6 +48,7 @@ struct Injection {
   std::vector<std::string> lib_path;     // prepended to LD_LIBRARY_PATH
   std::vector<std::string> bin_path;     // prepended to PATH
   std::vector<std::string> notes;        // for -v
+  bool gpu = false;                      // the NVIDIA driver is injected
 };
 
 // Plans the injection and checks it against the image (MPI ABI, glibc);
@@ -60,5 +61,14 @@ Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const
 // (libmpi.so.12 / libmpich.so.12: MPICH, Intel MPI, Cray MPICH, MVAPICH);
 // "" for anything else.
 std::string mpi_abi(const std::string& soname);
+
+// CUDA_VISIBLE_DEVICES for an NVIDIA_VISIBLE_DEVICES selection, so that CUDA
+// sees the devices the image or the user selected: GPU and MIG UUIDs as
+// they are, indices (the driver's PCI bus order, as nvidia-smi numbers
+// them) as the UUIDs `gpus_dir` (/proc/driver/nvidia/gpus/BUS/information)
+// gives them, or as they are where it is unreadable. nullopt for "all" and
+// for no selection.
+std::optional<std::string> cuda_visible_devices(const std::string& nvidia_visible,
+                                                const std::string& gpus_dir = "/proc/driver/nvidia/gpus");
 
 } // namespace rt::hpc

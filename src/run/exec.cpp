@@ -121,6 +121,17 @@ hpc::Injection plan_injection(const ExecOptions& o, const run::ImageConfig* conf
   }
 }
 
+// CUDA sees what NVIDIA_VISIBLE_DEVICES selects, unless the launcher or
+// the user set CUDA_VISIBLE_DEVICES (Slurm does for --gres=gpu).
+void select_gpus(std::vector<std::string>& env) {
+  std::string selection;
+  for (const auto& kv : env) {
+    if (kv.starts_with("CUDA_VISIBLE_DEVICES=")) return;
+    if (kv.starts_with("NVIDIA_VISIBLE_DEVICES=")) selection = kv.substr(23);
+  }
+  if (auto cuda = hpc::cuda_visible_devices(selection)) env.push_back("CUDA_VISIBLE_DEVICES=" + *cuda);
+}
+
 std::vector<run::Mount> injected_mounts(const hpc::Injection& inj) {
   std::vector<run::Mount> out;
   for (const auto& f : inj.files)
@@ -238,6 +249,7 @@ void exec(const ExecOptions& o) {
   bool show = util::log_enabled(util::Level::Info) || o.dry_run;
   std::vector<std::string> env = run::compute_env(ein, show ? &changes : nullptr);
   apply_injected_env(injection, env);
+  if (injection.gpu) select_gpus(env);
 
   std::string shell;
   if (o.mode == ExecMode::Shell) {

@@ -103,6 +103,13 @@ expect_match "$out" "NVIDIA-SMI 535.104.05 \(fake\)" "nvidia-smi is on PATH insi
 cmp <("$RT" exec --gpu deb cat /run/rt-host/lib/libcuda.so.1) "$fake/lib/libcuda.so.535.104.05" ||
   fail "the injected libcuda is the host's file"
 pass "the injected libcuda.so.1 is the host's libcuda.so.535.104.05"
+# The selection reaches CUDA; a CUDA_VISIBLE_DEVICES of the launcher wins.
+out=$(NVIDIA_VISIBLE_DEVICES=GPU-1234 "$RT" exec --gpu deb sh -c 'echo "$CUDA_VISIBLE_DEVICES"')
+expect_eq "$out" "GPU-1234" "NVIDIA_VISIBLE_DEVICES selects what CUDA sees (CUDA_VISIBLE_DEVICES)"
+out=$(NVIDIA_VISIBLE_DEVICES=GPU-1234 CUDA_VISIBLE_DEVICES=1 "$RT" exec --gpu deb sh -c 'echo "$CUDA_VISIBLE_DEVICES"')
+expect_eq "$out" "1" "a CUDA_VISIBLE_DEVICES from the launcher is kept"
+out=$(NVIDIA_VISIBLE_DEVICES=all "$RT" exec --gpu deb sh -c 'echo "${CUDA_VISIBLE_DEVICES-unset}"')
+expect_eq "$out" "unset" "NVIDIA_VISIBLE_DEVICES=all restricts nothing"
 expect_status 125 "--gpu without a driver is an error" -- env RT_CONF=/dev/null "$RT" exec --gpu deb true
 expect_match "$ERR" "no NVIDIA driver" "the error says there is no driver"
 out=$("$RT" exec --ib deb sh -c 'ls /run/rt-host/lib; cat /etc/libibverbs.d/mlx5.driver 2>/dev/null || cat '"$fake"'/etc/libibverbs.d/mlx5.driver')

@@ -133,3 +133,24 @@ TEST_CASE("the ELF cache answers as read_elf does and notices changed files") {
   }
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
 }
+
+TEST_CASE("NVIDIA_VISIBLE_DEVICES becomes CUDA_VISIBLE_DEVICES, indices as the driver's UUIDs") {
+  char dir_template[] = "/tmp/rt-gpus.XXXXXX";
+  REQUIRE(::mkdtemp(dir_template));
+  const std::string dir = dir_template;
+  // Two GPUs, listed by PCI bus id as /proc/driver/nvidia/gpus does; the
+  // directory order must not matter.
+  for (auto [bus, uuid] : {std::pair{"0000:3b:00.0", "GPU-bbbb"}, std::pair{"0000:1a:00.0", "GPU-aaaa"}}) {
+    REQUIRE(std::system(("mkdir -p " + dir + "/" + bus).c_str()) == 0);
+    std::string info = std::string("Model: \t\t Tesla\nGPU UUID: \t\t ") + uuid + "\nDevice Minor: \t 0\n";
+    REQUIRE(std::system(("printf '" + info + "' > " + dir + "/" + bus + "/information").c_str()) == 0);
+  }
+  CHECK(cuda_visible_devices("1", dir) == std::optional<std::string>("GPU-bbbb"));
+  CHECK(cuda_visible_devices("0,1", dir) == std::optional<std::string>("GPU-aaaa,GPU-bbbb"));
+  CHECK(cuda_visible_devices("GPU-x,MIG-y", dir) == std::optional<std::string>("GPU-x,MIG-y"));
+  CHECK(cuda_visible_devices("7", dir) == std::optional<std::string>("7"));  // unknown: as it is
+  CHECK(cuda_visible_devices("1", dir + "/missing") == std::optional<std::string>("1"));
+  CHECK_FALSE(cuda_visible_devices("all", dir).has_value());
+  CHECK_FALSE(cuda_visible_devices("", dir).has_value());
+  REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+}
