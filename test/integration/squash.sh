@@ -1,9 +1,13 @@
 #!/bin/bash
-# SquashFS images: rt convert, then rt exec/run of the .sqfs file mounted in
-# process with libsquashfuse_ll (no fusermount, no helper).
+# SquashFS images: rt convert, then rt exec/run of the .sqfs file served by
+# rt's own FUSE server (libsquashfuse_ll, no fusermount, no helper).
 . "$(dirname "$0")/lib.sh"
 [ -r /dev/fuse ] && [ -w /dev/fuse ] || skip "/dev/fuse is not usable by $(id -un) (needs mode 0666)"
 export RT_STORAGE="$T/store"
+# rt's processes of this test, servers included, are told from those of
+# tests running beside it by the path of the program.
+cp "$RT" "$T/rt" && cp "$RT_IMAGE" "$T/rt-image"
+RT=$T/rt
 tar -C "$IMG" -czf "$T/img.tar.gz" .
 "$RT" import -q "$T/img.tar.gz" bb
 "$RT" convert -q bb "$T/bb.sqfs"
@@ -67,7 +71,7 @@ rm -f "$T/daemon.out"
 "$RT" exec -b "$T" "$T/bb.sqfs" sh -c "(sleep 1; cat /etc/hosts > $T/daemon.tmp; mv $T/daemon.tmp $T/daemon.out) >/dev/null 2>&1 & exit 0"
 for _ in $(seq 50); do [ -e "$T/daemon.out" ] && break; sleep 0.1; done
 expect_eq "$(cat "$T/daemon.out" 2>/dev/null)" "$(cat /etc/hosts)" "a daemon read the image after the first process exited"
-servers() { pgrep -u "$(id -u)" -x rt-sqfs || true; }
+servers() { pgrep -u "$(id -u)" -f "^$RT " || true; }
 for _ in $(seq 20); do [ -z "$(servers)" ] && break; sleep 0.1; done
 expect_eq "$(servers)" "" "the server left once the daemon was gone (RT_SQUASHFS_LINGER=0)"
 
