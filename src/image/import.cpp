@@ -22,9 +22,6 @@
 #include "util/sha256.hpp"
 
 namespace rt {
-namespace {
-std::string name_for_squash(const image::ImageSource& s) { return s.name; }
-}  // namespace
 namespace image {
 namespace {
 
@@ -208,6 +205,22 @@ std::string default_config() {
 
 } // namespace image
 
+namespace image {
+
+bool deliver(store::Store& store, const ImageSource& src, const ImportOptions& o) {
+  if (!o.squash.empty()) {
+    squash::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()), {o.compression, o.level, 0});
+    return false;
+  }
+  if (store_format(o.format) == "sqfs")
+    squash::store_from_layers(store, src, {o.compression, o.level, 0});
+  else
+    assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
+  return true;
+}
+
+} // namespace image
+
 std::string store_format(const std::string& format) {
   std::string f = format;
   if (f.empty())
@@ -224,16 +237,7 @@ std::string import_image(const std::string& source_arg, const ImportOptions& o) 
   if (!o.name.empty()) src.name = o.name;
   store::Store store(o.storage.empty() ? store::default_root() : o.storage);
   auto lock = store.lock_name(src.name);
-  if (!o.squash.empty()) {
-    squash::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()),
-                              {o.compression, o.level, 0});
-    return name_for_squash(src);
-  }
-  if (store_format(o.format) == "sqfs")
-    squash::store_from_layers(store, src, {o.compression, o.level, 0});
-  else
-    image::assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
-  util::note("imported `" + src.name + "` into " + store.root());
+  if (image::deliver(store, src, o)) util::note("imported `" + src.name + "` into " + store.root());
   return src.name;
 }
 

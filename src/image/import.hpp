@@ -3,6 +3,8 @@
 #include <string>
 
 #include "image/assemble.hpp"
+#include "rt/image.hpp"
+#include "store/store.hpp"
 
 namespace rt::image {
 
@@ -12,5 +14,9 @@ ImageSource import_source(const std::string& source);
 
 // The config of an image with none of its own (a root-filesystem tar).
 std::string default_config();
+
+// Where pull and import put an image: the --squash file, else the store in
+// the chosen format (--format, RT_STORE_FORMAT). True when it was stored.
+bool deliver(store::Store& store, const ImageSource& src, const ImportOptions& o);
 
 } // namespace rt::image

@@ -17,7 +17,7 @@
 #include "image/ref.hpp"
 #include "image/registry.hpp"
 #include "rt/error.hpp"
-#include "squash/from_layers.hpp"
+#include "image/import.hpp"
 #include "rt/image.hpp"
 #include "store/lookup.hpp"
 #include "store/store.hpp"
@@ -25,9 +25,6 @@
 #include "util/log.hpp"
 
 namespace rt {
-namespace {
-std::string name_for_squash(const image::ImageSource& s) { return s.name; }
-}  // namespace
 namespace {
 
 using image::Descriptor;
@@ -171,15 +168,7 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
                             });
                           }});
   }
-  if (!o.squash.empty()) {
-    squash::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()),
-                              {o.compression, o.level, 0});
-    return name_for_squash(src);
-  }
-  if (store_format(o.format) == "sqfs")
-    squash::store_from_layers(store, src, {o.compression, o.level, 0});
-  else
-    image::assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
+  if (!image::deliver(store, src, o)) return src.name;
   util::note("pulled `" + shown + "` as `" + name + "` (" + manifest_digest.substr(0, 19) + ")");
   return name;
 }

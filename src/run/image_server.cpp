@@ -55,10 +55,12 @@ util::UniqueFd attach_squashfs(squash::Image& image, const MountPlan& plan) {
   policy.entry = HolderPolicy::Entry::Copy;
   policy.what = "the SquashFS server of `" + plan.rootfs + "`";
   policy.comm = "rt-sqfs";
-  const auto linger = squashfs_linger();
-  policy.linger = [linger](int) { return linger; };
+  // Read by the server only (every rank would pay for the site file).
+  std::chrono::milliseconds linger{0};
+  policy.linger = [&linger](int) { return linger; };
   policy.daemon_poll = std::chrono::milliseconds(500);
   enter_holder(key, policy, [&] {
+    linger = squashfs_linger();
     enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
     image.mount_in_background(plan.staging, plan.inner_uid, plan.inner_gid);
   });

@@ -23,7 +23,7 @@
 namespace rt::run {
 
 // The linger time: RT_SQUASHFS_LINGER (seconds), else the site
-// configuration's squashfs.linger, else 30 s.
+// configuration's squashfs.linger, else 30 s. Read when a server starts.
 std::chrono::milliseconds squashfs_linger();
 
 // Enters the server's user namespace and a private copy of its mount

@@ -395,9 +395,4 @@ void enter_cwd(const MountPlan& plan) {
   }
 }
 
-void apply_plan(const MountPlan& plan, int image_tree) {
-  build_tree(plan, image_tree);
-  enter_cwd(plan);
-}
-
 } // namespace rt::run

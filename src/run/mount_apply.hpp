@@ -8,15 +8,13 @@ namespace rt::run {
 
 // Must run inside the new user + mount namespace. Builds the container's
 // mount tree around plan.rootfs without writing to the image (missing mount
-// points are made on a tmpfs "underlay"), pivots into it and changes to the
-// planned working directory. Throws SysError naming the mount.
-// `image_tree`, when given, is the image as a detached mount (open_tree(2):
-// a SquashFS image from its server), used instead of plan.rootfs.
-void apply_plan(const MountPlan& plan, int image_tree = -1);
-
-// apply_plan in two steps: the tree and the pivot (left at "/"), then the
-// working directory (a rank joining a shared container does only this).
+// points are made on a tmpfs "underlay") and pivots into it, leaving the
+// caller at "/". Throws SysError naming the mount. `image_tree`, when given,
+// is the image as a detached mount (open_tree(2): a SquashFS image from its
+// server), used instead of plan.rootfs.
 void build_tree(const MountPlan& plan, int image_tree = -1);
+// Then the planned working directory (all a rank joining a shared
+// container does).
 void enter_cwd(const MountPlan& plan);
 
 } // namespace rt::run
