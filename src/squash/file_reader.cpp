@@ -18,10 +18,11 @@ extern "C" {
 namespace rt::squash {
 
 struct Block {
-  sqfs_block* raw = nullptr;  // from squashfuse's decompressors
-  std::vector<char> bytes;    // from ours, or zeros
-  const char* data() const { return raw ? static_cast<const char*>(raw->data) : bytes.data(); }
-  size_t size() const { return raw ? raw->size : bytes.size(); }
+  sqfs_block* raw = nullptr;    // from squashfuse's decompressors
+  std::unique_ptr<char[]> own;  // from ours, or zeros (not zeroed first: a block is 128 KiB)
+  size_t own_size = 0;
+  const char* data() const { return raw ? static_cast<const char*>(raw->data) : own.get(); }
+  size_t size() const { return raw ? raw->size : own_size; }
   ~Block() {
     if (raw) sqfs_block_dispose(raw);
   }
@@ -47,8 +48,9 @@ bool decompress_fast(sqfs* fs, uint64_t pos, uint32_t hdr, Block& out, bool& han
   if (compressed) {
     dst = in.data();
   } else {
-    out.bytes.resize(size);
-    dst = out.bytes.data();
+    out.own.reset(new char[size]);
+    out.own_size = size;
+    dst = out.own.get();
   }
   for (size_t got = 0; got < size;) {
     ssize_t n = ::pread(fs->fd, dst + got, size - got, static_cast<off_t>(pos + got));
@@ -57,17 +59,17 @@ bool decompress_fast(sqfs* fs, uint64_t pos, uint32_t hdr, Block& out, bool& han
     got += static_cast<size_t>(n);
   }
   if (!compressed) return true;
-  out.bytes.resize(block_size);
+  out.own.reset(new char[block_size]);
   if (comp == ZSTD_COMPRESSION) {
     thread_local ZSTD_DCtx* dctx = ZSTD_createDCtx();
     if (!dctx) return false;
-    size_t n = ZSTD_decompressDCtx(dctx, out.bytes.data(), block_size, in.data(), size);
+    size_t n = ZSTD_decompressDCtx(dctx, out.own.get(), block_size, in.data(), size);
     if (ZSTD_isError(n)) return false;
-    out.bytes.resize(n);
+    out.own_size = n;
   } else {
-    int n = LZ4_decompress_safe(in.data(), out.bytes.data(), static_cast<int>(size), static_cast<int>(block_size));
+    int n = LZ4_decompress_safe(in.data(), out.own.get(), static_cast<int>(size), static_cast<int>(block_size));
     if (n < 0) return false;
-    out.bytes.resize(static_cast<size_t>(n));
+    out.own_size = static_cast<size_t>(n);
   }
   return true;
 }
@@ -76,7 +78,8 @@ bool decompress_fast(sqfs* fs, uint64_t pos, uint32_t hdr, Block& out, bool& han
 
 FileReader::FileReader(sqfs* fs, size_t capacity, unsigned prefetchers) : fs_(fs), capacity_(capacity) {
   zeros_ = std::make_shared<Block>();
-  zeros_->bytes.assign(fs->sb.block_size, 0);
+  zeros_->own.reset(new char[fs->sb.block_size]());
+  zeros_->own_size = fs->sb.block_size;
   for (unsigned i = 0; i < prefetchers; ++i) workers_.emplace_back([this] { prefetch_loop(); });
 }
 

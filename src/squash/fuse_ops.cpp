@@ -5,7 +5,8 @@
 // listings and file data are rt's own: listings answer READDIRPLUS, so a
 // walk of the tree needs no LOOKUP per entry; files and directories need no
 // OPEN/RELEASE round trip where the kernel supports skipping them; file
-// data comes from a FileReader, decompressed in parallel.
+// data comes from a FileReader, decompressed in parallel, and a Pusher
+// fills the page cache ahead of a reader walking a directory in order.
 #include "squash/fuse_ops.hpp"
 
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "squash/file_reader.hpp"
+#include "squash/pusher.hpp"
 
 extern "C" {
 #include <squashfuse/dir.h>
@@ -31,11 +33,14 @@ namespace {
 constexpr size_t kCachedBlocks = 64;  // 8 MiB of 128 KiB blocks
 constexpr size_t kMaxMaps = 4096;     // file block lists kept for open-less reads
 constexpr double kForever = 86400.0 * 365;  // the image never changes under the mount
+constexpr unsigned kPushers = 2;
 
 std::mutex g_meta;  // squashfuse's caches
 sqfs_ll* g_ll = nullptr;
 std::unique_ptr<FileReader> g_reader;
-bool g_no_open = false, g_no_opendir = false;
+std::unique_ptr<Pusher> g_pusher;
+int g_fd = -1;  // the FUSE device
+bool g_no_open = false, g_no_opendir = false, g_notify = false;
 std::unordered_map<fuse_ino_t, std::shared_ptr<const FileMap>> g_maps;  // under g_meta
 
 template <auto Op, class... Args>
@@ -54,6 +59,8 @@ void op_init(void*, fuse_conn_info* conn) {
     g_no_opendir = true;
   }
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always READDIRPLUS
+  if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+  g_notify = conn->proto_minor >= 15;         // FUSE_NOTIFY_STORE
 }
 
 // The block list of a regular file, or an errno.
@@ -104,10 +111,13 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
   std::vector<iovec> iov;
   std::vector<std::shared_ptr<Block>> hold;
   if (!err) err = g_reader->read(*map, static_cast<uint64_t>(off), size, iov, hold);
+  std::vector<Pusher::Ino> next;
+  if (!err && off == 0) next = g_pusher->first_read(ino);
   if (err)
     fuse_reply_err(req, err);
   else
     fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+  g_pusher->push_now(next);
 }
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -136,7 +146,9 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err
 void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
   std::vector<char> buf(size);
   size_t used = 0;
-  std::lock_guard<std::mutex> g(g_meta);
+  std::vector<std::pair<Pusher::Ino, uint64_t>> files;  // regular files listed
+  off_t next = off;
+  std::unique_lock<std::mutex> g(g_meta);
   sqfs* fs = &g_ll->fs;
   sqfs_inode dir_inode;
   sqfs_dir dir;
@@ -153,7 +165,7 @@ void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
   sqfs_dentry_init(&entry, name);
   sqfs_err err = SQFS_OK;
   while (sqfs_dir_next(fs, &dir, &entry, &err)) {
-    const off_t next = static_cast<off_t>(sqfs_dentry_next_offset(&entry));
+    const off_t after = static_cast<off_t>(sqfs_dentry_next_offset(&entry));
     size_t n;
     if (plus) {
       fuse_entry_param e{};
@@ -164,25 +176,31 @@ void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
         break;
       }
       // Measure first: an entry that does not fit must not count as looked up.
-      n = fuse_add_direntry_plus(req, nullptr, 0, sqfs_dentry_name(&entry), &e, next);
+      n = fuse_add_direntry_plus(req, nullptr, 0, sqfs_dentry_name(&entry), &e, after);
       if (n > size - used) break;
       e.ino = g_ll->ino_register(g_ll, &entry);
       e.attr.st_ino = e.ino;
       e.attr_timeout = e.entry_timeout = kForever;
-      fuse_add_direntry_plus(req, buf.data() + used, size - used, sqfs_dentry_name(&entry), &e, next);
+      fuse_add_direntry_plus(req, buf.data() + used, size - used, sqfs_dentry_name(&entry), &e, after);
+      if (S_ISREG(e.attr.st_mode)) files.emplace_back(e.ino, static_cast<uint64_t>(e.attr.st_size));
     } else {
       struct stat st{};
       st.st_ino = g_ll->ino_fuse_num(g_ll, &entry);
       st.st_mode = sqfs_dentry_mode(&entry);
-      n = fuse_add_direntry(req, buf.data() + used, size - used, sqfs_dentry_name(&entry), &st, next);
+      n = fuse_add_direntry(req, buf.data() + used, size - used, sqfs_dentry_name(&entry), &st, after);
       if (n > size - used) break;
     }
     used += n;
+    next = after;
   }
+  g.unlock();
+  std::vector<Pusher::Ino> first;
+  if (plus && g_notify) first = g_pusher->listed(ino, off, next, files);
   if (err != SQFS_OK && used == 0)
     fuse_reply_err(req, EIO);
   else
     fuse_reply_buf(req, buf.data(), used);
+  g_pusher->push_now(first);
 }
 
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
@@ -194,9 +212,18 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
 
 } // namespace
 
+void serving(fuse_session* se) {
+  g_fd = fuse_session_fd(se);
+  g_pusher->start();
+}
+
 fuse_lowlevel_ops server_ops(sqfs_ll* ll) {
   g_ll = ll;
   g_reader = std::make_unique<FileReader>(&ll->fs, kCachedBlocks, 1);
+  g_pusher = std::make_unique<Pusher>([](Pusher::Ino ino) {
+    std::shared_ptr<const FileMap> map;
+    if (file_map(ino, map, false) == 0) store_file(g_fd, ino, *map, *g_reader);
+  }, kPushers);
   fuse_lowlevel_ops ops{};
   ops.init = op_init;
   ops.lookup = locked<sqfs_ll_op_lookup, fuse_req_t, fuse_ino_t, const char*>;

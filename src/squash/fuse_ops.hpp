@@ -10,4 +10,7 @@ namespace rt::squash {
 // come from several threads. Set up once per process.
 fuse_lowlevel_ops server_ops(sqfs_ll* ll);
 
+// The session is mounted and initialised: notifications may flow.
+void serving(fuse_session* se);
+
 } // namespace rt::squash

@@ -29,7 +29,21 @@ namespace {
 
 constexpr unsigned char kMagic[4] = {'h', 's', 'q', 's'};
 
-constexpr unsigned kMaxServerThreads = 8;
+// Fixed workers reading the device in turn: libfuse's own multi-threaded
+// loop (3.14) ends a worker after most requests and starts another, a
+// thread creation per request on a cold read.
+constexpr unsigned kServerThreads = 4;
+
+void serve(fuse_session* se) {
+  fuse_buf buf{};
+  while (!fuse_session_exited(se)) {
+    int n = fuse_session_receive_buf(se, &buf);
+    if (n == -EINTR || n == -EAGAIN || n == -ENOENT) continue;  // ENOENT: an interrupted request
+    if (n <= 0) break;                                            // ENODEV: unmounted
+    fuse_session_process_buf(se, &buf);
+  }
+  std::free(buf.mem);
+}
 
 // Starts serving the mounted image on `fuse_fd` from threads of this
 // process; false if the session cannot start.
@@ -41,14 +55,8 @@ bool start_session(sqfs_ll* ll, int fuse_fd) {
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, ll);
   std::string dev = "/dev/fd/" + std::to_string(fuse_fd);
   if (!se || fuse_session_mount(se, dev.c_str()) != 0) return false;
-  // Worker threads are started as requests queue up, up to the cap.
-  std::thread([se] {
-    fuse_loop_config* cfg = fuse_loop_cfg_create();
-    fuse_loop_cfg_set_clone_fd(cfg, 0);
-    fuse_loop_cfg_set_max_threads(cfg, kMaxServerThreads);
-    fuse_loop_cfg_set_idle_threads(cfg, kMaxServerThreads);
-    fuse_session_loop_mt(se, cfg);
-  }).detach();
+  serving(se);
+  for (unsigned i = 0; i < kServerThreads; ++i) std::thread(serve, se).detach();
   return true;
 }
 

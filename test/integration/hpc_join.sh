@@ -8,6 +8,7 @@ for c in mpicc mpirun mpicc.mpich mpiexec.mpich; do
   command -v "$c" >/dev/null || skip "$c missing (openmpi-bin libopenmpi-dev mpich libmpich-dev)"
 done
 export RT_STORAGE="$T/store"
+own_rt
 cd "$T"  # the working directory is bound: the test programs live here
 "$RT_IMAGE" import -q "$RT_DEBIAN_ROOTFS" deb
 "$RT_IMAGE" convert -q deb "$T/deb.sqfs"

@@ -13,6 +13,7 @@ for c in srun mpicc mpirun mpicc.mpich gcc; do
   command -v "$c" >/dev/null || skip "$c missing (slurm-client openmpi-bin libopenmpi-dev mpich libmpich-dev)"
 done
 export RT_STORAGE="$T/store"
+own_rt
 cd "$T"  # the working directory is bound: the test programs live here
 "$RT_IMAGE" import -q "$RT_DEBIAN_ROOTFS" deb
 "$RT_IMAGE" import -q "$RT_DEBIAN_MPI_ROOTFS" debmpi

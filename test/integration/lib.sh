@@ -90,3 +90,11 @@ tree_listing() { (cd "$1" && find . -printf '%p %y %m %s %l\n' | LC_ALL=C sort);
 
 IMG="$T/img"
 make_image "$IMG"
+
+# Gives this test its own copy of rt: its processes (holders, servers) are
+# then told from those of tests running beside it by the program's path.
+own_rt() {
+  cp "$RT" "$T/rt" && cp "$RT_IMAGE" "$T/rt-image"
+  RT=$T/rt
+  RT_IMAGE=$T/rt-image
+}
