@@ -1,7 +1,9 @@
-// CDI spec reader (host). YAML specs are not read: JSON only.
+// CDI spec reader (host): JSON and YAML specs (nvidia-ctk writes
+// /etc/cdi/nvidia.yaml), both read into one JSON tree.
 #include "hpc/cdi.hpp"
 
 #include <fcntl.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <map>
@@ -14,6 +16,37 @@ namespace rt::hpc {
 namespace {
 
 using nlohmann::json;
+
+// Every field rt reads from a spec is a string, a list or a map: scalars
+// stay strings.
+json from_yaml(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json o = json::object();
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = from_yaml(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Sequence: {
+      json a = json::array();
+      for (const auto& v : n) a.push_back(from_yaml(v));
+      return a;
+    }
+    case YAML::NodeType::Scalar:
+      return n.as<std::string>();
+    default:
+      return nullptr;
+  }
+}
+
+// A spec file's tree, or a discarded value if it does not parse.
+json parse_spec(const std::string& file, const std::string& text) {
+  if (file.ends_with(".json")) return json::parse(text, nullptr, false);
+  try {
+    return from_yaml(YAML::Load(text));
+  } catch (const YAML::Exception& e) {
+    throw Error("CDI spec `" + file + "` is not valid YAML: " + e.what());
+  }
+}
 
 void apply_edits(const json& edits, const std::string& spec, Injection& out) {
   if (!edits.is_object()) return;
@@ -50,14 +83,14 @@ void apply_cdi(const std::vector<std::string>& names, const std::vector<std::str
     if (!util::is_directory(dir)) continue;
     std::vector<std::string> files;
     for (const auto& n : util::list_names(util::open_fd(dir, O_PATH | O_DIRECTORY).get(), dir))
-      if (n.ends_with(".json")) files.push_back(dir + "/" + n);
+      if (n.ends_with(".json") || n.ends_with(".yaml") || n.ends_with(".yml")) files.push_back(dir + "/" + n);
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
       auto text = util::read_file_if_exists(f, 4 << 20);
       if (!text) continue;
-      json j = json::parse(*text, nullptr, false);
+      json j = parse_spec(f, *text);
       if (j.is_discarded() || !j.is_object() || !j.contains("kind") || !j["kind"].is_string())
-        throw Error("CDI spec `" + f + "` is not valid JSON with a `kind`");
+        throw Error("CDI spec `" + f + "` is not a valid spec with a `kind`");
       std::string kind = j["kind"].get<std::string>();
       specs.emplace(std::move(kind), std::make_pair(f, std::move(j)));
     }

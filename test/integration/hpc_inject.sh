@@ -132,5 +132,35 @@ out=$("$RT" exec --device example.com/gpu=0 deb sh -c 'echo "$EXAMPLE_DRIVER $EX
 expect_eq "$out" "535 0
 /usr/lib/example
 mounted" "--device applies a CDI spec's environment and mounts"
+# YAML, as nvidia-ctk writes it; hooks are reported, not run.
+cat >"$T/cdi/accel.yaml" <<YAML
+---
+cdiVersion: 0.5.0
+kind: example.org/accel
+containerEdits:
+  env:
+  - EXAMPLE_ACCEL=yes
+  hooks:
+  - hookName: createContainer
+    path: /usr/bin/nvidia-ctk
+    args: [nvidia-ctk, hook, update-ldcache]
+devices:
+- name: "0"
+  containerEdits:
+    deviceNodes:
+    - path: /dev/null
+    mounts:
+    - hostPath: $fake/lib/libcuda.so.535.104.05
+      containerPath: /usr/lib/accel/libaccel.so.1
+      options: [ro, nosuid, nodev, bind]
+YAML
+out=$("$RT" exec -v --device example.org/accel=all deb sh -c 'echo "$EXAMPLE_ACCEL"; test -s /usr/lib/accel/libaccel.so.1 && echo mounted' 2>"$T/err")
+expect_eq "$out" "yes
+mounted" "--device reads a YAML CDI spec"
+expect_match "$(cat "$T/err")" "hooks are not run" "and says its hooks are not run"
+printf 'kind: example.org/broken\ndevices: [\n' >"$T/cdi/broken.yaml"
+expect_status 125 "a broken YAML spec is an error" -- "$RT" exec --device example.org/accel=0 deb true
+expect_match "$ERR" "broken.yaml.*not valid YAML" "the error names the file"
+rm "$T/cdi/broken.yaml"
 expect_status 125 "an unknown CDI device is an error" -- "$RT" exec --device example.com/gpu=7 deb true
 expect_match "$ERR" "has no device .7." "the error names the device"
