@@ -122,6 +122,9 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_option("-j,--jobs", s->o.jobs, "compression threads (default: all processors)")->type_name("N");
     c.app->add_flag("-f,--force", s->o.force, "replace DST if it exists");
     c.app->add_option("--to", s->o.to, "sqfs, dir or store (default: from DST: *.sqfs, a path, a name)")->type_name("FORM");
+    c.app->add_option("--format", s->o.format,
+                      "into the store: keep it as dir (a tree, default) or sqfs (one SquashFS file; default: $RT_STORE_FORMAT)")
+        ->type_name("FORMAT");
     c.app->add_option("src", s->src,
                       "store name, bundle or root-filesystem directory, SquashFS file, docker-archive, OCI layout or rootfs tar")
         ->required()

@@ -46,7 +46,7 @@ _rt() {
     import)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash --format --compression --level" -- "$cur")); else _filedir; fi ;;
     convert)
-      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --to --compression --level -j --jobs -f --force" -- "$cur"))
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --to --format --compression --level -j --jobs -f --force" -- "$cur"))
       else COMPREPLY=($(images)); _filedir; fi ;;
     images) COMPREPLY=($(compgen -W "$common --json" -- "$cur")) ;;
     inspect | rm)

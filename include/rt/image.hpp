@@ -49,6 +49,7 @@ struct ConvertOptions : StoreOptions {
   int jobs = 0;                      // 0: all processors
   bool force = false;                // replace an existing destination
   std::string to;                    // "sqfs", "dir", "store"; "": from DST's form
+  std::string format;                // into the store: as ImportOptions::format
 };
 // SRC (store name, bundle, root-filesystem directory, SquashFS file,
 // docker-archive, OCI layout or root-filesystem tar) into DST: a SquashFS

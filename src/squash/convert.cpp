@@ -136,12 +136,19 @@ void write_bundle_dir(const image::ImageSource& src, const std::string& dst, con
   util::note("wrote the bundle `" + dst + "` (rootfs/ and image-config.json)");
 }
 
+// Into the store as a tree or as one SquashFS file (--format,
+// RT_STORE_FORMAT), as import would keep it.
 void store_source(image::ImageSource src, const std::string& name, const ConvertOptions& o) {
   src.name = name;
   store::Store store(o.storage.empty() ? store::default_root() : o.storage);
   auto lock = store.lock_name(name);
   if (store.info(name) && !o.force) throw Error("image `" + name + "` is already in the store", "give --force to replace it");
-  image::assemble_image(store, src, {kDefaultMaxBytes, o.verbosity < 0});
+  ImportOptions io;
+  static_cast<StoreOptions&>(io) = o;
+  io.format = o.format;
+  io.compression = o.compression;
+  io.level = o.level;
+  image::deliver(store, src, io);
   util::note("stored `" + name + "` in " + store.root());
 }
 
@@ -186,6 +193,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   if (target != Target::Store && util::path_exists(dst) && !o.force)
     throw Error("`" + dst + "` exists", "remove it first, or give --force to replace it");
   if (target == Target::Sqfs) squash::check_compression(o.compression);
+  if (target == Target::Store && store_format(o.format) == "sqfs") squash::check_compression(o.compression);
   const std::string src_path = util::normalize_path(src, cwd);
 
   // docker-archive, OCI layout, root-filesystem tar: through import.

@@ -185,6 +185,12 @@ PY
   expect_eq "$("$RT" run "$T/conv-dir")" "[layered]" "and keeps the config"
   "$RT" convert -q "$T/layered.sqfs" fromsqfs 2>/dev/null
   expect_eq "$("$RT" run fromsqfs)" "[layered]" "convert SquashFS -> store name"
+  # A directory into the store, kept as one SquashFS file.
+  "$RT" convert -q --format sqfs "$T/conv-dir" intosq
+  [ -f "$RT_STORAGE/images/intosq/image.sqfs" ] && [ ! -e "$RT_STORAGE/images/intosq/rootfs" ] &&
+    pass "convert --format sqfs keeps a store image as one SquashFS file" || fail "no image.sqfs for convert --format sqfs"
+  expect_eq "$(cd / && "$RT" exec intosq sh -c "$tree" 2>&1)" "$dir" "and it shows the same tree"
+  expect_eq "$("$RT" run intosq)" "[layered]" "and keeps the config"
   # docker-archive -> directory, store image -> directory, directory -> SquashFS -> directory.
   "$RT" convert -q "$T/img.tar.gz" "$T/conv-tar" 2>/dev/null
   expect_eq "$("$RT" exec "$T/conv-tar" rt-probe ids)" "uid=$(id -u) gid=$(id -g) euid=$(id -u) egid=$(id -g)" \
