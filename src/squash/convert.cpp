@@ -136,6 +136,16 @@ void write_bundle_dir(const image::ImageSource& src, const std::string& dst, con
   util::note("wrote the bundle `" + dst + "` (rootfs/ and image-config.json)");
 }
 
+// The import side of `o`: store, format and compression.
+ImportOptions import_options(const ConvertOptions& o) {
+  ImportOptions io;
+  static_cast<StoreOptions&>(io) = o;
+  io.format = o.format;
+  io.compression = o.compression;
+  io.level = o.level;
+  return io;
+}
+
 // Into the store as a tree or as one SquashFS file (--format,
 // RT_STORE_FORMAT), as import would keep it.
 void store_source(image::ImageSource src, const std::string& name, const ConvertOptions& o) {
@@ -143,12 +153,7 @@ void store_source(image::ImageSource src, const std::string& name, const Convert
   store::Store store(o.storage.empty() ? store::default_root() : o.storage);
   auto lock = store.lock_name(name);
   if (store.info(name) && !o.force) throw Error("image `" + name + "` is already in the store", "give --force to replace it");
-  ImportOptions io;
-  static_cast<StoreOptions&>(io) = o;
-  io.format = o.format;
-  io.compression = o.compression;
-  io.level = o.level;
-  image::deliver(store, src, io);
+  image::deliver(store, src, import_options(o));
   util::note("stored `" + name + "` in " + store.root());
 }
 
@@ -192,18 +197,15 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   const std::string dst = target == Target::Store ? dst_arg : util::normalize_path(dst_arg, cwd);
   if (target != Target::Store && util::path_exists(dst) && !o.force)
     throw Error("`" + dst + "` exists", "remove it first, or give --force to replace it");
-  if (target == Target::Sqfs) squash::check_compression(o.compression);
-  if (target == Target::Store && store_format(o.format) == "sqfs") squash::check_compression(o.compression);
+  if (target == Target::Sqfs || (target == Target::Store && store_format(o.format) == "sqfs"))
+    squash::check_compression(o.compression);
   const std::string src_path = util::normalize_path(src, cwd);
 
   // docker-archive, OCI layout, root-filesystem tar: through import.
   if (importable(src_path) && !util::is_directory(src_path + "/rootfs")) {
     if (target == Target::Sqfs) {
-      ImportOptions io;
-      static_cast<StoreOptions&>(io) = o;
+      ImportOptions io = import_options(o);
       io.squash = dst;
-      io.compression = o.compression;
-      io.level = o.level;
       import_image(src, io);
       return;
     }

@@ -76,53 +76,32 @@ bool decompress_fast(sqfs* fs, uint64_t pos, uint32_t hdr, Block& out, bool& han
 
 } // namespace
 
-FileReader::FileReader(sqfs* fs, size_t capacity, unsigned prefetchers) : fs_(fs), capacity_(capacity) {
+FileReader::FileReader(sqfs* fs, size_t capacity, unsigned prefetchers)
+    : fs_(fs), capacity_(capacity), prefetch_(prefetchers, [this](const FileMap::Extent& e) { block(e); }) {
   zeros_ = std::make_shared<Block>();
   zeros_->own.reset(new char[fs->sb.block_size]());
   zeros_->own_size = fs->sb.block_size;
-  for (unsigned i = 0; i < prefetchers; ++i) workers_.emplace_back([this] { prefetch_loop(); });
 }
 
-FileReader::~FileReader() {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  for (auto& t : workers_) t.join();
-}
+FileReader::~FileReader() = default;
 
 void FileReader::prefetch(const FileMap& f) {
-  if (workers_.empty()) return;
   // Half the cache per file, so that prefetched blocks are not evicted
   // before they are read; a bounded queue, so that a burst of opens does
   // not queue work nobody waits for.
+  if (!prefetch_.serving() || prefetch_.size() > capacity_) return;
   const size_t per_file = capacity_ / 2;
+  std::vector<FileMap::Extent> todo;
   {
     std::lock_guard<std::mutex> g(mu_);
-    if (queue_.size() > capacity_) return;
     size_t n = 0;
     for (const auto& e : f.blocks) {
       if (n++ == per_file) break;
-      if (e.hdr != 0 && !cache_.count(e.pos)) queue_.push_back(e);
+      if (e.hdr != 0 && !cache_.count(e.pos)) todo.push_back(e);
     }
-    if (f.has_fragment && n < per_file && !cache_.count(f.fragment.pos)) queue_.push_back(f.fragment);
+    if (f.has_fragment && n < per_file && !cache_.count(f.fragment.pos)) todo.push_back(f.fragment);
   }
-  wake_.notify_all();
-}
-
-void FileReader::prefetch_loop() {
-  for (;;) {
-    FileMap::Extent e;
-    {
-      std::unique_lock<std::mutex> g(mu_);
-      wake_.wait(g, [this] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      e = queue_.front();
-      queue_.pop_front();
-    }
-    block(e);
-  }
+  prefetch_.push(todo);
 }
 
 bool FileReader::map(sqfs_inode* inode, FileMap& out) {

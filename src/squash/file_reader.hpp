@@ -7,16 +7,15 @@
 #pragma once
 #include <sys/uio.h>
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <future>
 #include <list>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "util/work_queue.hpp"
 
 extern "C" {
 #include <squashfuse/ll.h>
@@ -64,7 +63,6 @@ public:
 private:
   using Future = std::shared_future<std::shared_ptr<Block>>;
   std::shared_ptr<Block> block(const FileMap::Extent& e);
-  void prefetch_loop();
 
   sqfs* fs_;
   size_t capacity_;
@@ -76,10 +74,7 @@ private:
   };
   std::unordered_map<uint64_t, Slot> cache_;
   std::shared_ptr<Block> zeros_;
-  std::deque<FileMap::Extent> queue_;  // under mu_
-  std::condition_variable wake_;
-  bool stop_ = false;
-  std::vector<std::thread> workers_;
+  util::WorkQueue<FileMap::Extent> prefetch_;  // last: its workers use the rest
 };
 
 } // namespace rt::squash

@@ -40,7 +40,7 @@ sqfs_ll* g_ll = nullptr;
 std::unique_ptr<FileReader> g_reader;
 std::unique_ptr<Pusher> g_pusher;
 int g_fd = -1;  // the FUSE device
-bool g_no_open = false, g_no_opendir = false, g_notify = false;
+bool g_no_open = false, g_no_opendir = false;
 std::unordered_map<fuse_ino_t, std::shared_ptr<const FileMap>> g_maps;  // under g_meta
 
 template <auto Op, class... Args>
@@ -60,7 +60,7 @@ void op_init(void*, fuse_conn_info* conn) {
   }
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always READDIRPLUS
   if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-  g_notify = conn->proto_minor >= 15;         // FUSE_NOTIFY_STORE
+  if (conn->proto_minor >= 15) g_pusher->start();  // FUSE_NOTIFY_STORE
 }
 
 // The block list of a regular file, or an errno.
@@ -195,7 +195,7 @@ void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
   }
   g.unlock();
   std::vector<Pusher::Ino> first;
-  if (plus && g_notify) first = g_pusher->listed(ino, off, next, files);
+  if (plus) first = g_pusher->listed(ino, off, next, files);
   if (err != SQFS_OK && used == 0)
     fuse_reply_err(req, EIO);
   else
@@ -212,10 +212,7 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
 
 } // namespace
 
-void serving(fuse_session* se) {
-  g_fd = fuse_session_fd(se);
-  g_pusher->start();
-}
+void serving(fuse_session* se) { g_fd = fuse_session_fd(se); }
 
 fuse_lowlevel_ops server_ops(sqfs_ll* ll) {
   g_ll = ll;

@@ -10,7 +10,8 @@ namespace rt::squash {
 // come from several threads. Set up once per process.
 fuse_lowlevel_ops server_ops(sqfs_ll* ll);
 
-// The session is mounted and initialised: notifications may flow.
+// The session is mounted; called before any request is served (pages are
+// pushed through its device once INIT says the kernel takes them).
 void serving(fuse_session* se);
 
 } // namespace rt::squash

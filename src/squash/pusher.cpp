@@ -20,18 +20,7 @@ constexpr unsigned kStreak = 3;              // files read in listing order that
 
 } // namespace
 
-Pusher::Pusher(PushFn push, unsigned threads) : push_(std::move(push)) {
-  for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
-}
-
-Pusher::~Pusher() {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  for (auto& t : workers_) t.join();
-}
+Pusher::Pusher(PushFn push, unsigned threads) : push_(push), workers_(threads, std::move(push)) {}
 
 void Pusher::start() {
   std::lock_guard<std::mutex> g(mu_);
@@ -61,7 +50,7 @@ std::vector<Pusher::Ino> Pusher::listed(Ino dir, off_t off, off_t next,
   // listing: the kernel makes the inodes as the lister takes the answer,
   // after the server has sent it, and a push to an inode not yet made is
   // lost. It asks again (for more, or for the end) once it has them.
-  if (off > 0 && d.next == off && !d.started && streak_ >= kStreak) take(d, 0, kNear, near);
+  if (off > 0 && !d.started && streak_ >= kStreak) take(d, 0, kNear, near);
   d.started = d.started || off > 0;
   d.next = next;
   return near;
@@ -80,32 +69,29 @@ void Pusher::take(Dir& d, size_t i, uint64_t budget, std::vector<Ino>& out) {
 
 std::vector<Pusher::Ino> Pusher::first_read(Ino ino) {
   std::vector<Ino> near;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (!started_) return near;
-    auto w = where_.find(ino);
-    if (w == where_.end()) return near;
-    Dir& d = dirs_[w->second.dir];
-    const size_t i = w->second.index;
-    // In order: the next file after the last one read, or (the pushed ones
-    // read from the cache, unseen) one up to where pushing reached.
-    const size_t from = d.last == SIZE_MAX ? 0 : d.last + 1;
-    const bool walking = (d.last == SIZE_MAX || i > d.last) && i <= std::max(from, d.pushed_to) &&
-                         (d.last != SIZE_MAX || d.pushed_to > 0);
-    d.last = i;
-    if (walking)
-      streak_ = std::min(streak_ + 1, kStreak);
-    else if (i != 0)
-      streak_ = 0;
-    // The next small files, for the caller to push at once: their bytes
-    // mostly sit in the fragment block just decompressed for this one.
-    take(d, i + 1, kNear, near);
-    if (!walking || queue_.size() >= kMaxQueued) return near;
+  std::lock_guard<std::mutex> g(mu_);
+  if (!started_) return near;
+  auto w = where_.find(ino);
+  if (w == where_.end()) return near;
+  Dir& d = dirs_[w->second.dir];
+  const size_t i = w->second.index;
+  // In order: the next file after the last one read, or (the pushed ones
+  // read from the cache, unseen) one up to where pushing reached.
+  const bool walking = d.last == SIZE_MAX ? d.pushed_to > 0 && i <= d.pushed_to
+                                          : i > d.last && i <= std::max(d.last + 1, d.pushed_to);
+  d.last = i;
+  if (walking)
+    streak_ = std::min(streak_ + 1, kStreak);
+  else if (i != 0)
+    streak_ = 0;
+  // The next small files, for the caller to push at once: their bytes
+  // mostly sit in the fragment block just decompressed for this one.
+  take(d, i + 1, kNear, near);
+  if (walking && workers_.size() < kMaxQueued) {
     std::vector<Ino> more;
     take(d, i + 1, kWindow, more);
-    queue_.insert(queue_.end(), more.begin(), more.end());
+    workers_.push(more);
   }
-  wake_.notify_all();
   return near;
 }
 
@@ -113,24 +99,7 @@ void Pusher::push_now(const std::vector<Ino>& files) {
   for (Ino ino : files) push_(ino);
 }
 
-size_t Pusher::queued() {
-  std::lock_guard<std::mutex> g(mu_);
-  return queue_.size();
-}
-
-void Pusher::work() {
-  for (;;) {
-    Ino ino;
-    {
-      std::unique_lock<std::mutex> g(mu_);
-      wake_.wait(g, [this] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      ino = queue_.front();
-      queue_.pop_front();
-    }
-    push_(ino);
-  }
-}
+size_t Pusher::queued() { return workers_.size(); }
 
 // Notifications of kChunk bytes written straight to the device: header,
 // fuse_notify_store_out, then the data as iovecs into the decompressed

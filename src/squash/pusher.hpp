@@ -16,17 +16,14 @@
 #pragma once
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <memory>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "squash/file_reader.hpp"
+#include "util/work_queue.hpp"
 
 namespace rt::squash {
 
@@ -43,11 +40,11 @@ public:
   using PushFn = std::function<void(Ino)>;
 
   Pusher(PushFn push, unsigned threads);
-  ~Pusher();
+  ~Pusher() = default;  // the workers stop first (declared last)
   Pusher(const Pusher&) = delete;
   Pusher& operator=(const Pusher&) = delete;
 
-  // Enables pushing once the session can take notifications.
+  // Enables pushing once the kernel takes notifications (FUSE INIT).
   void start();
 
   // A READDIRPLUS answer for `dir` from listing offset `off` that ends at
@@ -77,7 +74,6 @@ private:
     size_t index;
   };
   void take(Dir& d, size_t i, uint64_t budget, std::vector<Ino>& out);
-  void work();
 
   PushFn push_;
   bool started_ = false;
@@ -85,10 +81,7 @@ private:
   std::unordered_map<Ino, Dir> dirs_;
   std::unordered_map<Ino, Where> where_;
   unsigned streak_ = 0;  // files lately read in listing order (capped)
-  std::deque<Ino> queue_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  std::vector<std::thread> workers_;
+  util::WorkQueue<Ino> workers_;  // last: its threads call push_
 };
 
 } // namespace rt::squash
