@@ -24,6 +24,7 @@
 extern "C" {
 #include <squashfuse/dir.h>
 #include <squashfuse/fs.h>
+#include <squashfuse/squashfs_fs.h>
 sqfs_err sqfs_stat(sqfs* fs, sqfs_inode* inode, struct stat* st);
 }
 
@@ -41,6 +42,7 @@ std::unique_ptr<FileReader> g_reader;
 std::unique_ptr<Pusher> g_pusher;
 int g_fd = -1;  // the FUSE device
 bool g_no_open = false, g_no_opendir = false;
+bool g_xattrs = false;  // the image has an xattr table
 std::unordered_map<fuse_ino_t, std::shared_ptr<const FileMap>> g_maps;  // under g_meta
 
 template <auto Op, class... Args>
@@ -83,6 +85,11 @@ int file_map(fuse_ino_t ino, std::shared_ptr<const FileMap>& out, bool prefetch)
   if (prefetch) g_reader->prefetch(*map);
   out = std::move(map);
   return 0;
+}
+
+void push_file(Pusher::Ino ino) {
+  std::shared_ptr<const FileMap> map;
+  if (file_map(ino, map, false) == 0) store_file(g_fd, ino, *map, *g_reader);
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -141,6 +148,21 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+// An image without xattrs (rt writes none) answers ENOSYS once: the kernel
+// then stops asking, where `ls -l` would ask twice per file.
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (g_xattrs)
+    locked<sqfs_ll_op_getxattr>(req, ino, name, size);
+  else
+    fuse_reply_err(req, ENOSYS);
+}
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  if (g_xattrs)
+    locked<sqfs_ll_op_listxattr>(req, ino, size);
+  else
+    fuse_reply_err(req, ENOSYS);
+}
 
 // READDIR and READDIRPLUS: as many entries from `off` as fit in `size`.
 void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
@@ -216,11 +238,10 @@ void serving(fuse_session* se) { g_fd = fuse_session_fd(se); }
 
 fuse_lowlevel_ops server_ops(sqfs_ll* ll) {
   g_ll = ll;
+  g_xattrs = static_cast<int64_t>(ll->fs.sb.xattr_id_table_start) != SQUASHFS_INVALID_BLK &&
+             ll->fs.xattr_info.xattr_ids > 0;
   g_reader = std::make_unique<FileReader>(&ll->fs, kCachedBlocks, 1);
-  g_pusher = std::make_unique<Pusher>([](Pusher::Ino ino) {
-    std::shared_ptr<const FileMap> map;
-    if (file_map(ino, map, false) == 0) store_file(g_fd, ino, *map, *g_reader);
-  }, kPushers);
+  g_pusher = std::make_unique<Pusher>(push_file, kPushers);
   fuse_lowlevel_ops ops{};
   ops.init = op_init;
   ops.lookup = locked<sqfs_ll_op_lookup, fuse_req_t, fuse_ino_t, const char*>;
@@ -235,8 +256,8 @@ fuse_lowlevel_ops server_ops(sqfs_ll* ll) {
   ops.readdirplus = op_readdirplus;
   ops.releasedir = op_releasedir;
   ops.statfs = locked<stfs_ll_op_statfs, fuse_req_t, fuse_ino_t>;
-  ops.getxattr = locked<sqfs_ll_op_getxattr, fuse_req_t, fuse_ino_t, const char*, size_t>;
-  ops.listxattr = locked<sqfs_ll_op_listxattr, fuse_req_t, fuse_ino_t, size_t>;
+  ops.getxattr = op_getxattr;
+  ops.listxattr = op_listxattr;
   ops.create = locked<sqfs_ll_op_create, fuse_req_t, fuse_ino_t, const char*, mode_t, fuse_file_info*>;
   return ops;
 }

@@ -23,6 +23,21 @@ sq=$(cd / && "$RT" exec "$T/bb.sqfs" sh -c "$listing")
 [ -n "$dir" ] || fail "empty listing"
 expect_eq "$sq" "$dir" "names, types, modes, sizes, link counts, symlinks and contents match the directory image"
 
+# Extended attributes: an image with them (mksquashfs keeps them) shows
+# them; rt writes none, and its images say so once (the kernel then stops
+# asking, where `ls -l` asks twice per file).
+cp -a "$IMG" "$T/xa"
+echo x >"$T/xa/etc/xa"
+if python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.rt", b"hello")' "$T/xa/etc/xa" 2>/dev/null; then
+  mksquashfs "$T/xa" "$T/xa.sqfs" -quiet -no-progress -comp zstd >/dev/null
+  expect_eq "$("$RT" exec "$T/xa.sqfs" rt-probe xattr /etc/xa user.rt)" "hello" "an image's extended attributes are served"
+  expect_eq "$("$RT" exec "$T/xa.sqfs" rt-probe xattr /bin/rt-probe user.rt)" "ENODATA" "and a file without one has none"
+else
+  echo "note: $T does not take user xattrs; the image with xattrs is not tested"
+fi
+expect_eq "$("$RT" exec "$T/bb.sqfs" rt-probe xattr /bin/rt-probe user.rt)" "EOPNOTSUPP" "rt's own images have no xattrs"
+expect_match "$("$RT" exec "$T/bb.sqfs" ls -l /bin/sh)" "sh -> " "and ls -l works on them"
+
 # A real image read whole, in listing order (the server pushes the pages of
 # the next files ahead of the reader), and some files read out of order.
 if [ -s "${RT_DEBIAN_ROOTFS:-}" ]; then

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 static int result(int rc) {
@@ -22,7 +23,7 @@ static int result(int rc) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: rt-probe ids|fds|nnp|flags P|write P|mknod P|setuid U|env N|argv ...|kill N|exit N\n");
+    fprintf(stderr, "usage: rt-probe ids|fds|nnp|flags P|write P|mknod P|setuid U|env N|argv ...|kill N|exit N|pid [S]|xattr P NAME\n");
     return 2;
   }
   const char *cmd = argv[1];
@@ -73,6 +74,12 @@ int main(int argc, char **argv) {
     pause();
   } else if (!strcmp(cmd, "exit")) {
     return atoi(arg);
+  } else if (!strcmp(cmd, "xattr")) {
+    char buf[256];
+    ssize_t n = lgetxattr(arg, argc > 3 ? argv[3] : "", buf, sizeof buf - 1);
+    if (n < 0) return result(-1);
+    buf[n] = 0;
+    puts(buf);
   } else if (!strcmp(cmd, "pid")) {
     printf("%d\n", getpid());
     fflush(stdout);
