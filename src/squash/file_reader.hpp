@@ -24,6 +24,7 @@ extern "C" {
 namespace rt::squash {
 
 struct Block;  // one decompressed data or fragment block
+class BufferPool;
 
 // Where a file's bytes live: its data blocks, then its tail in a fragment.
 struct FileMap {
@@ -74,6 +75,7 @@ private:
   };
   std::unordered_map<uint64_t, Slot> cache_;
   std::shared_ptr<Block> zeros_;
+  std::shared_ptr<BufferPool> buffers_;
   util::WorkQueue<FileMap::Extent> prefetch_;  // last: its workers use the rest
 };
 
