@@ -3,7 +3,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "run/holder.hpp"
+#include "util/fs.hpp"
 
 namespace rt::run {
 namespace {
@@ -15,11 +19,39 @@ using std::chrono::milliseconds;
 constexpr auto kWaitForExpected = milliseconds(10000);
 constexpr auto kWaitUnknown = milliseconds(1000);
 
+// The parent and the command name of process `pid`, from /proc/PID/stat
+// ("PID (COMM) STATE PPID ..."; COMM may hold spaces and parentheses).
+bool parent_of(pid_t pid, pid_t& ppid, std::string& comm) {
+  auto stat = util::read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", 4096);
+  if (!stat) return false;
+  size_t open = stat->find('('), close = stat->rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return false;
+  comm = stat->substr(open + 1, close - open - 1);
+  ppid = static_cast<pid_t>(std::atol(stat->c_str() + std::min(stat->size(), close + 4)));
+  return true;
+}
+
+// What the ranks of one launch on this node share: the launcher's job
+// (step) when it names one (Slurm, Open MPI, PMIx); Hydra names none, so
+// the nearest hydra_pmi_proxy above this process (a wrapper shell between
+// the two does not hide it); else the parent.
+std::string launch_of(const hpc::Launcher& launcher) {
+  if (!launcher.job.empty()) return launcher.job;
+  pid_t pid = ::getppid();
+  std::string comm;
+  for (int depth = 0; pid > 1 && depth < 16; ++depth) {
+    pid_t up = 0;
+    if (!parent_of(pid, up, comm)) break;
+    if (comm == "hydra_pmi_proxy") return "hydra " + std::to_string(pid);
+    pid = up;
+  }
+  return "parent " + std::to_string(::getppid());
+}
+
 } // namespace
 
 std::string join_key(const MountPlan& plan, const hpc::Launcher& launcher) {
-  std::string s = launcher.job;
-  s += '\0' + std::to_string(::getppid());
+  std::string s = launch_of(launcher);
   s += '\0' + plan.rootfs + '\0' + plan.staging;
   s += '\0' + std::to_string(static_cast<int>(plan.root_mode)) + (plan.squashfs ? "s" : "d");
   s += '\0' + std::to_string(plan.outer_uid) + ':' + std::to_string(plan.inner_uid) + ':' +

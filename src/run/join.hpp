@@ -20,9 +20,11 @@
 
 namespace rt::run {
 
-// The socket name: the uid, the launch (job step and parent process) and a
-// hash of everything the plan mounts, so ranks that would build different
-// trees never share one (pure but for getuid/getppid).
+// The socket name: the uid, the launch (the launcher's job step; under
+// Hydra, which names none, the hydra_pmi_proxy above; else the parent
+// process) and a hash of everything the plan mounts, so ranks that would
+// build different trees never share one. Wrapper shells between the
+// launcher and rt do not split a launch.
 std::string join_key(const MountPlan& plan, const hpc::Launcher& launcher);
 
 // Enters the shared container for `key`, starting a holder that runs

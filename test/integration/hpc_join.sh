@@ -62,6 +62,24 @@ for img in deb "$T/deb.sqfs"; do
   expect_match "$out" "cma=ok" "MPICH ($img): process_vm_readv between joined ranks works"
 done
 
+# --- Ranks started through a wrapper shell join all the same ----------------
+# (Open MPI names its job; Hydra does not, and the ranks' parents differ:
+# the launch is the hydra_pmi_proxy above them.)
+ns='readlink /proc/self/ns/mnt; sleep 0.5'
+out=$(timeout 60 mpirun -np 2 --oversubscribe sh -c "$RT exec deb sh -c '$ns'" 2>"$T/err") ||
+  fail "mpirun sh -c 'rt exec': $(cat "$T/err")"
+expect_eq "$(echo "$out" | sort -u | wc -l) $(echo "$out" | wc -l)" "1 2" "Open MPI: two ranks behind wrapper shells share one container"
+out=$(timeout 60 mpiexec.mpich -iface lo -n 2 sh -c "$RT exec deb sh -c '$ns'" 2>"$T/err") ||
+  fail "mpiexec.mpich sh -c 'rt exec': $(cat "$T/err")"
+expect_eq "$(echo "$out" | sort -u | wc -l) $(echo "$out" | wc -l)" "1 2" "Hydra: two ranks behind wrapper shells share one container"
+# Two Hydra launches at once stay apart.
+timeout 60 mpiexec.mpich -iface lo -n 2 sh -c "$RT exec deb sh -c '$ns'" >"$T/l1" 2>&1 &
+timeout 60 mpiexec.mpich -iface lo -n 2 sh -c "$RT exec deb sh -c '$ns'" >"$T/l2" 2>&1
+wait
+expect_eq "$(sort -u "$T/l1" | wc -l) $(sort -u "$T/l2" | wc -l) $(sort -u "$T/l1" "$T/l2" | wc -l)" "1 1 2" \
+  "Hydra: two launches side by side get a container each"
+settle
+
 # --- Short programs, any rank first: no race, nothing left -------------------
 for i in $(seq 10); do
   timeout 60 mpirun -np 8 --oversubscribe "$RT" exec "$T/deb.sqfs" /bin/true 2>"$T/err" ||

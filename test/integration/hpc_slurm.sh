@@ -37,6 +37,8 @@ run_mpi() {
 out=$(timeout 60 srun -n 2 "$RT" exec -v deb sh -c 'echo "pid=$$"' 2>&1)
 expect_match "$out" "launcher: slurm, job [0-9]+\.[0-9]+, 2 ranks on this node" "srun: the launcher and local rank count are seen"
 expect_match "$out" "one container per node" "srun -n 2: join is on by default"
+out=$(timeout 60 srun -n 2 sh -c "$RT exec deb sh -c 'readlink /proc/self/ns/mnt; sleep 0.5'" 2>&1)
+expect_eq "$(echo "$out" | sort -u | wc -l) $(echo "$out" | wc -l)" "1 2" "srun -n 2 through a wrapper shell: one container"
 expect_status 3 "srun returns the rank's exit status" -- timeout 60 srun -n 2 "$RT" exec deb sh -c 'exit 3'
 
 # --- MPI inside the image -------------------------------------------------------
