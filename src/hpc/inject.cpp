@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -256,10 +258,13 @@ public:
         out.files.push_back({path, std::string(kBinDir) + "/" + basename(path)});
     }
     for (const auto& d : conf_.get("gpu.paths", {})) add_dir(d);
-    // Device nodes come with the host's /dev. CUDA sees what
-    // NVIDIA_VISIBLE_DEVICES selects unless CUDA_VISIBLE_DEVICES says otherwise.
+    // Device nodes come with the host's /dev; those of GPUs that
+    // NVIDIA_VISIBLE_DEVICES leaves out are hidden (gpu_mask), and CUDA sees
+    // what it selects unless CUDA_VISIBLE_DEVICES says otherwise.
     out.notes.push_back("GPU: NVIDIA driver libraries from `" + cache_file_ + "`");
     out.gpu = true;
+    for (auto [key, value] : {std::pair{"gpu.procfs", &out.gpu_procfs}, std::pair{"gpu.dev", &out.gpu_dev}})
+      if (auto v = conf_.get(key); !v.empty()) *value = v.front();
   }
 
   void ib(bool required) {
@@ -345,40 +350,78 @@ std::string mpi_abi(const std::string& soname) {
   return "";
 }
 
-std::optional<std::string> cuda_visible_devices(const std::string& nvidia_visible, const std::string& gpus_dir) {
-  if (nvidia_visible.empty() || nvidia_visible == "all" || nvidia_visible == "void" || nvidia_visible == "none")
-    return std::nullopt;
-  // The driver's GPUs in bus order, each with its UUID.
-  std::vector<std::string> uuids;
-  std::vector<std::string> buses;
+std::vector<HostGpu> host_gpus(const std::string& gpus_dir) {
+  std::vector<HostGpu> gpus;
   if (DIR* d = ::opendir(gpus_dir.c_str())) {
     while (dirent* e = ::readdir(d))
-      if (e->d_name[0] != '.') buses.emplace_back(e->d_name);
+      if (e->d_name[0] != '.') gpus.push_back({e->d_name, "", -1});
     ::closedir(d);
   }
-  std::sort(buses.begin(), buses.end());
-  for (const auto& b : buses) {
-    std::string uuid;
-    if (auto text = util::read_file_if_exists(gpus_dir + "/" + b + "/information", 1 << 16))
-      for (const auto& line : util::split(*text, '\n'))
-        if (line.starts_with("GPU UUID:")) {
-          size_t at = line.find_first_not_of(" \t", 9);
-          if (at != std::string::npos) uuid = line.substr(at);
-        }
-    uuids.push_back(uuid);
+  std::sort(gpus.begin(), gpus.end(), [](const HostGpu& a, const HostGpu& b) { return a.bus < b.bus; });
+  // "GPU UUID: \t GPU-..." and "Device Minor: \t N", among other lines.
+  auto value = [](const std::string& line, const char* key) -> std::optional<std::string> {
+    if (!line.starts_with(key)) return std::nullopt;
+    size_t at = line.find_first_not_of(" \t", std::strlen(key));
+    return at == std::string::npos ? std::string() : line.substr(at);
+  };
+  for (auto& g : gpus) {
+    auto text = util::read_file_if_exists(gpus_dir + "/" + g.bus + "/information", 1 << 16);
+    if (!text) continue;
+    for (const auto& line : util::split(*text, '\n')) {
+      if (auto v = value(line, "GPU UUID:")) g.uuid = *v;
+      if (auto v = value(line, "Device Minor:"); v && !v->empty() && v->size() <= 4 &&
+                                                 std::all_of(v->begin(), v->end(), ::isdigit))
+        g.minor = std::stoi(*v);
+    }
   }
+  return gpus;
+}
+
+namespace {
+
+bool is_index(const std::string& item) {
+  return !item.empty() && item.size() <= 6 && std::all_of(item.begin(), item.end(), ::isdigit);
+}
+
+bool is_all(const std::string& sel) { return sel.empty() || sel == "all" || sel == "void"; }
+
+} // namespace
+
+std::optional<std::string> cuda_visible_devices(const std::string& nvidia_visible, const std::string& gpus_dir) {
+  if (is_all(nvidia_visible) || nvidia_visible == "none") return std::nullopt;
+  auto gpus = host_gpus(gpus_dir);
   std::string out;
   for (const auto& item : util::split(nvidia_visible, ',')) {
     if (item.empty()) continue;
     std::string v = item;
-    bool index = item.size() <= 6 && std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (index) {
+    if (is_index(item)) {
       size_t i = std::stoul(item);
-      if (i < uuids.size() && !uuids[i].empty()) v = uuids[i];
+      if (i < gpus.size() && !gpus[i].uuid.empty()) v = gpus[i].uuid;
     }
     out += (out.empty() ? "" : ",") + v;
   }
   return out;
+}
+
+GpuMask gpu_mask(const std::string& nvidia_visible, const std::string& gpus_dir, const std::string& dev_dir) {
+  GpuMask mask;
+  if (is_all(nvidia_visible)) return mask;
+  auto gpus = host_gpus(gpus_dir);
+  std::vector<bool> selected(gpus.size(), false);
+  if (nvidia_visible != "none")
+    for (const auto& item : util::split(nvidia_visible, ',')) {
+      if (item.starts_with("MIG-")) return mask;
+      for (size_t i = 0; i < gpus.size(); ++i)
+        if ((is_index(item) && std::stoul(item) == i) || (!gpus[i].uuid.empty() && item == gpus[i].uuid))
+          selected[i] = true;
+    }
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (selected[i]) continue;
+    mask.buses.push_back(gpus[i].bus);
+    std::string node = "nvidia" + std::to_string(gpus[i].minor);
+    if (gpus[i].minor >= 0 && util::path_exists(dev_dir + "/" + node)) mask.nodes.push_back(node);
+  }
+  return mask;
 }
 
 Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image,

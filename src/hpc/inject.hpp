@@ -49,6 +49,8 @@ struct Injection {
   std::vector<std::string> bin_path;     // prepended to PATH
   std::vector<std::string> notes;        // for -v
   bool gpu = false;                      // the NVIDIA driver is injected
+  std::string gpu_procfs = "/proc/driver/nvidia/gpus";  // the driver's GPUs (site config gpu.procfs)
+  std::string gpu_dev = "/dev";                         // their device nodes (site config gpu.dev)
 };
 
 // Plans the injection and checks it against the image (MPI ABI, glibc);
@@ -70,5 +72,27 @@ std::string mpi_abi(const std::string& soname);
 // for no selection.
 std::optional<std::string> cuda_visible_devices(const std::string& nvidia_visible,
                                                 const std::string& gpus_dir = "/proc/driver/nvidia/gpus");
+
+// A GPU of the host's NVIDIA driver (gpus_dir/BUS/information).
+struct HostGpu {
+  std::string bus;   // PCI address, the directory's name
+  std::string uuid;  // "GPU-..."; "" if unknown
+  int minor = -1;    // /dev/nvidiaMINOR; -1 if unknown
+};
+// The driver's GPUs in PCI bus order (nvidia-smi's numbering).
+std::vector<HostGpu> host_gpus(const std::string& gpus_dir);
+
+// What an NVIDIA_VISIBLE_DEVICES selection leaves out, to hide as NVIDIA's
+// container toolkit does: the device nodes (names under `dev_dir`,
+// "nvidiaN") and the driver's directories (bus addresses under
+// `gpus_dir`) of the GPUs not selected. GPUs are selected by index or
+// UUID; "none" selects none. Nothing is hidden for no selection, "all",
+// "void", a selection naming a MIG device (its GPU's node must stay), or
+// where the driver's directory is unreadable.
+struct GpuMask {
+  std::vector<std::string> nodes;
+  std::vector<std::string> buses;
+};
+GpuMask gpu_mask(const std::string& nvidia_visible, const std::string& gpus_dir, const std::string& dev_dir);
 
 } // namespace rt::hpc

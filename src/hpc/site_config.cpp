@@ -13,7 +13,8 @@ namespace {
 
 const std::set<std::string> kKeys = {"ld_cache",      "openmpi.library", "openmpi.paths", "mpich.library",
                                      "mpich.paths",   "gpu.libraries",   "gpu.binaries",  "gpu.paths",
-                                     "ib.libraries",  "ib.paths",        "cdi.dirs",      "squashfs.linger"};
+                                     "gpu.procfs",    "gpu.dev",         "ib.libraries",  "ib.paths",
+                                     "cdi.dirs",      "squashfs.linger"};
 
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r");

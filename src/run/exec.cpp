@@ -123,13 +123,38 @@ hpc::Injection plan_injection(const ExecOptions& o, const run::ImageConfig* conf
 
 // CUDA sees what NVIDIA_VISIBLE_DEVICES selects, unless the launcher or
 // the user set CUDA_VISIBLE_DEVICES (Slurm does for --gres=gpu).
-void select_gpus(std::vector<std::string>& env) {
+void select_gpus(std::vector<std::string>& env, const std::string& gpus_dir) {
   std::string selection;
   for (const auto& kv : env) {
     if (kv.starts_with("CUDA_VISIBLE_DEVICES=")) return;
     if (kv.starts_with("NVIDIA_VISIBLE_DEVICES=")) selection = kv.substr(23);
   }
-  if (auto cuda = hpc::cuda_visible_devices(selection)) env.push_back("CUDA_VISIBLE_DEVICES=" + *cuda);
+  if (auto cuda = hpc::cuda_visible_devices(selection, gpus_dir)) env.push_back("CUDA_VISIBLE_DEVICES=" + *cuda);
+}
+
+// The device nodes and driver directories of the GPUs that
+// NVIDIA_VISIBLE_DEVICES leaves out are hidden, as NVIDIA's container
+// toolkit does: CUDA_VISIBLE_DEVICES alone only narrows what CUDA shows.
+std::vector<run::Mount> hidden_gpus(const hpc::Injection& inj, const std::vector<std::string>& env) {
+  std::string selection;
+  for (const auto& kv : env)
+    if (kv.starts_with("NVIDIA_VISIBLE_DEVICES=")) selection = kv.substr(23);
+  hpc::GpuMask mask = hpc::gpu_mask(selection, inj.gpu_procfs, inj.gpu_dev);
+  auto names = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& n : v) s += (s.empty() ? "" : "/") + n;
+    return s;
+  };
+  std::vector<run::Mount> out;
+  if (!mask.nodes.empty())
+    out.push_back({run::Mount::Kind::Hide, names(mask.nodes), "/dev", false, false, "GPUs not selected"});
+  if (!mask.buses.empty()) {
+    // The kernel may refuse a mount inside /proc: then only a warning.
+    out.push_back({run::Mount::Kind::Hide, names(mask.buses), "/proc/driver/nvidia/gpus", false, true,
+                   "GPUs not selected"});
+    out.back().if_target = true;
+  }
+  return out;
 }
 
 std::vector<run::Mount> injected_mounts(const hpc::Injection& inj) {
@@ -234,7 +259,6 @@ void exec(const ExecOptions& o) {
   pin.group = run::synth_group(image_file("/etc/group"), id);
   pin.launcher_paths = launcher.paths;
   pin.injected = injected_mounts(injection);
-  run::MountPlan plan = run::build_plan(pin);
 
   run::EnvInputs ein;
   ein.host = std::move(host.env);
@@ -249,7 +273,11 @@ void exec(const ExecOptions& o) {
   bool show = util::log_enabled(util::Level::Info) || o.dry_run;
   std::vector<std::string> env = run::compute_env(ein, show ? &changes : nullptr);
   apply_injected_env(injection, env);
-  if (injection.gpu) select_gpus(env);
+  if (injection.gpu) {
+    pin.hidden = hidden_gpus(injection, env);
+    select_gpus(env, injection.gpu_procfs);
+  }
+  run::MountPlan plan = run::build_plan(pin);
 
   std::string shell;
   if (o.mode == ExecMode::Shell) {

@@ -215,7 +215,7 @@ private:
       else if (errno != EEXIST)
         in_place = false;
     }
-    if (!in_place) anc = underlay(anc, anc_path, comps[keep]);
+    if (!in_place) anc = underlay(anc, anc_path, {comps[keep]});
 
     // Make the missing components on our own tmpfs.
     UniqueFd dir = std::move(anc);
@@ -237,10 +237,13 @@ private:
   }
 
   // Replaces directory `old` (at in-root path `path`) by a tmpfs holding the
-  // same entries, each bound from the original, except `skip`, which the
-  // caller is about to create. The image is not modified.
-  UniqueFd underlay(const UniqueFd& old, const std::string& path, const std::string& skip) {
-    util::debug("underlay `" + path + "` to make a mount point for `" + skip + "`");
+  // same entries, each bound from the original, except those in `skip`
+  // (which the caller is about to create, or hides). The image is not
+  // modified.
+  UniqueFd underlay(const UniqueFd& old, const std::string& path, const std::set<std::string>& skip) {
+    std::string names;
+    for (const auto& n : skip) names += (names.empty() ? "`" : ", `") + n + "`";
+    util::debug("underlay `" + path + "` without " + names);
     struct stat st;
     if (::fstat(old.get(), &st) != 0) throw SysError("stat", shown(path));
     int list_fd = ::open(fd_path(old.get()).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -257,7 +260,7 @@ private:
     std::vector<Entry> entries;
     while (dirent* d = ::readdir(dir)) {
       std::string name = d->d_name;
-      if (name == "." || name == ".." || name == skip) continue;
+      if (name == "." || name == ".." || skip.count(name)) continue;
       unsigned char type = d->d_type;
       if (type == DT_UNKNOWN) {
         struct stat est;
@@ -311,6 +314,7 @@ private:
   }
 
   void apply(const Mount& m, size_t index) {
+    if (m.kind == Mount::Kind::Hide) return hide(m);
     const std::string src = m.kind == Mount::Kind::Staged ? stage_path(m.src) : m.src;
     const std::string shown_src = m.kind == Mount::Kind::Staged ? "synthesized " + m.src : m.src;
     int err = 0;
@@ -356,6 +360,24 @@ private:
       do_mount("", fd_path(top.get()), nullptr,
                MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | keep, "", "MS_REMOUNT",
                src, shown(m.dst));
+    }
+  }
+
+  // Hide: the directory's copy without the named entries. Optional ones
+  // (a /proc directory, where the kernel may refuse mounts) only warn.
+  void hide(const Mount& m) {
+    int err = 0;
+    UniqueFd dir = resolve(m.dst, &err);
+    if (!dir) {
+      if (m.if_target && err == ENOENT) return util::debug("skip hiding in `" + m.dst + "`: not in the container");
+      throw SysError(err, "open", shown(m.dst));
+    }
+    auto names = util::split(m.src, '/');
+    try {
+      underlay(dir, m.dst, std::set<std::string>(names.begin(), names.end()));
+    } catch (const SysError& e) {
+      if (!m.optional) throw;
+      util::warn(std::string("could not hide `") + m.src + "` in `" + m.dst + "`: " + e.what());
     }
   }
 

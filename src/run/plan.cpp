@@ -93,6 +93,7 @@ MountPlan build_plan(const PlanInputs& in) {
     std::string dst = b.dst.empty() ? src : util::normalize_path(b.dst);
     bind(std::move(src), std::move(dst), "--bind", false, b.readonly);
   }
+  for (const auto& m : in.hidden) p.mounts.push_back(m);
 
   if (!o.cd.empty()) {
     p.cwd = util::normalize_path(o.cd, "/");
@@ -122,8 +123,9 @@ std::vector<std::string> describe(const MountPlan& p) {
       case Mount::Kind::Bind: line += "bind `" + m.src + "`"; break;
       case Mount::Kind::Tmpfs: line += "tmpfs"; break;
       case Mount::Kind::Staged: line += "synthesized " + m.src; break;
+      case Mount::Kind::Hide: line = "hide `" + m.src + "` in"; break;
     }
-    line += " on `" + m.dst + "`";
+    line += (m.kind == Mount::Kind::Hide ? " `" : " on `") + m.dst + "`";
     if (m.readonly) line += " ro";
     if (m.optional) line += " (if on the host)";
     if (m.if_target) line += " (if in the image)";

@@ -16,6 +16,8 @@ struct Mount {
     Bind,    // src: host path
     Tmpfs,   // a fresh private tmpfs
     Staged,  // src: name of a StagedFile, bound read-only
+    Hide,    // dst: a directory; src: names of entries to leave out, '/'-separated
+             // (a copy of the directory, each other entry bound from the original)
   };
   Kind kind = Kind::Bind;
   std::string src;
@@ -63,6 +65,8 @@ struct PlanInputs {
   // injected host files (HPC): bound after the defaults, before --bind.
   std::vector<std::string> launcher_paths;
   std::vector<Mount> injected;
+  // Entries hidden after every other mount (GPUs not selected).
+  std::vector<Mount> hidden;
 };
 
 MountPlan build_plan(const PlanInputs& in);

@@ -110,6 +110,27 @@ out=$(NVIDIA_VISIBLE_DEVICES=GPU-1234 CUDA_VISIBLE_DEVICES=1 "$RT" exec --gpu de
 expect_eq "$out" "1" "a CUDA_VISIBLE_DEVICES from the launcher is kept"
 out=$(NVIDIA_VISIBLE_DEVICES=all "$RT" exec --gpu deb sh -c 'echo "${CUDA_VISIBLE_DEVICES-unset}"')
 expect_eq "$out" "unset" "NVIDIA_VISIBLE_DEVICES=all restricts nothing"
+# GPUs left out of NVIDIA_VISIBLE_DEVICES lose their device nodes (a fake
+# driver directory of two GPUs, and a fake /dev bound over the host's).
+for g in "0000:17:00.0 GPU-aaaa 0" "0000:65:00.0 GPU-bbbb 1"; do
+  set -- $g
+  mkdir -p "$fake/gpus/$1" "$fake/dev/shm"
+  printf 'Model: \t\t NVIDIA Fake\nGPU UUID: \t %s\nBus Location: \t %s\nDevice Minor: \t %s\n' "$2" "$1" "$3" \
+    >"$fake/gpus/$1/information"
+  : >"$fake/dev/nvidia$3"
+done
+: >"$fake/dev/nvidiactl"
+: >"$fake/dev/nvidia-uvm"
+printf 'gpu.procfs = %s\ngpu.dev = %s\n' "$fake/gpus" "$fake/dev" >>"$T/rt.conf"
+devs() { NVIDIA_VISIBLE_DEVICES=$1 "$RT" exec --gpu --bind "$fake/dev:/dev" deb sh -c 'echo $(ls /dev) ${CUDA_VISIBLE_DEVICES-unset}'; }
+expect_eq "$(devs 1)" "nvidia-uvm nvidia1 nvidiactl shm GPU-bbbb" "NVIDIA_VISIBLE_DEVICES=1: only GPU 1's node (and the control nodes) are seen"
+expect_eq "$(devs GPU-aaaa)" "nvidia-uvm nvidia0 nvidiactl shm GPU-aaaa" "a GPU selected by UUID"
+expect_eq "$(devs all)" "nvidia-uvm nvidia0 nvidia1 nvidiactl shm unset" "all GPUs"
+expect_eq "$(devs none)" "nvidia-uvm nvidiactl shm unset" "none: no GPU node"
+expect_eq "$(devs MIG-1234)" "nvidia-uvm nvidia0 nvidia1 nvidiactl shm MIG-1234" "a MIG device: every node stays"
+out=$(NVIDIA_VISIBLE_DEVICES=1 "$RT" exec -v --gpu --bind "$fake/dev:/dev" deb true 2>&1)
+expect_match "$out" "hide \`nvidia0\` in \`/dev\`" "-v shows what is hidden"
+[ -e "$fake/dev/nvidia0" ] || fail "hiding a node left the host's untouched"
 expect_status 125 "--gpu without a driver is an error" -- env RT_CONF=/dev/null "$RT" exec --gpu deb true
 expect_match "$ERR" "no NVIDIA driver" "the error says there is no driver"
 out=$("$RT" exec --ib deb sh -c 'ls /run/rt-host/lib; cat /etc/libibverbs.d/mlx5.driver 2>/dev/null || cat '"$fake"'/etc/libibverbs.d/mlx5.driver')

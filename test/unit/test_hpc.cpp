@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "hpc/elf.hpp"
 #include "hpc/elf_cache.hpp"
@@ -152,5 +153,42 @@ TEST_CASE("NVIDIA_VISIBLE_DEVICES becomes CUDA_VISIBLE_DEVICES, indices as the d
   CHECK(cuda_visible_devices("1", dir + "/missing") == std::optional<std::string>("1"));
   CHECK_FALSE(cuda_visible_devices("all", dir).has_value());
   CHECK_FALSE(cuda_visible_devices("", dir).has_value());
+  REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+}
+
+TEST_CASE("GPUs left out of NVIDIA_VISIBLE_DEVICES: their nodes by minor number, their bus directories") {
+  char dir_template[] = "/tmp/rt-gpus.XXXXXX";
+  REQUIRE(::mkdtemp(dir_template));
+  const std::string dir = dir_template, gpus = dir + "/gpus", dev = dir + "/dev";
+  // Bus order and minor numbers differ: GPU 0 (bus 1a) is /dev/nvidia1.
+  for (auto [bus, uuid, minor] : {std::tuple{"0000:3b:00.0", "GPU-bbbb", "0"}, std::tuple{"0000:1a:00.0", "GPU-aaaa", "1"}}) {
+    REQUIRE(std::system(("mkdir -p " + gpus + "/" + bus + " " + dev).c_str()) == 0);
+    std::string info = std::string("GPU UUID: \t ") + uuid + "\nDevice Minor: \t " + minor + "\n";
+    REQUIRE(std::system(("printf '" + info + "' > " + gpus + "/" + bus + "/information").c_str()) == 0);
+    REQUIRE(std::system(("touch " + dev + "/nvidia" + minor).c_str()) == 0);
+  }
+  auto hosts = host_gpus(gpus);
+  REQUIRE(hosts.size() == 2);
+  CHECK(hosts[0].bus == "0000:1a:00.0");
+  CHECK(hosts[0].uuid == "GPU-aaaa");
+  CHECK(hosts[0].minor == 1);
+  using V = std::vector<std::string>;
+  auto m = gpu_mask("0", gpus, dev);
+  CHECK(m.nodes == V{"nvidia0"});
+  CHECK(m.buses == V{"0000:3b:00.0"});
+  m = gpu_mask("GPU-bbbb", gpus, dev);
+  CHECK(m.nodes == V{"nvidia1"});
+  CHECK(gpu_mask("0,GPU-bbbb", gpus, dev).nodes.empty());
+  CHECK(gpu_mask("none", gpus, dev).nodes == V{"nvidia1", "nvidia0"});
+  CHECK(gpu_mask("9", gpus, dev).buses.size() == 2);  // an unknown GPU selects none
+  for (const char* all : {"", "all", "void", "MIG-1234", "0,MIG-1234"}) {
+    CHECK(gpu_mask(all, gpus, dev).nodes.empty());
+    CHECK(gpu_mask(all, gpus, dev).buses.empty());
+  }
+  CHECK(gpu_mask("0", dir + "/missing", dev).nodes.empty());
+  // A node not on the host is not hidden (its bus directory still is).
+  REQUIRE(std::system(("rm " + dev + "/nvidia0").c_str()) == 0);
+  CHECK(gpu_mask("0", gpus, dev).nodes.empty());
+  CHECK(gpu_mask("0", gpus, dev).buses == V{"0000:3b:00.0"});
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
 }
