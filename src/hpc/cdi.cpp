@@ -48,6 +48,45 @@ json parse_spec(const std::string& file, const std::string& text) {
   }
 }
 
+// The values of option `name` in `args` ("--name V" or "--name=V").
+std::vector<std::string> option_values(const std::vector<std::string>& args, const std::string& name) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == name && i + 1 < args.size()) out.push_back(args[++i]);
+    else if (args[i].starts_with(name + "=")) out.push_back(args[i].substr(name.size() + 1));
+  }
+  return out;
+}
+
+// Hooks would write the container's root, which rt keeps read-only; the two
+// that NVIDIA's specs rely on (`nvidia-ctk hook NAME` or `nvidia-cdi-hook
+// NAME`) are carried out by rt instead: create-symlinks becomes links made
+// in the container's copy of their directory, update-ldcache puts its
+// folders on the library path. Others are reported at -v.
+void apply_hook(const json& hook, const std::string& spec, Injection& out) {
+  if (!hook.is_object()) throw Error("CDI spec `" + spec + "`: a hook is not an object");
+  std::vector<std::string> args;
+  for (const auto& a : hook.value("args", json::array()))
+    if (a.is_string()) args.push_back(a.get<std::string>());
+  size_t at = args.size() > 1 && args[1] == "hook" ? 2 : 1;
+  std::string name = at < args.size() ? args[at] : "";
+  std::string path = hook.value("path", "");
+  if (name == "create-symlinks") {
+    for (const auto& link : option_values(args, "--link")) {
+      size_t sep = link.find("::");
+      if (sep == std::string::npos || sep == 0 || link.size() < sep + 3 || link[sep + 2] != '/')
+        throw Error("CDI spec `" + spec + "`: create-symlinks --link `" + link + "`: expected TARGET::/ABSOLUTE/LINK");
+      out.cdi_links.push_back({link.substr(0, sep), link.substr(sep + 2)});
+    }
+  } else if (name == "update-ldcache") {
+    for (const auto& dir : option_values(args, "--folder"))
+      if (!dir.empty() && dir.front() == '/' && std::find(out.lib_path.begin(), out.lib_path.end(), dir) == out.lib_path.end())
+        out.lib_path.push_back(dir);
+  } else {
+    out.notes.push_back("CDI spec `" + spec + "`: hook `" + path + (name.empty() ? "" : " " + name) + "` is not run");
+  }
+}
+
 void apply_edits(const json& edits, const std::string& spec, Injection& out) {
   if (!edits.is_object()) return;
   for (const auto& e : edits.value("env", json::array()))
@@ -64,14 +103,13 @@ void apply_edits(const json& edits, const std::string& spec, Injection& out) {
       throw Error("CDI spec `" + spec + "`: a mount needs hostPath and an absolute containerPath");
     out.cdi_mounts.push_back({host, in});
     // Libraries mounted by a spec are found through the library path
-    // (specs leave that to an ldconfig hook, which rt does not run).
+    // (specs leave that to an ldconfig hook).
     if (in.find(".so") != std::string::npos) {
       std::string dir = in.substr(0, in.rfind('/'));
       if (std::find(out.lib_path.begin(), out.lib_path.end(), dir) == out.lib_path.end()) out.lib_path.push_back(dir);
     }
   }
-  if (!edits.value("hooks", json::array()).empty())
-    out.notes.push_back("CDI spec `" + spec + "`: hooks are not run");
+  for (const auto& h : edits.value("hooks", json::array())) apply_hook(h, spec, out);
 }
 
 } // namespace

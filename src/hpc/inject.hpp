@@ -44,6 +44,7 @@ struct Injection {
   std::vector<File> files;          // libraries and programs, bound read-only one by one
   std::vector<std::string> dirs;    // host directories bound read-only at the same path
   std::vector<File> cdi_mounts;     // from CDI specs
+  std::vector<File> cdi_links;      // links a CDI spec's hook asks for: host = target, container = link
   std::vector<std::string> env_set;      // K=V
   std::vector<std::string> lib_path;     // prepended to LD_LIBRARY_PATH
   std::vector<std::string> bin_path;     // prepended to PATH

@@ -163,6 +163,7 @@ std::vector<run::Mount> injected_mounts(const hpc::Injection& inj) {
     out.push_back({run::Mount::Kind::Bind, f.host, f.container, true, false, "host library"});
   for (const auto& d : inj.dirs) out.push_back({run::Mount::Kind::Bind, d, d, true, true, "host MPI/fabric files"});
   for (const auto& f : inj.cdi_mounts) out.push_back({run::Mount::Kind::Bind, f.host, f.container, true, false, "CDI"});
+  for (const auto& l : inj.cdi_links) out.push_back({run::Mount::Kind::Symlink, l.host, l.container, false, false, "CDI hook"});
   return out;
 }
 

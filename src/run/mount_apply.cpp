@@ -181,8 +181,9 @@ private:
   }
 
   // Makes dst, which does not exist inside the new root, without touching
-  // the image, and returns an O_PATH fd of it.
-  UniqueFd make_target(const std::string& dst, bool want_dir) {
+  // the image, and returns an O_PATH fd of it: a directory, an empty file,
+  // or a symbolic link to `*link`.
+  UniqueFd make_target(const std::string& dst, bool want_dir, const std::string* link = nullptr) {
     // Find the deepest existing directory above dst.
     auto comps = util::split(dst.substr(1), '/');
     size_t keep = comps.size() - 1;
@@ -226,6 +227,9 @@ private:
         if (::mkdirat(dir.get(), name.c_str(), 0755) != 0 && errno != EEXIST)
           throw SysError("mkdir", shown(dst));
         dir = util::open_fd_at(dir.get(), name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+      } else if (link) {
+        if (::symlinkat(link->c_str(), dir.get(), name.c_str()) != 0) throw SysError("symlink", shown(dst));
+        dir = util::open_fd_at(dir.get(), name, O_PATH | O_NOFOLLOW);
       } else {
         int f = ::openat(dir.get(), name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
         if (f < 0) throw SysError("create", shown(dst));
@@ -315,6 +319,7 @@ private:
 
   void apply(const Mount& m, size_t index) {
     if (m.kind == Mount::Kind::Hide) return hide(m);
+    if (m.kind == Mount::Kind::Symlink) return symlink(m);
     const std::string src = m.kind == Mount::Kind::Staged ? stage_path(m.src) : m.src;
     const std::string shown_src = m.kind == Mount::Kind::Staged ? "synthesized " + m.src : m.src;
     int err = 0;
@@ -379,6 +384,14 @@ private:
       if (!m.optional) throw;
       util::warn(std::string("could not hide `") + m.src + "` in `" + m.dst + "`: " + e.what());
     }
+  }
+
+  // A link the image lacks (an image's own file or link wins).
+  void symlink(const Mount& m) {
+    auto r = util::open_in_root(root_.get(), m.dst, O_PATH, /*follow_final=*/false);
+    if (r.fd) return util::debug("skip link `" + m.dst + "`: in the image");
+    if (r.err != ENOENT) throw SysError(r.err, "open", shown(m.dst));
+    make_target(m.dst, false, &m.src);
   }
 
   static bool source_missing(int e) { return e == ENOENT || e == ENOTDIR || e == EACCES; }

@@ -124,8 +124,10 @@ std::vector<std::string> describe(const MountPlan& p) {
       case Mount::Kind::Tmpfs: line += "tmpfs"; break;
       case Mount::Kind::Staged: line += "synthesized " + m.src; break;
       case Mount::Kind::Hide: line = "hide `" + m.src + "` in"; break;
+      case Mount::Kind::Symlink: line = "link `" + m.src + "` as"; break;
     }
-    line += (m.kind == Mount::Kind::Hide ? " `" : " on `") + m.dst + "`";
+    line += (m.kind == Mount::Kind::Bind || m.kind == Mount::Kind::Tmpfs || m.kind == Mount::Kind::Staged ? " on `" : " `") +
+            m.dst + "`";
     if (m.readonly) line += " ro";
     if (m.optional) line += " (if on the host)";
     if (m.if_target) line += " (if in the image)";

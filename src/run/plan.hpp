@@ -18,6 +18,7 @@ struct Mount {
     Staged,  // src: name of a StagedFile, bound read-only
     Hide,    // dst: a directory; src: names of entries to leave out, '/'-separated
              // (a copy of the directory, each other entry bound from the original)
+    Symlink, // dst: a link to make, pointing to src, unless dst exists in the image
   };
   Kind kind = Kind::Bind;
   std::string src;

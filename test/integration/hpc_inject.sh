@@ -153,7 +153,9 @@ out=$("$RT" exec --device example.com/gpu=0 deb sh -c 'echo "$EXAMPLE_DRIVER $EX
 expect_eq "$out" "535 0
 /usr/lib/example
 mounted" "--device applies a CDI spec's environment and mounts"
-# YAML, as nvidia-ctk writes it; hooks are reported, not run.
+# YAML, as nvidia-ctk writes it, with its hooks: rt makes the links
+# (create-symlinks) and puts the folders on the library path
+# (update-ldcache) without writing the image; other hooks are reported.
 cat >"$T/cdi/accel.yaml" <<YAML
 ---
 cdiVersion: 0.5.0
@@ -164,7 +166,13 @@ containerEdits:
   hooks:
   - hookName: createContainer
     path: /usr/bin/nvidia-ctk
-    args: [nvidia-ctk, hook, update-ldcache]
+    args: [nvidia-ctk, hook, update-ldcache, --folder, /usr/lib/accel]
+  - hookName: createContainer
+    path: /usr/bin/nvidia-ctk
+    args: [nvidia-ctk, hook, create-symlinks, --link, libaccel.so.1::/usr/lib/accel/libaccel.so, --link, /usr/lib/accel/libaccel.so.1::/usr/lib/x86_64-linux-gnu/libaccel.so.1, --link=/bin/true::/usr/bin/env]
+  - hookName: createContainer
+    path: /usr/bin/nvidia-cdi-hook
+    args: [nvidia-cdi-hook, enable-cuda-compat, --host-driver-version=535.104.05]
 devices:
 - name: "0"
   containerEdits:
@@ -175,10 +183,16 @@ devices:
       containerPath: /usr/lib/accel/libaccel.so.1
       options: [ro, nosuid, nodev, bind]
 YAML
-out=$("$RT" exec -v --device example.org/accel=all deb sh -c 'echo "$EXAMPLE_ACCEL"; test -s /usr/lib/accel/libaccel.so.1 && echo mounted' 2>"$T/err")
+out=$("$RT" exec -v --device example.org/accel=all deb sh -c 'echo "$EXAMPLE_ACCEL"; test -s /usr/lib/accel/libaccel.so.1 && echo mounted; echo "$LD_LIBRARY_PATH"; readlink /usr/lib/accel/libaccel.so /usr/lib/x86_64-linux-gnu/libaccel.so.1; cmp /usr/lib/accel/libaccel.so /usr/lib/accel/libaccel.so.1 && echo same; test -L /usr/bin/env || echo env kept' 2>"$T/err")
 expect_eq "$out" "yes
-mounted" "--device reads a YAML CDI spec"
-expect_match "$(cat "$T/err")" "hooks are not run" "and says its hooks are not run"
+mounted
+/usr/lib/accel
+libaccel.so.1
+/usr/lib/accel/libaccel.so.1
+same
+env kept" "--device reads a YAML CDI spec; create-symlinks makes the links the image lacks (keeping its own /usr/bin/env), update-ldcache puts its folder on the library path"
+expect_match "$(cat "$T/err")" "hook \`/usr/bin/nvidia-cdi-hook enable-cuda-compat\` is not run" "an unknown hook is reported as not run"
+[ -e "$RT_STORAGE/images/deb/rootfs/usr/lib/accel" ] && fail "a CDI link was written into the image"
 printf 'kind: example.org/broken\ndevices: [\n' >"$T/cdi/broken.yaml"
 expect_status 125 "a broken YAML spec is an error" -- "$RT" exec --device example.org/accel=0 deb true
 expect_match "$ERR" "broken.yaml.*not valid YAML" "the error names the file"

@@ -34,7 +34,7 @@ TEST_CASE("pusher: nothing is pushed before the session has started") {
   CHECK(p.first_read(100).empty());
 }
 
-TEST_CASE("pusher: a listing alone pushes nothing; a read pushes the next small files of the directory") {
+TEST_CASE("pusher: a listing alone pushes nothing, a read pushes the next small files of the directory") {
   Pusher p([](Ino) {}, 0);
   p.start();
   CHECK(p.listed(1, 0, 100, files(100, 100, 4096)).empty());
@@ -45,7 +45,7 @@ TEST_CASE("pusher: a listing alone pushes nothing; a read pushes the next small 
   CHECK(p.first_read(999).empty());  // never listed: a program's own file
 }
 
-TEST_CASE("pusher: reading in listing order queues a window; reading backwards does not") {
+TEST_CASE("pusher: reading in listing order queues a window, reading backwards does not") {
   Pusher p([](Ino) {}, 0);
   p.start();
   p.listed(1, 0, 100, files(100, 100, 4096));
