@@ -377,20 +377,19 @@ std::vector<HostGpu> host_gpus(const std::string& gpus_dir) {
   return gpus;
 }
 
+bool selects_all_gpus(const std::string& sel) { return sel.empty() || sel == "all" || sel == "void"; }
+
 namespace {
 
 bool is_index(const std::string& item) {
   return !item.empty() && item.size() <= 6 && std::all_of(item.begin(), item.end(), ::isdigit);
 }
 
-bool is_all(const std::string& sel) { return sel.empty() || sel == "all" || sel == "void"; }
-
 } // namespace
 
-std::optional<std::string> cuda_visible_devices(const std::string& nvidia_visible, const std::string& gpus_dir) {
-  if (is_all(nvidia_visible) || nvidia_visible == "none") return std::nullopt;
-  auto gpus = host_gpus(gpus_dir);
-  std::string out;
+std::optional<std::string> cuda_visible_devices(const std::string& nvidia_visible, const std::vector<HostGpu>& gpus) {
+  if (selects_all_gpus(nvidia_visible) || nvidia_visible == "none") return std::nullopt;
+  std::vector<std::string> out;
   for (const auto& item : util::split(nvidia_visible, ',')) {
     if (item.empty()) continue;
     std::string v = item;
@@ -398,15 +397,14 @@ std::optional<std::string> cuda_visible_devices(const std::string& nvidia_visibl
       size_t i = std::stoul(item);
       if (i < gpus.size() && !gpus[i].uuid.empty()) v = gpus[i].uuid;
     }
-    out += (out.empty() ? "" : ",") + v;
+    out.push_back(v);
   }
-  return out;
+  return util::join(out, ',');
 }
 
-GpuMask gpu_mask(const std::string& nvidia_visible, const std::string& gpus_dir, const std::string& dev_dir) {
+GpuMask gpu_mask(const std::string& nvidia_visible, const std::vector<HostGpu>& gpus, const std::string& dev_dir) {
   GpuMask mask;
-  if (is_all(nvidia_visible)) return mask;
-  auto gpus = host_gpus(gpus_dir);
+  if (selects_all_gpus(nvidia_visible)) return mask;
   std::vector<bool> selected(gpus.size(), false);
   if (nvidia_visible != "none")
     for (const auto& item : util::split(nvidia_visible, ',')) {

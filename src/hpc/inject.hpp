@@ -65,15 +65,6 @@ Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const
 // "" for anything else.
 std::string mpi_abi(const std::string& soname);
 
-// CUDA_VISIBLE_DEVICES for an NVIDIA_VISIBLE_DEVICES selection, so that CUDA
-// sees the devices the image or the user selected: GPU and MIG UUIDs as
-// they are, indices (the driver's PCI bus order, as nvidia-smi numbers
-// them) as the UUIDs `gpus_dir` (/proc/driver/nvidia/gpus/BUS/information)
-// gives them, or as they are where it is unreadable. nullopt for "all" and
-// for no selection.
-std::optional<std::string> cuda_visible_devices(const std::string& nvidia_visible,
-                                                const std::string& gpus_dir = "/proc/driver/nvidia/gpus");
-
 // A GPU of the host's NVIDIA driver (gpus_dir/BUS/information).
 struct HostGpu {
   std::string bus;   // PCI address, the directory's name
@@ -83,10 +74,22 @@ struct HostGpu {
 // The driver's GPUs in PCI bus order (nvidia-smi's numbering).
 std::vector<HostGpu> host_gpus(const std::string& gpus_dir);
 
+// True for no selection, "all" and "void": every GPU, nothing to map.
+bool selects_all_gpus(const std::string& nvidia_visible);
+
+// CUDA_VISIBLE_DEVICES for an NVIDIA_VISIBLE_DEVICES selection, so that CUDA
+// sees the devices the image or the user selected: GPU and MIG UUIDs as
+// they are, indices (the driver's PCI bus order, as nvidia-smi numbers
+// them) as the UUIDs `gpus_dir` (/proc/driver/nvidia/gpus/BUS/information)
+// gives them (`gpus`: host_gpus), or as they are where it is unreadable.
+// nullopt for "all" and for no selection.
+std::optional<std::string> cuda_visible_devices(const std::string& nvidia_visible, const std::vector<HostGpu>& gpus);
+
+
 // What an NVIDIA_VISIBLE_DEVICES selection leaves out, to hide as NVIDIA's
 // container toolkit does: the device nodes (names under `dev_dir`,
-// "nvidiaN") and the driver's directories (bus addresses under
-// `gpus_dir`) of the GPUs not selected. GPUs are selected by index or
+// "nvidiaN") and the driver's directories (bus addresses) of the GPUs of
+// `gpus` (host_gpus) not selected. GPUs are selected by index or
 // UUID; "none" selects none. Nothing is hidden for no selection, "all",
 // "void", a selection naming a MIG device (its GPU's node must stay), or
 // where the driver's directory is unreadable.
@@ -94,6 +97,6 @@ struct GpuMask {
   std::vector<std::string> nodes;
   std::vector<std::string> buses;
 };
-GpuMask gpu_mask(const std::string& nvidia_visible, const std::string& gpus_dir, const std::string& dev_dir);
+GpuMask gpu_mask(const std::string& nvidia_visible, const std::vector<HostGpu>& gpus, const std::string& dev_dir);
 
 } // namespace rt::hpc

@@ -28,6 +28,7 @@
 #include "util/fs.hpp"
 #include "util/inroot.hpp"
 #include "util/log.hpp"
+#include "util/strings.hpp"
 
 namespace rt {
 namespace {
@@ -121,40 +122,33 @@ hpc::Injection plan_injection(const ExecOptions& o, const run::ImageConfig* conf
   }
 }
 
-// CUDA sees what NVIDIA_VISIBLE_DEVICES selects, unless the launcher or
-// the user set CUDA_VISIBLE_DEVICES (Slurm does for --gres=gpu).
-void select_gpus(std::vector<std::string>& env, const std::string& gpus_dir) {
+// An NVIDIA_VISIBLE_DEVICES selection, as NVIDIA's container toolkit
+// applies it: the device nodes and driver directories of the GPUs it
+// leaves out are hidden (returned, to end the mount plan), and CUDA sees
+// what it selects, unless the launcher or the user set
+// CUDA_VISIBLE_DEVICES (Slurm does for --gres=gpu).
+std::vector<run::Mount> select_gpus(const hpc::Injection& inj, std::vector<std::string>& env) {
   std::string selection;
+  bool cuda_set = false;
   for (const auto& kv : env) {
-    if (kv.starts_with("CUDA_VISIBLE_DEVICES=")) return;
+    if (kv.starts_with("CUDA_VISIBLE_DEVICES=")) cuda_set = true;
     if (kv.starts_with("NVIDIA_VISIBLE_DEVICES=")) selection = kv.substr(23);
   }
-  if (auto cuda = hpc::cuda_visible_devices(selection, gpus_dir)) env.push_back("CUDA_VISIBLE_DEVICES=" + *cuda);
-}
-
-// The device nodes and driver directories of the GPUs that
-// NVIDIA_VISIBLE_DEVICES leaves out are hidden, as NVIDIA's container
-// toolkit does: CUDA_VISIBLE_DEVICES alone only narrows what CUDA shows.
-std::vector<run::Mount> hidden_gpus(const hpc::Injection& inj, const std::vector<std::string>& env) {
-  std::string selection;
-  for (const auto& kv : env)
-    if (kv.starts_with("NVIDIA_VISIBLE_DEVICES=")) selection = kv.substr(23);
-  hpc::GpuMask mask = hpc::gpu_mask(selection, inj.gpu_procfs, inj.gpu_dev);
-  auto names = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (const auto& n : v) s += (s.empty() ? "" : "/") + n;
-    return s;
-  };
-  std::vector<run::Mount> out;
+  if (hpc::selects_all_gpus(selection)) return {};
+  auto gpus = hpc::host_gpus(inj.gpu_procfs);
+  if (!cuda_set)
+    if (auto cuda = hpc::cuda_visible_devices(selection, gpus)) env.push_back("CUDA_VISIBLE_DEVICES=" + *cuda);
+  hpc::GpuMask mask = hpc::gpu_mask(selection, gpus, inj.gpu_dev);
+  std::vector<run::Mount> hide;
   if (!mask.nodes.empty())
-    out.push_back({run::Mount::Kind::Hide, names(mask.nodes), "/dev", false, false, "GPUs not selected"});
+    hide.push_back({run::Mount::Kind::Hide, util::join(mask.nodes, '/'), "/dev", false, false, "GPUs not selected"});
   if (!mask.buses.empty()) {
     // The kernel may refuse a mount inside /proc: then only a warning.
-    out.push_back({run::Mount::Kind::Hide, names(mask.buses), "/proc/driver/nvidia/gpus", false, true,
-                   "GPUs not selected"});
-    out.back().if_target = true;
+    hide.push_back({run::Mount::Kind::Hide, util::join(mask.buses, '/'), "/proc/driver/nvidia/gpus", false, true,
+                    "GPUs not selected"});
+    hide.back().if_target = true;
   }
-  return out;
+  return hide;
 }
 
 std::vector<run::Mount> injected_mounts(const hpc::Injection& inj) {
@@ -172,8 +166,7 @@ std::vector<run::Mount> injected_mounts(const hpc::Injection& inj) {
 void apply_injected_env(const hpc::Injection& inj, std::vector<std::string>& env) {
   auto prepend = [&](const char* name, const std::vector<std::string>& dirs) {
     if (dirs.empty()) return;
-    std::string value;
-    for (const auto& d : dirs) value += (value.empty() ? "" : ":") + d;
+    std::string value = util::join(dirs, ':');
     std::string prefix = std::string(name) + "=";
     for (auto& kv : env)
       if (kv.starts_with(prefix)) {
@@ -274,10 +267,7 @@ void exec(const ExecOptions& o) {
   bool show = util::log_enabled(util::Level::Info) || o.dry_run;
   std::vector<std::string> env = run::compute_env(ein, show ? &changes : nullptr);
   apply_injected_env(injection, env);
-  if (injection.gpu) {
-    pin.hidden = hidden_gpus(injection, env);
-    select_gpus(env, injection.gpu_procfs);
-  }
+  if (injection.gpu) pin.hidden = select_gpus(injection, env);
   run::MountPlan plan = run::build_plan(pin);
 
   std::string shell;

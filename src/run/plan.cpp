@@ -118,16 +118,15 @@ std::vector<std::string> describe(const MountPlan& p) {
                 ", gid map: " + std::to_string(p.inner_gid) + " -> " +
                 std::to_string(p.outer_gid) + " (one id each)");
   for (const auto& m : p.mounts) {
-    std::string line = "mount ";
+    std::string line;
     switch (m.kind) {
-      case Mount::Kind::Bind: line += "bind `" + m.src + "`"; break;
-      case Mount::Kind::Tmpfs: line += "tmpfs"; break;
-      case Mount::Kind::Staged: line += "synthesized " + m.src; break;
+      case Mount::Kind::Bind: line = "mount bind `" + m.src + "` on"; break;
+      case Mount::Kind::Tmpfs: line = "mount tmpfs on"; break;
+      case Mount::Kind::Staged: line = "mount synthesized " + m.src + " on"; break;
       case Mount::Kind::Hide: line = "hide `" + m.src + "` in"; break;
       case Mount::Kind::Symlink: line = "link `" + m.src + "` as"; break;
     }
-    line += (m.kind == Mount::Kind::Bind || m.kind == Mount::Kind::Tmpfs || m.kind == Mount::Kind::Staged ? " on `" : " `") +
-            m.dst + "`";
+    line += " `" + m.dst + "`";
     if (m.readonly) line += " ro";
     if (m.optional) line += " (if on the host)";
     if (m.if_target) line += " (if in the image)";

@@ -63,12 +63,15 @@ namespace {
 // zstd and lz4 blocks are decompressed here with a context and an input
 // buffer kept per thread (squashfuse makes a fresh zstd context and two
 // heap buffers per block, which halves the throughput); other algorithms
-// go through squashfuse. Returns false on a corrupt or short block.
-bool decompress_fast(sqfs* fs, uint64_t pos, uint32_t hdr, Block& out, bool& handled) {
-  // (out.own is a pool buffer of the block size)
+// go through squashfuse. Returns false on a corrupt or short block. The
+// block's bytes go to a buffer of `pool`.
+bool decompress_fast(sqfs* fs, uint64_t pos, uint32_t hdr, const std::shared_ptr<BufferPool>& pool, Block& out,
+                     bool& handled) {
   const int comp = fs->sb.compression;
   handled = comp == ZSTD_COMPRESSION || comp == LZ4_COMPRESSION;
   if (!handled) return false;
+  out.own = pool->get();
+  out.pool = pool;
   const bool compressed = !(hdr & SQUASHFS_COMPRESSED_BIT_BLOCK);
   const uint32_t size = hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK;
   const size_t block_size = fs->sb.block_size;
@@ -181,11 +184,7 @@ std::shared_ptr<Block> FileReader::block(const FileMap::Extent& e) {
   // wait on the future.
   auto b = std::make_shared<Block>();
   bool handled = false;
-  if (fs_->sb.compression == ZSTD_COMPRESSION || fs_->sb.compression == LZ4_COMPRESSION) {
-    b->own = buffers_->get();
-    b->pool = buffers_;
-  }
-  bool ok = decompress_fast(fs_, e.pos, e.hdr, *b, handled);
+  bool ok = decompress_fast(fs_, e.pos, e.hdr, buffers_, *b, handled);
   if (!handled) {
     ok = sqfs_data_block_read(fs_, static_cast<sqfs_off_t>(e.pos), e.hdr, &b->raw) == SQFS_OK;
     if (!ok) b->raw = nullptr;

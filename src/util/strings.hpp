@@ -7,6 +7,8 @@
 namespace rt::util {
 
 std::vector<std::string> split(std::string_view s, char sep);
+// The parts with `sep` between them (the inverse of split).
+std::string join(const std::vector<std::string>& parts, char sep);
 // Shell-style glob ("*", "?", "[...]") as fnmatch(3) without flags.
 bool glob_match(const std::string& pattern, const std::string& text);
 // True when `path` is `prefix` or lies below it (both normalised, absolute).

@@ -146,13 +146,13 @@ TEST_CASE("NVIDIA_VISIBLE_DEVICES becomes CUDA_VISIBLE_DEVICES, indices as the d
     std::string info = std::string("Model: \t\t Tesla\nGPU UUID: \t\t ") + uuid + "\nDevice Minor: \t 0\n";
     REQUIRE(std::system(("printf '" + info + "' > " + dir + "/" + bus + "/information").c_str()) == 0);
   }
-  CHECK(cuda_visible_devices("1", dir) == std::optional<std::string>("GPU-bbbb"));
-  CHECK(cuda_visible_devices("0,1", dir) == std::optional<std::string>("GPU-aaaa,GPU-bbbb"));
-  CHECK(cuda_visible_devices("GPU-x,MIG-y", dir) == std::optional<std::string>("GPU-x,MIG-y"));
-  CHECK(cuda_visible_devices("7", dir) == std::optional<std::string>("7"));  // unknown: as it is
-  CHECK(cuda_visible_devices("1", dir + "/missing") == std::optional<std::string>("1"));
-  CHECK_FALSE(cuda_visible_devices("all", dir).has_value());
-  CHECK_FALSE(cuda_visible_devices("", dir).has_value());
+  CHECK(cuda_visible_devices("1", host_gpus(dir)) == std::optional<std::string>("GPU-bbbb"));
+  CHECK(cuda_visible_devices("0,1", host_gpus(dir)) == std::optional<std::string>("GPU-aaaa,GPU-bbbb"));
+  CHECK(cuda_visible_devices("GPU-x,MIG-y", host_gpus(dir)) == std::optional<std::string>("GPU-x,MIG-y"));
+  CHECK(cuda_visible_devices("7", host_gpus(dir)) == std::optional<std::string>("7"));  // unknown: as it is
+  CHECK(cuda_visible_devices("1", host_gpus(dir + "/missing")) == std::optional<std::string>("1"));
+  CHECK_FALSE(cuda_visible_devices("all", host_gpus(dir)).has_value());
+  CHECK_FALSE(cuda_visible_devices("", host_gpus(dir)).has_value());
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
 }
 
@@ -173,22 +173,22 @@ TEST_CASE("GPUs left out of NVIDIA_VISIBLE_DEVICES: their nodes by minor number,
   CHECK(hosts[0].uuid == "GPU-aaaa");
   CHECK(hosts[0].minor == 1);
   using V = std::vector<std::string>;
-  auto m = gpu_mask("0", gpus, dev);
+  auto m = gpu_mask("0", host_gpus(gpus), dev);
   CHECK(m.nodes == V{"nvidia0"});
   CHECK(m.buses == V{"0000:3b:00.0"});
-  m = gpu_mask("GPU-bbbb", gpus, dev);
+  m = gpu_mask("GPU-bbbb", host_gpus(gpus), dev);
   CHECK(m.nodes == V{"nvidia1"});
-  CHECK(gpu_mask("0,GPU-bbbb", gpus, dev).nodes.empty());
-  CHECK(gpu_mask("none", gpus, dev).nodes == V{"nvidia1", "nvidia0"});
-  CHECK(gpu_mask("9", gpus, dev).buses.size() == 2);  // an unknown GPU selects none
+  CHECK(gpu_mask("0,GPU-bbbb", host_gpus(gpus), dev).nodes.empty());
+  CHECK(gpu_mask("none", host_gpus(gpus), dev).nodes == V{"nvidia1", "nvidia0"});
+  CHECK(gpu_mask("9", host_gpus(gpus), dev).buses.size() == 2);  // an unknown GPU selects none
   for (const char* all : {"", "all", "void", "MIG-1234", "0,MIG-1234"}) {
-    CHECK(gpu_mask(all, gpus, dev).nodes.empty());
-    CHECK(gpu_mask(all, gpus, dev).buses.empty());
+    CHECK(gpu_mask(all, host_gpus(gpus), dev).nodes.empty());
+    CHECK(gpu_mask(all, host_gpus(gpus), dev).buses.empty());
   }
-  CHECK(gpu_mask("0", dir + "/missing", dev).nodes.empty());
+  CHECK(gpu_mask("0", host_gpus(dir + "/missing"), dev).nodes.empty());
   // A node not on the host is not hidden (its bus directory still is).
   REQUIRE(std::system(("rm " + dev + "/nvidia0").c_str()) == 0);
-  CHECK(gpu_mask("0", gpus, dev).nodes.empty());
-  CHECK(gpu_mask("0", gpus, dev).buses == V{"0000:3b:00.0"});
+  CHECK(gpu_mask("0", host_gpus(gpus), dev).nodes.empty());
+  CHECK(gpu_mask("0", host_gpus(gpus), dev).buses == V{"0000:3b:00.0"});
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
 }

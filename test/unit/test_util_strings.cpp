@@ -25,3 +25,11 @@ TEST_CASE("path_within respects component boundaries") {
 TEST_CASE("quoted escapes control characters") {
   CHECK(quoted("a\nb") == "`a\\x0ab`");
 }
+
+TEST_CASE("join is the inverse of split") {
+  using V = std::vector<std::string>;
+  CHECK(rt::util::join(V{"a", "b", "c"}, '/') == "a/b/c");
+  CHECK(rt::util::join(V{"", "x", ""}, ':') == ":x:");
+  CHECK(rt::util::join(V{}, ',').empty());
+  CHECK(rt::util::split(rt::util::join(V{"", "lib", "x"}, ':'), ':') == V{"", "lib", "x"});
+}
