@@ -1,11 +1,7 @@
 // A per-user cache of read_elf results (host); see elf_cache.hpp.
 #include "hpc/elf_cache.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
-#include <cstdio>
 
 #include "util/fs.hpp"
 #include "util/strings.hpp"
@@ -102,12 +98,7 @@ void ElfCache::save() const {
       text += "\t0\t\t\t\t\t\t0\n";
   }
   for (const auto& [key, value] : notes_) text += "=\t" + key + "\t" + value + "\n";
-  std::string tmp = file_ + "." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return;
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), file_.c_str()) != 0) ::unlink(tmp.c_str());
+  util::write_file_atomic(file_, text);
 }
 
 } // namespace rt::hpc

@@ -22,6 +22,7 @@
 #include "run/mount_apply.hpp"
 #include "run/passwd.hpp"
 #include "run/plan.hpp"
+#include "run/sqfs_facts.hpp"
 #include "run/userns.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
@@ -193,18 +194,25 @@ void exec(const ExecOptions& o) {
   // Host: gather and decide everything while errors are easy to explain.
   HostInfo host = run::gather_host_info();
   Image image = run::open_image(o.image, host.cwd, o.storage);
-  std::unique_ptr<squash::Image> sqfs;
+  const std::string store_root = o.storage.empty() ? store::default_root() : o.storage;
+  // A SquashFS image is opened only when something must be read from it:
+  // what every run needs comes from the store's copy (run/sqfs_facts).
+  std::unique_ptr<squash::Image> sqfs_opened;
+  auto sqfs = [&]() -> squash::Image& {
+    if (!sqfs_opened) sqfs_opened = std::make_unique<squash::Image>(image.rootfs);
+    return *sqfs_opened;
+  };
+  run::SquashFacts facts;
   util::UniqueFd rootfd;
   std::string staging;
   if (image.squashfs) {
-    sqfs = std::make_unique<squash::Image>(image.rootfs);
-    if (auto text = sqfs->read_file(squash::kConfigPath))
-      image.config = run::parse_image_config(*text, image.rootfs + ":" + squash::kConfigPath);
     // The staging tmpfs needs a host directory to cover: rt's own, in the store.
-    staging = (o.storage.empty() ? store::default_root() : o.storage);
-    for (const std::string& d : {staging, staging + "/mnt"})
+    for (const std::string& d : {store_root, store_root + "/mnt"})
       if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", d);
-    staging += "/mnt";
+    staging = store_root + "/mnt";
+    facts = run::squash_facts(image.rootfs, store_root + "/sqfs-facts", sqfs);
+    if (facts.config)
+      image.config = run::parse_image_config(*facts.config, image.rootfs + ":" + squash::kConfigPath);
   } else {
     rootfd = util::open_fd(image.rootfs, O_PATH | O_DIRECTORY);
   }
@@ -216,30 +224,31 @@ void exec(const ExecOptions& o) {
   hpc::ImageView view;
   view.name = image.name;
   view.read = [&](const std::string& path, size_t limit) -> std::optional<std::string> {
-    if (sqfs) return sqfs->read_file(path, limit);
+    if (image.squashfs) return sqfs().read_file(path, limit);
     auto r = util::open_in_root(rootfd.get(), path, O_RDONLY);
     if (!r.fd) return std::nullopt;
     return util::read_fd(r.fd.get(), path, limit);
   };
   view.list = [&](const std::string& dir) -> std::vector<std::string> {
-    if (sqfs) return sqfs->list(dir);
+    if (image.squashfs) return sqfs().list(dir);
     auto r = util::open_in_root(rootfd.get(), dir, O_RDONLY | O_DIRECTORY);
     if (!r.fd) return {};
     return util::list_names(r.fd.get(), dir);
   };
   view.stamp = [&](const std::string& path) -> std::string {
     struct stat st;
-    if (sqfs) {
-      if (!sqfs->has(path) || ::stat(image.rootfs.c_str(), &st) != 0) return "";
+    if (image.squashfs) {
+      if (!sqfs().has(path) || ::stat(image.rootfs.c_str(), &st) != 0) return "";
       return util::file_stamp(st) + ":" + image.rootfs + ":" + path;
     }
     auto r = util::open_in_root(rootfd.get(), path, O_RDONLY);
     if (!r.fd || ::fstat(r.fd.get(), &st) != 0) return "";
     return util::file_stamp(st);
   };
-  hpc::Injection injection =
-      plan_injection(o, config, view, o.storage.empty() ? store::default_root() : o.storage);
-  auto image_file = [&](const char* path) { return view.read(path, 1 << 22).value_or(""); };
+  hpc::Injection injection = plan_injection(o, config, view, store_root);
+  auto image_file = [&](const char* path, const std::optional<std::string>& fact) {
+    return image.squashfs ? fact.value_or("") : view.read(path, 1 << 22).value_or("");
+  };
 
   run::Identity id = identity(o, host);
   run::PlanInputs pin;
@@ -249,8 +258,8 @@ void exec(const ExecOptions& o) {
   pin.squashfs = image.squashfs;
   pin.staging = staging;
   if (o.mode == ExecMode::Run && config) pin.image_workdir = config->working_dir;
-  pin.passwd = run::synth_passwd(image_file("/etc/passwd"), id);
-  pin.group = run::synth_group(image_file("/etc/group"), id);
+  pin.passwd = run::synth_passwd(image_file("/etc/passwd", facts.passwd), id);
+  pin.group = run::synth_group(image_file("/etc/group", facts.group), id);
   pin.launcher_paths = launcher.paths;
   pin.injected = injected_mounts(injection);
 
@@ -274,7 +283,7 @@ void exec(const ExecOptions& o) {
   if (o.mode == ExecMode::Shell) {
     for (const auto& kv : env)
       if (kv.starts_with("SHELL=")) shell = kv.substr(6);
-    bool present = sqfs ? !shell.empty() && sqfs->has(shell) : image_has(rootfd.get(), shell);
+    bool present = image.squashfs ? !shell.empty() && sqfs().has(shell) : image_has(rootfd.get(), shell);
     if (!present) shell = "/bin/sh";
   }
   std::vector<std::string> argv = run::command_for(o.mode, o.command, config, image.name, shell);
@@ -304,8 +313,8 @@ void exec(const ExecOptions& o) {
   // Namespace: enter, build the tree, pivot; or join the node's container.
   // A SquashFS image comes from its server, shared by every container of it.
   auto build = [&] {
-    if (sqfs) {
-      util::UniqueFd tree = run::attach_squashfs(*sqfs, plan);
+    if (image.squashfs) {
+      util::UniqueFd tree = run::attach_squashfs(sqfs, plan);
       timing("image server");
       run::build_tree(plan, tree.get());
     } else {

@@ -26,6 +26,7 @@
 #include "util/fd.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/strings.hpp"
 
 namespace rt::run {
 namespace {
@@ -55,14 +56,6 @@ Address address_of(const std::string& key) {
   std::memcpy(a.sa.sun_path + 1, key.data(), n);
   a.len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
   return a;
-}
-
-uint64_t fnv1a(const std::string& s, uint64_t h) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
 }
 
 UniqueFd new_socket(bool nonblock) {
@@ -344,11 +337,7 @@ bool receive_namespaces(int conn, UniqueFd& userns, UniqueFd& mntns) {
 } // namespace
 
 std::string holder_key(const std::string& prefix, const std::string& text) {
-  char key[96];
-  std::snprintf(key, sizeof key, "%s-%u-%016llx%016llx", prefix.c_str(), static_cast<unsigned>(::getuid()),
-                static_cast<unsigned long long>(fnv1a(text, 14695981039346656037ULL)),
-                static_cast<unsigned long long>(fnv1a(text, 0x9e3779b97f4a7c15ULL)));
-  return key;
+  return prefix + "-" + std::to_string(::getuid()) + "-" + util::hash_hex(text);
 }
 
 void enter_holder(const std::string& key, const HolderPolicy& policy, const std::function<void()>& build) {

@@ -43,7 +43,7 @@ std::chrono::milliseconds squashfs_linger() {
   return std::chrono::milliseconds(static_cast<long long>(s * 1000));
 }
 
-util::UniqueFd attach_squashfs(squash::Image& image, const MountPlan& plan) {
+util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan) {
   // One server per file version, mount point and id mapping.
   struct stat st;
   if (::stat(plan.rootfs.c_str(), &st) != 0) throw SysError("stat", plan.rootfs);
@@ -62,7 +62,7 @@ util::UniqueFd attach_squashfs(squash::Image& image, const MountPlan& plan) {
   enter_holder(key, policy, [&] {
     linger = squashfs_linger();
     enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
-    image.mount_in_background(plan.staging, plan.inner_uid, plan.inner_gid);
+    image().mount_in_background(plan.staging, plan.inner_uid, plan.inner_gid);
   });
   // Take the image out of this copy of the tree: a bind source that holds
   // the mount point (the home directory, with the store in it) must not

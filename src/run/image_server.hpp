@@ -15,6 +15,7 @@
 // (daemons included), then waits the linger time for the next container.
 #pragma once
 #include <chrono>
+#include <functional>
 
 #include "run/plan.hpp"
 #include "squash/sqfs.hpp"
@@ -29,7 +30,8 @@ std::chrono::milliseconds squashfs_linger();
 // Enters the server's user namespace and a private copy of its mount
 // namespace, starting the server when none runs, and returns the image as
 // a detached mount (for build_tree). plan.rootfs is the file, plan.staging
-// the directory the server mounts it on. Single-threaded callers only.
-util::UniqueFd attach_squashfs(squash::Image& image, const MountPlan& plan);
+// the directory the server mounts it on; `image` opens it, called only by a
+// server that starts (in the server's process). Single-threaded callers only.
+util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan);
 
 } // namespace rt::run

@@ -66,6 +66,22 @@ void write_all(int fd, std::string_view data, const std::string& name) {
   }
 }
 
+bool write_file_atomic(const std::string& path, std::string_view data) {
+  std::string tmp = path + "." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  bool ok = true;
+  try {
+    write_all(fd, data, tmp);
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  ok = ::close(fd) == 0 && ok;
+  if (ok && ::rename(tmp.c_str(), path.c_str()) == 0) return true;
+  ::unlink(tmp.c_str());
+  return false;
+}
+
 std::string fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
 std::string normalize_path(std::string_view path, std::string_view base) {

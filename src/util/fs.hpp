@@ -21,6 +21,10 @@ std::optional<std::string> read_file_if_exists(const std::string& path, size_t l
 std::string read_fd(int fd, const std::string& name_for_errors, size_t limit = 1 << 24);
 
 void write_all(int fd, std::string_view data, const std::string& name_for_errors);
+// Writes `path` whole or not at all (a private temporary file renamed over
+// it: concurrent writers each leave a whole file, the last one wins).
+// False on any error, for caches, which may fail silently.
+bool write_file_atomic(const std::string& path, std::string_view data);
 
 // "/proc/self/fd/N": a path naming what fd N refers to, usable as a mount
 // source or target (the magic link is followed by mount(2)).

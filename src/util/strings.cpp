@@ -3,6 +3,9 @@
 
 #include <fnmatch.h>
 
+#include <cstdint>
+#include <cstdio>
+
 namespace rt::util {
 
 std::vector<std::string> split(std::string_view s, char sep) {
@@ -23,6 +26,25 @@ std::string join(const std::vector<std::string>& parts, char sep) {
     if (i > 0) out += sep;
     out += parts[i];
   }
+  return out;
+}
+
+namespace {
+
+uint64_t fnv1a(std::string_view s, uint64_t h) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+} // namespace
+
+std::string hash_hex(std::string_view s) {
+  char out[33];
+  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(fnv1a(s, 14695981039346656037ULL)),
+                static_cast<unsigned long long>(fnv1a(s, 0x9e3779b97f4a7c15ULL)));
   return out;
 }
 

@@ -13,6 +13,9 @@ std::string join(const std::vector<std::string>& parts, char sep);
 bool glob_match(const std::string& pattern, const std::string& text);
 // True when `path` is `prefix` or lies below it (both normalised, absolute).
 bool path_within(std::string_view path, std::string_view prefix);
+// A 128-bit non-cryptographic hash of `s` (two FNV-1a), as 32 hex digits:
+// names for sockets and cache files, never for security.
+std::string hash_hex(std::string_view s);
 // Quote for logs: `x` with control characters escaped.
 std::string quoted(std::string_view s);
 

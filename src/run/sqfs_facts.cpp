@@ -1,0 +1,85 @@
+// What rt exec reads from a SquashFS image, remembered (host); see
+// sqfs_facts.hpp.
+#include "run/sqfs_facts.hpp"
+
+#include <sys/stat.h>
+
+#include <array>
+#include <cstdlib>
+
+#include "rt/error.hpp"
+#include "squash/sqfs.hpp"
+#include "util/fs.hpp"
+#include "util/strings.hpp"
+
+namespace rt::run {
+namespace {
+
+// "rt-sqfs-facts 1\n" PATH "\n" STAMP "\n", then per fact its length (or
+// "-" when the image lacks the file) on a line, followed by its bytes.
+constexpr char kVersion[] = "rt-sqfs-facts 1";
+constexpr size_t kLimit = 1 << 22;  // per file, as read from the image
+
+std::array<std::optional<std::string>*, 3> fields(SquashFacts& f) { return {&f.config, &f.passwd, &f.group}; }
+
+std::string line_at(const std::string& text, size_t& at) {
+  size_t nl = text.find('\n', at);
+  if (nl == std::string::npos) throw std::runtime_error("truncated");
+  std::string line = text.substr(at, nl - at);
+  at = nl + 1;
+  return line;
+}
+
+std::optional<SquashFacts> parse(const std::string& text, const std::string& head) {
+  if (!text.starts_with(head)) return std::nullopt;
+  SquashFacts f;
+  size_t at = head.size();
+  try {
+    for (auto* field : fields(f)) {
+      std::string n = line_at(text, at);
+      if (n == "-") continue;
+      char* end = nullptr;
+      unsigned long long size = std::strtoull(n.c_str(), &end, 10);
+      if (n.empty() || *end || size > kLimit || size > text.size() - at) return std::nullopt;
+      *field = text.substr(at, size);
+      at += size;
+    }
+  } catch (const std::runtime_error&) {
+    return std::nullopt;
+  }
+  if (at != text.size()) return std::nullopt;
+  return f;
+}
+
+} // namespace
+
+SquashFacts squash_facts(const std::string& path, const std::string& cache_dir,
+                         const std::function<squash::Image&()>& open) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw SysError("stat", path);
+  const std::string head = std::string(kVersion) + "\n" + path + "\n" + util::file_stamp(st) + "\n";
+  const std::string file = cache_dir + "/" + util::hash_hex(path);
+  if (path.find('\n') == std::string::npos) {
+    try {
+      if (auto text = util::read_file_if_exists(file, 4 * kLimit))
+        if (auto f = parse(*text, head)) return *f;
+    } catch (const std::exception&) {
+      // Unreadable: read the image instead.
+    }
+  }
+
+  squash::Image& image = open();
+  SquashFacts f;
+  f.config = image.read_file(squash::kConfigPath, kLimit);
+  f.passwd = image.read_file("/etc/passwd", kLimit);
+  f.group = image.read_file("/etc/group", kLimit);
+  if (path.find('\n') == std::string::npos) {
+    std::string text = head;
+    for (auto* field : fields(f)) text += (*field ? std::to_string((*field)->size()) + "\n" + **field : "-\n");
+    ::mkdir(cache_dir.c_str(), 0700);
+    util::write_file_atomic(file, text);
+  }
+  return f;
+}
+
+} // namespace rt::run

@@ -1,0 +1,117 @@
+// run/sqfs_facts: what rt exec reads from a SquashFS image, remembered.
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+
+#include "rt/error.hpp"
+#include "run/sqfs_facts.hpp"
+#include "squash/sqfs.hpp"
+#include "util/fs.hpp"
+
+using rt::run::squash_facts;
+using rt::run::SquashFacts;
+
+namespace {
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// A SquashFS image of `tree`, made with mksquashfs.
+void make_image(const std::string& tree, const std::string& file) {
+  ::unlink(file.c_str());
+  REQUIRE(std::system(("mksquashfs " + tree + " " + file + " -quiet -no-progress -comp zstd >/dev/null").c_str()) == 0);
+}
+
+struct Fixture {
+  std::string dir, tree, image, cache;
+  std::unique_ptr<rt::squash::Image> opened;
+  int opens = 0;
+  Fixture() {
+    char tmpl[] = "/tmp/rt-sqfs-facts.XXXXXX";
+    REQUIRE(::mkdtemp(tmpl));
+    dir = tmpl;
+    tree = dir + "/tree";
+    image = dir + "/img.sqfs";
+    cache = dir + "/cache";
+    REQUIRE(std::system(("mkdir -p " + tree + "/etc " + tree + "/.rt").c_str()) == 0);
+    write(tree + "/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n");
+    write(tree + "/.rt/image-config.json", R"({"config":{"Env":["A=1"]}})");
+  }
+  ~Fixture() { (void)std::system(("rm -rf " + dir).c_str()); }
+  SquashFacts facts() {
+    opened.reset();
+    return squash_facts(image, cache, [this]() -> rt::squash::Image& {
+      ++opens;
+      opened = std::make_unique<rt::squash::Image>(image);
+      return *opened;
+    });
+  }
+};
+
+} // namespace
+
+TEST_CASE("sqfs facts: read from the image once per version, then from the cache") {
+  Fixture f;
+  make_image(f.tree, f.image);
+  SquashFacts a = f.facts();
+  CHECK(f.opens == 1);
+  CHECK(a.passwd == std::optional<std::string>("root:x:0:0:root:/root:/bin/sh\n"));
+  CHECK(a.config == std::optional<std::string>(R"({"config":{"Env":["A=1"]}})"));
+  CHECK_FALSE(a.group.has_value());  // the image has none
+
+  SquashFacts b = f.facts();
+  CHECK(f.opens == 1);  // not opened again
+  CHECK(b.passwd == a.passwd);
+  CHECK(b.config == a.config);
+  CHECK_FALSE(b.group.has_value());
+
+  // A new version of the file (its time, at least, differs): read again.
+  write(f.tree + "/etc/group", "root:x:0:\n");
+  write(f.tree + "/etc/passwd", "root:x:0:0:root:/root:/bin/bash\nu:x:5:5::/:/bin/sh\n");
+  make_image(f.tree, f.image);
+  REQUIRE(std::system(("touch -d @1000000000 " + f.image).c_str()) == 0);
+  SquashFacts c = f.facts();
+  CHECK(f.opens == 2);
+  CHECK(c.passwd == std::optional<std::string>("root:x:0:0:root:/root:/bin/bash\nu:x:5:5::/:/bin/sh\n"));
+  CHECK(c.group == std::optional<std::string>("root:x:0:\n"));
+  CHECK(f.facts().group == c.group);
+  CHECK(f.opens == 2);
+}
+
+TEST_CASE("sqfs facts: a damaged cache file is read around, and rewritten") {
+  Fixture f;
+  make_image(f.tree, f.image);
+  SquashFacts a = f.facts();
+  REQUIRE(f.opens == 1);
+  auto entries = rt::util::list_names(rt::util::open_fd(f.cache, O_RDONLY | O_DIRECTORY).get(), f.cache);
+  REQUIRE(entries.size() == 1);
+  const std::string file = f.cache + "/" + entries[0];
+  auto text = rt::util::read_file_if_exists(file);
+  REQUIRE(text);
+  for (size_t cut : {text->size() - 1, text->size() / 2, size_t{3}}) {
+    write(file, text->substr(0, cut));
+    SquashFacts b = f.facts();
+    CHECK(b.passwd == a.passwd);
+    CHECK(b.config == a.config);
+  }
+  CHECK(f.opens == 4);
+  write(file, *text + "trailing");
+  CHECK(f.facts().passwd == a.passwd);
+  CHECK(f.opens == 5);
+  CHECK(rt::util::read_file_if_exists(file) == text);  // rewritten whole
+  CHECK(f.facts().passwd == a.passwd);
+  CHECK(f.opens == 5);
+}
+
+TEST_CASE("sqfs facts: an image that is not SquashFS is refused, and nothing is remembered") {
+  Fixture f;
+  write(f.image, "not an image");
+  CHECK_THROWS_AS(f.facts(), rt::Error);
+  CHECK_FALSE(rt::util::path_exists(f.cache));
+}
