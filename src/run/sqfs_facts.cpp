@@ -2,10 +2,13 @@
 // sqfs_facts.hpp.
 #include "run/sqfs_facts.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdlib>
+#include <vector>
 
 #include "rt/error.hpp"
 #include "squash/sqfs.hpp"
@@ -80,6 +83,34 @@ SquashFacts squash_facts(const std::string& path, const std::string& cache_dir,
     util::write_file_atomic(file, text);
   }
   return f;
+}
+
+uint64_t prune_squash_facts(const std::string& cache_dir) {
+  uint64_t freed = 0;
+  std::vector<std::string> names;
+  try {
+    names = util::list_names(util::open_fd(cache_dir, O_RDONLY | O_DIRECTORY).get(), cache_dir);
+  } catch (const SysError&) {
+    return 0;  // none yet
+  }
+  for (const auto& name : names) {
+    const std::string file = cache_dir + "/" + name;
+    struct stat own;
+    if (::lstat(file.c_str(), &own) != 0) continue;
+    std::vector<std::string> lines;
+    try {
+      std::string text = util::read_file_if_exists(file, 4 * kLimit + 8192).value_or("");
+      size_t at = 0;
+      for (int i = 0; i < 3; ++i) lines.push_back(line_at(text, at));
+    } catch (const std::exception&) {
+      // Unreadable or damaged: not current.
+    }
+    struct stat st;
+    bool current = lines.size() >= 3 && lines[0] == kVersion && ::stat(lines[1].c_str(), &st) == 0 &&
+                   lines[2] == util::file_stamp(st) && name == util::hash_hex(lines[1]);
+    if (!current && ::unlink(file.c_str()) == 0) freed += static_cast<uint64_t>(own.st_size);
+  }
+  return freed;
 }
 
 } // namespace rt::run

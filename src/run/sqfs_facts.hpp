@@ -7,6 +7,7 @@
 // (path and util::file_stamp), so only the first run of a version opens the
 // image; the others read one small file.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -29,5 +30,9 @@ struct SquashFacts {
 // and remembered. A cache that cannot be read or written is ignored.
 SquashFacts squash_facts(const std::string& path, const std::string& cache_dir,
                          const std::function<squash::Image&()>& open);
+
+// Removes from `cache_dir` the facts of files that are gone or changed
+// (rt prune); returns the bytes freed.
+uint64_t prune_squash_facts(const std::string& cache_dir);
 
 } // namespace rt::run

@@ -1,6 +1,7 @@
 // rt images / inspect / rm / prune (host).
 #include "rt/error.hpp"
 #include "rt/image.hpp"
+#include "run/sqfs_facts.hpp"
 #include "store/lookup.hpp"
 #include "store/store.hpp"
 #include "util/log.hpp"
@@ -46,6 +47,9 @@ void remove_image(const std::string& name, const StoreOptions& o) {
   util::note("removed `" + stored + "`");
 }
 
-uint64_t prune_store(const StoreOptions& o) { return open_store(o).prune(); }
+uint64_t prune_store(const StoreOptions& o) {
+  store::Store s = open_store(o);
+  return s.prune() + run::prune_squash_facts(s.root() + "/sqfs-facts");
+}
 
 } // namespace rt

@@ -13,6 +13,7 @@
 #include "squash/sqfs.hpp"
 #include "util/fs.hpp"
 
+using rt::run::prune_squash_facts;
 using rt::run::squash_facts;
 using rt::run::SquashFacts;
 
@@ -114,4 +115,27 @@ TEST_CASE("sqfs facts: an image that is not SquashFS is refused, and nothing is 
   write(f.image, "not an image");
   CHECK_THROWS_AS(f.facts(), rt::Error);
   CHECK_FALSE(rt::util::path_exists(f.cache));
+}
+
+TEST_CASE("sqfs facts: prune keeps the facts of current files only") {
+  Fixture f;
+  make_image(f.tree, f.image);
+  f.facts();
+  auto count = [&] { return rt::util::list_names(rt::util::open_fd(f.cache, O_RDONLY | O_DIRECTORY).get(), f.cache).size(); };
+  write(f.cache + "/junk", "not facts");
+  REQUIRE(count() == 2);
+  CHECK(prune_squash_facts(f.cache) == 9);  // the junk
+  CHECK(count() == 1);
+  CHECK(prune_squash_facts(f.cache) == 0);
+  f.facts();
+  CHECK(f.opens == 1);  // still there, still used
+  REQUIRE(std::system(("touch -d @1000000000 " + f.image).c_str()) == 0);
+  CHECK(prune_squash_facts(f.cache) > 0);  // the file changed
+  CHECK(count() == 0);
+  f.facts();
+  CHECK(f.opens == 2);
+  ::unlink(f.image.c_str());
+  CHECK(prune_squash_facts(f.cache) > 0);  // the file is gone
+  CHECK(count() == 0);
+  CHECK(prune_squash_facts(f.cache + "/none") == 0);
 }
