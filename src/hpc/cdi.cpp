@@ -62,7 +62,9 @@ std::vector<std::string> option_values(const std::vector<std::string>& args, con
 // that NVIDIA's specs rely on (`nvidia-ctk hook NAME` or `nvidia-cdi-hook
 // NAME`) are carried out by rt instead: create-symlinks becomes links made
 // in the container's copy of their directory, update-ldcache puts its
-// folders on the library path. Others are reported at -v.
+// folders on the library path, enable-cuda-compat puts the image's CUDA
+// compatibility libraries first when they are newer than the host's driver.
+// Others are reported at -v.
 void apply_hook(const json& hook, const std::string& spec, Injection& out) {
   if (!hook.is_object()) throw Error("CDI spec `" + spec + "`: a hook is not an object");
   std::vector<std::string> args;
@@ -82,6 +84,9 @@ void apply_hook(const json& hook, const std::string& spec, Injection& out) {
     for (const auto& dir : option_values(args, "--folder"))
       if (!dir.empty() && dir.front() == '/' && std::find(out.lib_path.begin(), out.lib_path.end(), dir) == out.lib_path.end())
         out.lib_path.push_back(dir);
+  } else if (name == "enable-cuda-compat") {
+    // Needs the image: plan_injection does it (the image's compat libraries).
+    for (const auto& v : option_values(args, "--host-driver-version")) out.cuda_compat_host = v;
   } else {
     out.notes.push_back("CDI spec `" + spec + "`: hook `" + path + (name.empty() ? "" : " " + name) + "` is not run");
   }

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -49,6 +51,19 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string out;
   for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
   return out;
+}
+
+// The driver version in the name of the file a libcuda.so.1 link leads
+// to ("libcuda.so.535.104.05" -> "535.104.05"); "" if it has none.
+std::string cuda_version(const std::string& libcuda) {
+  char real[PATH_MAX];
+  if (!::realpath(libcuda.c_str(), real)) return "";
+  std::string name = real;
+  name = name.substr(name.rfind('/') + 1);
+  if (!name.starts_with("libcuda.so.")) return "";
+  std::string v = name.substr(11);
+  if (v.find('.') == std::string::npos || v.find_first_not_of("0123456789.") != std::string::npos) return "";
+  return v;
 }
 
 std::string dirname(const std::string& p) {
@@ -246,6 +261,7 @@ public:
     }
     for (const auto& l : libs)
       if (auto f = find(l)) add_library(*f, "GPU", false);
+    if (auto cuda = find("libcuda.so.1")) cuda_compat(cuda_version(*cuda));
     for (const auto& b : conf_.get("gpu.binaries", kGpuBinaries)) {
       std::string path = b;
       if (path.front() != '/')
@@ -265,6 +281,36 @@ public:
     out.gpu = true;
     for (auto [key, value] : {std::pair{"gpu.procfs", &out.gpu_procfs}, std::pair{"gpu.dev", &out.gpu_dev}})
       if (auto v = conf_.get(key); !v.empty()) *value = v.front();
+  }
+
+  // CUDA forward compatibility, as NVIDIA's toolkit provides it: an image
+  // may carry a newer driver's user-space libraries in /usr/local/cuda/compat
+  // (cuda-compat packages) for hosts whose driver is older than its CUDA.
+  // They come first on the library path when their driver branch (the
+  // major version) is newer than the host's; never otherwise (an older
+  // libcuda does not work with a newer kernel module).
+  void cuda_compat(const std::string& host_version) {
+    constexpr const char* kCompat = "/usr/local/cuda/compat";
+    if (host_version.empty()) return;
+    auto names = image_.list(kCompat);
+    if (std::find(names.begin(), names.end(), "libcuda.so.1") == names.end()) return;
+    std::string best;
+    for (const auto& n : names) {
+      std::string v = n.starts_with("libcuda.so.") ? n.substr(11) : "";
+      if (v.find('.') != std::string::npos && v.find_first_not_of("0123456789.") == std::string::npos &&
+          (best.empty() || std::atoi(v.c_str()) > std::atoi(best.c_str())))
+        best = v;
+    }
+    if (best.empty()) return;
+    if (std::atoi(best.c_str()) > std::atoi(host_version.c_str())) {
+      if (std::find(out.lib_path.begin(), out.lib_path.end(), kCompat) != out.lib_path.end()) return;
+      out.lib_path.insert(out.lib_path.begin(), kCompat);
+      out.notes.push_back(std::string("GPU: CUDA forward compatibility: the image's ") + kCompat + " (driver " + best +
+                          ") comes before the host's driver " + host_version);
+    } else {
+      out.notes.push_back(std::string("GPU: the image's ") + kCompat + " (driver " + best +
+                          ") is not used: the host's driver " + host_version + " is as new");
+    }
   }
 
   void ib(bool required) {
@@ -430,6 +476,7 @@ Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const
   if (req.gpu) p.gpu(req.gpu_required);
   if (req.ib) p.ib(req.ib_required);
   if (!req.devices.empty()) apply_cdi(req.devices, conf.get("cdi.dirs", {"/etc/cdi", "/var/run/cdi"}), p.out);
+  if (!p.out.cuda_compat_host.empty()) p.cuda_compat(p.out.cuda_compat_host);
   p.check_glibc();
   p.finish();
   return std::move(p.out);

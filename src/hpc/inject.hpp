@@ -49,6 +49,7 @@ struct Injection {
   std::vector<std::string> lib_path;     // prepended to LD_LIBRARY_PATH
   std::vector<std::string> bin_path;     // prepended to PATH
   std::vector<std::string> notes;        // for -v
+  std::string cuda_compat_host;          // a CDI enable-cuda-compat hook's host driver version
   bool gpu = false;                      // the NVIDIA driver is injected
   std::string gpu_procfs = "/proc/driver/nvidia/gpus";  // the driver's GPUs (site config gpu.procfs)
   std::string gpu_dev = "/dev";                         // their device nodes (site config gpu.dev)

@@ -110,6 +110,26 @@ out=$(NVIDIA_VISIBLE_DEVICES=GPU-1234 CUDA_VISIBLE_DEVICES=1 "$RT" exec --gpu de
 expect_eq "$out" "1" "a CUDA_VISIBLE_DEVICES from the launcher is kept"
 out=$(NVIDIA_VISIBLE_DEVICES=all "$RT" exec --gpu deb sh -c 'echo "${CUDA_VISIBLE_DEVICES-unset}"')
 expect_eq "$out" "unset" "NVIDIA_VISIBLE_DEVICES=all restricts nothing"
+# CUDA forward compatibility: an image's /usr/local/cuda/compat goes first
+# on the library path when its driver is of a newer branch than the host's
+# (535.104.05 here), and only then.
+compat() { # compat VERSION: a busybox image with cuda-compat libraries of that driver
+  rm -rf "$T/compat"
+  cp -a "$IMG" "$T/compat"
+  mkdir -p "$T/compat/usr/local/cuda/compat"
+  touch "$T/compat/usr/local/cuda/compat/libcuda.so.$1"
+  ln -s "libcuda.so.$1" "$T/compat/usr/local/cuda/compat/libcuda.so.1"
+}
+compat 550.54.15
+out=$("$RT" exec -v --gpu "$T/compat" sh -c 'echo "$LD_LIBRARY_PATH"' 2>"$T/compat.err")
+expect_eq "$out" "/usr/local/cuda/compat:/run/rt-host/lib" "a newer driver branch in the image's CUDA compat directory goes first"
+expect_match "$(cat "$T/compat.err")" "CUDA forward compatibility: .*driver 550.54.15.* host's driver 535.104.05" "-v says why"
+compat 535.129.03
+out=$("$RT" exec -v --gpu "$T/compat" sh -c 'echo "$LD_LIBRARY_PATH"' 2>"$T/compat.err")
+expect_eq "$out" "/run/rt-host/lib" "compat libraries of the host's own branch are not used"
+expect_match "$(cat "$T/compat.err")" "driver 535.129.03\) is not used: the host's driver 535.104.05 is as new" "-v says why not"
+expect_eq "$("$RT" exec --gpu "$IMG" sh -c 'echo "$LD_LIBRARY_PATH"')" "/run/rt-host/lib" "an image without compat libraries: the host's driver only"
+
 # GPUs left out of NVIDIA_VISIBLE_DEVICES lose their device nodes (a fake
 # driver directory of two GPUs, and a fake /dev bound over the host's).
 for g in "0000:17:00.0 GPU-aaaa 0" "0000:65:00.0 GPU-bbbb 1"; do
@@ -173,6 +193,9 @@ containerEdits:
   - hookName: createContainer
     path: /usr/bin/nvidia-cdi-hook
     args: [nvidia-cdi-hook, enable-cuda-compat, --host-driver-version=535.104.05]
+  - hookName: createContainer
+    path: /usr/bin/nvidia-cdi-hook
+    args: [nvidia-cdi-hook, chmod, --mode, "755", --path, /dev/dri]
 devices:
 - name: "0"
   containerEdits:
@@ -191,7 +214,15 @@ libaccel.so.1
 /usr/lib/accel/libaccel.so.1
 same
 env kept" "--device reads a YAML CDI spec; create-symlinks makes the links the image lacks (keeping its own /usr/bin/env), update-ldcache puts its folder on the library path"
-expect_match "$(cat "$T/err")" "hook \`/usr/bin/nvidia-cdi-hook enable-cuda-compat\` is not run" "an unknown hook is reported as not run"
+expect_match "$(cat "$T/err")" "hook \`/usr/bin/nvidia-cdi-hook chmod\` is not run" "an unknown hook is reported as not run"
+# enable-cuda-compat: the image's compat libraries of a newer branch than
+# the hook's host driver go first, before the spec's folders.
+compat 550.54.15
+out=$("$RT" exec --device example.org/accel=0 "$T/compat" sh -c 'echo "$LD_LIBRARY_PATH"')
+expect_eq "$out" "/usr/local/cuda/compat:/usr/lib/accel" "a CDI enable-cuda-compat hook puts the image's newer compat libraries first"
+compat 470.57.02
+out=$("$RT" exec --device example.org/accel=0 "$T/compat" sh -c 'echo "$LD_LIBRARY_PATH"')
+expect_eq "$out" "/usr/lib/accel" "an older compat driver than the hook's host driver is not used"
 [ -e "$RT_STORAGE/images/deb/rootfs/usr/lib/accel" ] && fail "a CDI link was written into the image"
 printf 'kind: example.org/broken\ndevices: [\n' >"$T/cdi/broken.yaml"
 expect_status 125 "a broken YAML spec is an error" -- "$RT" exec --device example.org/accel=0 deb true
