@@ -4,6 +4,8 @@
 //   ROOTFS             <- a small "staging" tmpfs mounted over the image path
 //   ROOTFS/root        <- the image (bind, or overlay with --write-tmpfs): the new root
 //   ROOTFS/passwd ...  <- synthesized files, bound into the new root
+//   ROOTFS/o0 ...      <- overlay layers: the mount points a read-only image
+//                         directory lacks, laid over it (overlayfs, one mount)
 //   ROOTFS/u0 ...      <- underlays: bound over image directories that lack a
 //                         mount point, holding the original entries re-bound
 // pivot_root then makes ROOTFS/root "/" and the staging tmpfs goes away with
@@ -23,6 +25,7 @@
 #include <algorithm>
 #include <map>
 #include <cerrno>
+#include <cstring>
 #include <set>
 
 #include "rt/error.hpp"
@@ -79,6 +82,8 @@ public:
     clone_sources_above_staging();
     setup_staging_and_root();
     stage("staging and root");
+    overlay_missing_entries();
+    stage("overlays");
     for (size_t i = 0; i < plan_.mounts.size(); ++i) {
       apply(plan_.mounts[i], i);
       stage(plan_.mounts[i].dst.c_str());
@@ -97,6 +102,7 @@ private:
   UniqueFd root_;     // root of the new root mount
   std::set<dev_t> writable_devs_;       // filesystems of ours where mount points may be made
   int underlays_ = 0;                   // directories of the staging tmpfs used as underlays
+  int layers_ = 0;                      // directories of the staging tmpfs used as overlay layers
   std::map<size_t, UniqueFd> clones_;   // mount index -> detached copy of its source
 
   // A bind source that contains the staging directory (say $HOME, with the
@@ -238,6 +244,66 @@ private:
       }
     }
     return dir;
+  }
+
+  // An image directory that lacks mount points of the plan would get an
+  // underlay, one bind per entry (/etc of an image without /etc/hosts:
+  // some 70 mounts to make, and to take down at exit). Where the kernel
+  // allows unprivileged overlayfs (Linux 5.11), a read-only directory is
+  // instead given its missing entries at once, before any mount: an
+  // overlay of a layer holding them on the image's directory, one mount.
+  // Where the overlay cannot be mounted (an older kernel, a filesystem
+  // that cannot be a lower layer), the underlay is made as before.
+  void overlay_missing_entries() {
+    if (plan_.root_mode != RootMode::ReadOnly) return;
+    std::map<std::string, std::map<std::string, bool>> missing;  // directory -> name -> is a directory
+    for (const auto& m : plan_.mounts) {
+      if (m.kind != Mount::Kind::Bind && m.kind != Mount::Kind::Staged && m.kind != Mount::Kind::Tmpfs) continue;
+      size_t slash = m.dst.rfind('/');
+      if (m.if_target || slash == 0 || slash == std::string::npos) continue;  // "/": its underlay as before
+      std::string dir = m.dst.substr(0, slash), name = m.dst.substr(slash + 1);
+      if (name.empty() || name == "." || name == "..") continue;
+      // A directory that another mount of the plan covers is not the image's.
+      bool covered = false;
+      for (const auto& o : plan_.mounts) covered |= &o != &m && o.kind != Mount::Kind::Hide && util::path_within(dir, o.dst);
+      int err = 0;
+      if (covered || resolve(m.dst, &err) || err != ENOENT) continue;
+      bool is_dir = m.kind == Mount::Kind::Tmpfs;
+      if (m.kind == Mount::Kind::Bind) {
+        struct stat st;
+        if (::stat(m.src.c_str(), &st) != 0) continue;  // apply() decides
+        is_dir = S_ISDIR(st.st_mode);
+      }
+      missing[dir][name] = is_dir;
+    }
+    for (const auto& [dir, names] : missing) overlay_dir(dir, names);
+  }
+
+  void overlay_dir(const std::string& dir, const std::map<std::string, bool>& names) {
+    auto r = util::open_in_root(root_.get(), dir, O_PATH | O_DIRECTORY);
+    if (!r.fd || same_file(r.fd.get(), root_.get())) return;  // apply() explains; the root: its underlay
+    struct stat st;
+    if (::fstat(r.fd.get(), &st) != 0) return;
+    const std::string layer = "o" + std::to_string(layers_++);
+    if (::mkdirat(staging_.get(), layer.c_str(), 0700) != 0) throw SysError("mkdir", "staging " + layer);
+    UniqueFd l = util::open_fd_at(staging_.get(), layer, O_PATH | O_DIRECTORY);
+    std::string shown_names;
+    for (const auto& [name, is_dir] : names) {
+      shown_names += (shown_names.empty() ? "`" : ", `") + name + "`";
+      if (is_dir ? ::mkdirat(l.get(), name.c_str(), 0755) != 0
+                 : ::close(::openat(l.get(), name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644)) != 0)
+        throw SysError("create", "staging " + layer + "/" + name);
+    }
+    if (::fchmodat(staging_.get(), layer.c_str(), st.st_mode & 07777, 0) != 0)
+      throw SysError("chmod", "staging " + layer);
+    const std::string target = fd_path(r.fd.get());
+    const std::string opts = "lowerdir=" + stage_path(layer) + ":" + target + ",userxattr";
+    const unsigned long flags = MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(r.fd.get(), shown(dir));
+    if (::mount("overlay", target.c_str(), "overlay", flags, opts.c_str()) != 0) {
+      util::debug("no overlay on `" + dir + "` (" + std::strerror(errno) + "): an underlay instead");
+      return;
+    }
+    util::debug("overlay `" + dir + "` with " + shown_names);
   }
 
   // Replaces directory `old` (at in-root path `path`) by a tmpfs holding the

@@ -14,6 +14,34 @@ for p in /dev/null /proc/self/status /sys/kernel /etc/hosts; do
 done
 pass "host /dev, /proc, /sys, /etc/hosts visible"
 
+# An image without /etc/hosts (common: Docker supplies it at run time): the
+# host's appears beside every entry of the image's /etc, which stays
+# read-only. Where unprivileged overlayfs works, the missing entry comes
+# with one overlay of /etc, not with a mount per entry.
+noh="$T/nohosts"
+cp -a "$IMG" "$noh"
+rm "$noh/etc/hosts"
+for i in $(seq 40); do echo "$i" >"$noh/etc/e$i"; done
+mkdir "$noh/etc/sub" && echo deep >"$noh/etc/sub/f"
+out=$("$RT" exec "$noh" sh -c 'ls -A /etc; cat /etc/e7 /etc/sub/f' 2>&1) || fail "rt exec of an image without /etc/hosts: $out"
+for n in $(ls -A "$noh/etc") hosts; do
+  grep -qx "$n" <<<"$out" || fail "/etc/$n is missing in the container"
+done
+pass "an image without /etc/hosts: every entry of its /etc, and the host's hosts"
+expect_match "$out" $'7\ndeep' "the image's files in /etc read as they are"
+expect_eq "$("$RT" exec -b /etc/hosts:/run/hosts.host "$noh" sh -c 'cmp /etc/hosts /run/hosts.host && echo same')" same \
+  "/etc/hosts is the host's"
+expect_eq "$("$RT" exec "$noh" rt-probe write /etc/new)" "EROFS" "/etc stays read-only"
+mkdir -p "$T/ovl/l1" "$T/ovl/l2" "$T/ovl/m"
+if unshare -rm mount -t overlay overlay -o "lowerdir=$T/ovl/l1:$T/ovl/l2,userxattr" "$T/ovl/m" 2>/dev/null; then
+  n=$("$RT" exec "$noh" sh -c "awk '\$5 ~ \"^/etc/\"' /proc/self/mountinfo | wc -l")
+  [ "$n" -le 5 ] || fail "$n mounts below /etc: one per entry, not one overlay"
+  pass "the missing /etc/hosts costs one overlay, not a mount per entry ($n mounts below /etc)"
+else
+  echo "note: no unprivileged overlayfs here: /etc gets an underlay of binds"
+fi
+[ -e "$noh/etc/hosts" ] && fail "the image was written"
+
 shm=/dev/shm/rt-test-$$
 echo shared >"$shm"
 out=$("$RT" exec "$IMG" cat "$shm")
