@@ -53,19 +53,6 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
-// The driver version in the name of the file a libcuda.so.1 link leads
-// to ("libcuda.so.535.104.05" -> "535.104.05"); "" if it has none.
-std::string cuda_version(const std::string& libcuda) {
-  char real[PATH_MAX];
-  if (!::realpath(libcuda.c_str(), real)) return "";
-  std::string name = real;
-  name = name.substr(name.rfind('/') + 1);
-  if (!name.starts_with("libcuda.so.")) return "";
-  std::string v = name.substr(11);
-  if (v.find('.') == std::string::npos || v.find_first_not_of("0123456789.") != std::string::npos) return "";
-  return v;
-}
-
 std::string dirname(const std::string& p) {
   size_t s = p.rfind('/');
   return s == std::string::npos || s == 0 ? "/" : p.substr(0, s);
@@ -73,6 +60,20 @@ std::string dirname(const std::string& p) {
 std::string basename(const std::string& p) {
   size_t s = p.rfind('/');
   return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+// The driver version a libcuda file name carries ("libcuda.so.535.104.05"
+// -> "535.104.05"); "" for any other name (libcuda.so.1 included).
+std::string libcuda_version(const std::string& name) {
+  std::string v = name.starts_with("libcuda.so.") ? name.substr(11) : "";
+  if (v.find('.') == std::string::npos || v.find_first_not_of("0123456789.") != std::string::npos) return "";
+  return v;
+}
+
+// The driver version of the file a libcuda.so.1 link leads to.
+std::string cuda_version(const std::string& libcuda) {
+  char real[PATH_MAX];
+  return ::realpath(libcuda.c_str(), real) ? libcuda_version(basename(real)) : "";
 }
 
 class Planner {
@@ -295,12 +296,9 @@ public:
     auto names = image_.list(kCompat);
     if (std::find(names.begin(), names.end(), "libcuda.so.1") == names.end()) return;
     std::string best;
-    for (const auto& n : names) {
-      std::string v = n.starts_with("libcuda.so.") ? n.substr(11) : "";
-      if (v.find('.') != std::string::npos && v.find_first_not_of("0123456789.") == std::string::npos &&
-          (best.empty() || std::atoi(v.c_str()) > std::atoi(best.c_str())))
+    for (const auto& n : names)
+      if (std::string v = libcuda_version(n); !v.empty() && (best.empty() || std::atoi(v.c_str()) > std::atoi(best.c_str())))
         best = v;
-    }
     if (best.empty()) return;
     if (std::atoi(best.c_str()) > std::atoi(host_version.c_str())) {
       if (std::find(out.lib_path.begin(), out.lib_path.end(), kCompat) != out.lib_path.end()) return;

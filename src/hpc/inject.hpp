@@ -86,7 +86,6 @@ bool selects_all_gpus(const std::string& nvidia_visible);
 // nullopt for "all" and for no selection.
 std::optional<std::string> cuda_visible_devices(const std::string& nvidia_visible, const std::vector<HostGpu>& gpus);
 
-
 // What an NVIDIA_VISIBLE_DEVICES selection leaves out, to hide as NVIDIA's
 // container toolkit does: the device nodes (names under `dev_dir`,
 // "nvidiaN") and the driver's directories (bus addresses) of the GPUs of

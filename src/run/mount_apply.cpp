@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <map>
+#include <ranges>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -72,6 +73,26 @@ void stage(const char* what) {
     std::snprintf(buf, sizeof buf, "%.3f ms: %s", util::log_elapsed_ms(), what);
     util::log(util::Level::Trace, buf);
   }
+}
+
+// Makes an empty mount point `name` in directory `dir`: a directory or a
+// file. Throws SysError naming `shown`.
+void make_mount_point(int dir, const std::string& name, bool is_dir, const std::string& shown) {
+  if (is_dir) {
+    if (::mkdirat(dir, name.c_str(), 0755) != 0) throw SysError("mkdir", shown);
+    return;
+  }
+  int f = ::openat(dir, name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  if (f < 0) throw SysError("create", shown);
+  ::close(f);
+}
+
+// "`a`, `b`" for logs.
+template <class Names>
+std::string listed(const Names& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "`" : ", `") + std::string(n) + "`";
+  return out;
 }
 
 class Builder {
@@ -237,9 +258,7 @@ private:
         if (::symlinkat(link->c_str(), dir.get(), name.c_str()) != 0) throw SysError("symlink", shown(dst));
         dir = util::open_fd_at(dir.get(), name, O_PATH | O_NOFOLLOW);
       } else {
-        int f = ::openat(dir.get(), name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-        if (f < 0) throw SysError("create", shown(dst));
-        ::close(f);
+        make_mount_point(dir.get(), name, false, shown(dst));
         dir = util::open_fd_at(dir.get(), name, O_PATH | O_NOFOLLOW);
       }
     }
@@ -287,13 +306,7 @@ private:
     const std::string layer = "o" + std::to_string(layers_++);
     if (::mkdirat(staging_.get(), layer.c_str(), 0700) != 0) throw SysError("mkdir", "staging " + layer);
     UniqueFd l = util::open_fd_at(staging_.get(), layer, O_PATH | O_DIRECTORY);
-    std::string shown_names;
-    for (const auto& [name, is_dir] : names) {
-      shown_names += (shown_names.empty() ? "`" : ", `") + name + "`";
-      if (is_dir ? ::mkdirat(l.get(), name.c_str(), 0755) != 0
-                 : ::close(::openat(l.get(), name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644)) != 0)
-        throw SysError("create", "staging " + layer + "/" + name);
-    }
+    for (const auto& [name, is_dir] : names) make_mount_point(l.get(), name, is_dir, "staging " + layer + "/" + name);
     if (::fchmodat(staging_.get(), layer.c_str(), st.st_mode & 07777, 0) != 0)
       throw SysError("chmod", "staging " + layer);
     const std::string target = fd_path(r.fd.get());
@@ -303,7 +316,7 @@ private:
       util::debug("no overlay on `" + dir + "` (" + std::strerror(errno) + "): an underlay instead");
       return;
     }
-    util::debug("overlay `" + dir + "` with " + shown_names);
+    util::debug("overlay `" + dir + "` with " + listed(std::views::keys(names)));
   }
 
   // Replaces directory `old` (at in-root path `path`) by a tmpfs holding the
@@ -311,9 +324,7 @@ private:
   // (which the caller is about to create, or hides). The image is not
   // modified.
   UniqueFd underlay(const UniqueFd& old, const std::string& path, const std::set<std::string>& skip) {
-    std::string names;
-    for (const auto& n : skip) names += (names.empty() ? "`" : ", `") + n + "`";
-    util::debug("underlay `" + path + "` without " + names);
+    util::debug("underlay `" + path + "` without " + listed(skip));
     struct stat st;
     if (::fstat(old.get(), &st) != 0) throw SysError("stat", shown(path));
     int list_fd = ::open(fd_path(old.get()).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -370,13 +381,7 @@ private:
         if (::symlinkat(target.c_str(), nd, n) != 0) throw SysError("symlink", shown(child(path, e.name)));
         continue;
       }
-      if (e.type == DT_DIR) {
-        if (::mkdirat(nd, n, 0755) != 0) throw SysError("mkdir", shown(child(path, e.name)));
-      } else {
-        int f = ::openat(nd, n, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-        if (f < 0) throw SysError("create", shown(child(path, e.name)));
-        ::close(f);
-      }
+      make_mount_point(nd, e.name, e.type == DT_DIR, shown(child(path, e.name)));
       do_mount(old_base + e.name, new_base + e.name, nullptr, MS_BIND | MS_REC, "", "MS_BIND",
                shown(child(path, e.name)), shown(child(path, e.name)));
     }

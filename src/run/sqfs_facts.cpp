@@ -62,7 +62,8 @@ SquashFacts squash_facts(const std::string& path, const std::string& cache_dir,
   if (::stat(path.c_str(), &st) != 0) throw SysError("stat", path);
   const std::string head = std::string(kVersion) + "\n" + path + "\n" + util::file_stamp(st) + "\n";
   const std::string file = cache_dir + "/" + util::hash_hex(path);
-  if (path.find('\n') == std::string::npos) {
+  const bool cacheable = path.find('\n') == std::string::npos;  // the header holds it on one line
+  if (cacheable) {
     try {
       if (auto text = util::read_file_if_exists(file, 4 * kLimit))
         if (auto f = parse(*text, head)) return *f;
@@ -76,7 +77,7 @@ SquashFacts squash_facts(const std::string& path, const std::string& cache_dir,
   f.config = image.read_file(squash::kConfigPath, kLimit);
   f.passwd = image.read_file("/etc/passwd", kLimit);
   f.group = image.read_file("/etc/group", kLimit);
-  if (path.find('\n') == std::string::npos) {
+  if (cacheable) {
     std::string text = head;
     for (auto* field : fields(f)) text += (*field ? std::to_string((*field)->size()) + "\n" + **field : "-\n");
     ::mkdir(cache_dir.c_str(), 0700);
