@@ -4,10 +4,10 @@
 set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config
-  libcli11-dev catch2 nlohmann-json3-dev libyaml-cpp-dev libseccomp-dev
+  libcli11-dev libsodium-dev catch2 nlohmann-json3-dev libyaml-cpp-dev libseccomp-dev
   libarchive-dev libssl-dev libcurl4-openssl-dev libsquashfuse-dev libfuse3-dev
   libzstd-dev libisal-dev zlib1g-dev liblz4-dev liblzo2-dev liblzma-dev squashfs-tools squashfs-tools-ng
-  busybox-static util-linux python3 openssl zstd
+  busybox-static util-linux sudo python3 openssl zstd
   docker-registry skopeo apache2-utils mmdebstrap time
   charliecloud hyperfine
   openmpi-bin libopenmpi-dev mpich libmpich-dev

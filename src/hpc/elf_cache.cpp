@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include "rt/error.hpp"
 #include "util/fs.hpp"
 #include "util/strings.hpp"
 
@@ -27,9 +28,13 @@ std::vector<std::string> split_list(const std::string& s) {
 
 } // namespace
 
-ElfCache::ElfCache(std::string file) : file_(std::move(file)) {
-  if (file_.empty()) return;
-  auto text = util::read_file_if_exists(file_);
+ElfCache::ElfCache(int dirfd, std::string name) : dirfd_(dirfd), name_(std::move(name)) {
+  if (dirfd_ < 0) return;
+  std::optional<std::string> text;
+  try {
+    text = util::read_owned_at(dirfd_, name_);
+  } catch (const Error&) {
+  }
   if (!text) return;
   auto lines = util::split(*text, '\n');
   if (lines.empty() || lines.front() != kVersion) return;
@@ -86,7 +91,7 @@ void ElfCache::set_note(const std::string& key, const std::string& value) {
 }
 
 void ElfCache::save() const {
-  if (!dirty_ || file_.empty()) return;
+  if (!dirty_ || dirfd_ < 0) return;
   std::string text = std::string(kVersion) + "\n";
   for (const auto& [path, e] : entries_) {
     if (path.find_first_of("\t\n") != std::string::npos) continue;
@@ -98,7 +103,7 @@ void ElfCache::save() const {
       text += "\t0\t\t\t\t\t\t0\n";
   }
   for (const auto& [key, value] : notes_) text += "=\t" + key + "\t" + value + "\n";
-  util::write_file_atomic(file_, text);
+  util::write_file_atomic_at(dirfd_, name_, text);
 }
 
 } // namespace rt::hpc

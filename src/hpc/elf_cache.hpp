@@ -13,9 +13,10 @@ namespace rt::hpc {
 
 class ElfCache {
 public:
-  // `file` is where the cache lives ("" keeps it in memory only); a missing
-  // or unreadable file is an empty cache.
-  explicit ElfCache(std::string file);
+  // The cache lives in the file `name` of the directory `dirfd` (-1: in
+  // memory only), which the caller keeps open; a missing or unreadable file,
+  // or one that is not the caller's, is an empty cache.
+  ElfCache(int dirfd, std::string name);
   // read_elf(path), from the cache when the file has not changed.
   std::optional<ElfInfo> get(const std::string& path);
   // Facts about other files, under keys that change with them.
@@ -31,7 +32,8 @@ private:
     std::string stamp;  // util::file_stamp when it was read
     std::optional<ElfInfo> info;
   };
-  std::string file_;
+  int dirfd_;
+  std::string name_;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> notes_;
   bool dirty_ = false;

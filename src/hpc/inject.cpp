@@ -468,7 +468,7 @@ GpuMask gpu_mask(const std::string& nvidia_visible, const std::vector<HostGpu>& 
 
 Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image,
                          ElfCache* elf) {
-  ElfCache memory("");
+  ElfCache memory(-1, "");
   Planner p(conf, image, elf ? *elf : memory);
   if (!req.mpi.empty()) p.mpi(req.mpi);
   if (req.gpu) p.gpu(req.gpu_required);

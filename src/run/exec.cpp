@@ -25,7 +25,7 @@
 #include "run/sqfs_facts.hpp"
 #include "run/userns.hpp"
 #include "squash/sqfs.hpp"
-#include "store/lookup.hpp"
+#include "store/root.hpp"
 #include "util/fs.hpp"
 #include "util/inroot.hpp"
 #include "util/log.hpp"
@@ -97,8 +97,7 @@ bool image_env_asks_gpu(const run::ImageConfig* config) {
 // What of the host to inject (HPC); empty when nothing is asked for and
 // nothing is automatic. Automatic injection that cannot work is skipped
 // with a note; asked-for injection that cannot work is an error.
-hpc::Injection plan_injection(const ExecOptions& o, const run::ImageConfig* config, const hpc::ImageView& view,
-                              const std::string& store_root) {
+hpc::Injection plan_injection(const ExecOptions& o, const run::ImageConfig* config, const hpc::ImageView& view) {
   hpc::InjectRequest req;
   req.mpi = o.mpi;
   req.gpu_required = o.gpu == ExecOptions::Inject::On;
@@ -109,8 +108,7 @@ hpc::Injection plan_injection(const ExecOptions& o, const run::ImageConfig* conf
   if (req.mpi.empty() && !req.gpu && !req.ib && req.devices.empty()) return {};
   hpc::SiteConfig conf = hpc::load_site_config();
   // Every rank of a job reads the same host plugins: remember what they are.
-  ::mkdir(store_root.c_str(), 0700);
-  hpc::ElfCache elf(store_root + "/elf-cache");
+  hpc::ElfCache elf(store::Root::user(o.storage).fd(), "elf-cache");
   try {
     hpc::Injection inj = hpc::plan_injection(req, conf, view, &elf);
     elf.save();
@@ -194,7 +192,6 @@ void exec(const ExecOptions& o) {
   // Host: gather and decide everything while errors are easy to explain.
   HostInfo host = run::gather_host_info();
   Image image = run::open_image(o.image, host.cwd, o.storage);
-  const std::string store_root = o.storage.empty() ? store::default_root() : o.storage;
   // A SquashFS image is opened only when something must be read from it:
   // what every run needs comes from the store's copy (run/sqfs_facts).
   std::unique_ptr<squash::Image> sqfs_opened;
@@ -207,10 +204,10 @@ void exec(const ExecOptions& o) {
   std::string staging;
   if (image.squashfs) {
     // The staging tmpfs needs a host directory to cover: rt's own, in the store.
-    for (const std::string& d : {store_root, store_root + "/mnt"})
-      if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", d);
-    staging = store_root + "/mnt";
-    facts = run::squash_facts(image.rootfs, store_root + "/sqfs-facts", sqfs);
+    const store::Root& store = store::Root::user(o.storage);
+    store.dir("mnt", true);
+    staging = store.sub("mnt");
+    facts = run::squash_facts(image.rootfs, store.dir("sqfs-facts", true).get(), sqfs);
     if (facts.config)
       image.config = run::parse_image_config(*facts.config, image.rootfs + ":" + squash::kConfigPath);
   } else {
@@ -245,7 +242,7 @@ void exec(const ExecOptions& o) {
     if (!r.fd || ::fstat(r.fd.get(), &st) != 0) return "";
     return util::file_stamp(st);
   };
-  hpc::Injection injection = plan_injection(o, config, view, store_root);
+  hpc::Injection injection = plan_injection(o, config, view);
   auto image_file = [&](const char* path, const std::optional<std::string>& fact) {
     return image.squashfs ? fact.value_or("") : view.read(path, 1 << 22).value_or("");
   };

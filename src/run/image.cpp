@@ -8,6 +8,7 @@
 #include "rt/error.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
+#include "store/root.hpp"
 #include "util/fs.hpp"
 
 namespace rt::run {
@@ -35,11 +36,11 @@ Image open_image(const std::string& ref, const std::string& cwd, const std::stri
   if (::stat(path.c_str(), &st) != 0) {
     int e = errno;
     if (e != ENOENT) throw SysError(e, "stat", path);
-    std::string root = storage.empty() ? store::default_root() : storage;
-    auto dir = store::find_image(root, ref);
+    const store::Root* root = store::Root::user_if_exists(storage);
+    auto dir = root ? store::find_image(*root, ref) : std::nullopt;
     if (!dir)
       throw Error("image `" + ref + "` not found: no directory `" + path + "`, and no image of that name in store `" +
-                  root + "`");
+                  (root ? root->path() : storage.empty() ? store::default_root() : storage) + "`");
     path = *dir;
     if (::stat(path.c_str(), &st) != 0) throw SysError("stat", path);
   }

@@ -56,16 +56,15 @@ std::optional<SquashFacts> parse(const std::string& text, const std::string& hea
 
 } // namespace
 
-SquashFacts squash_facts(const std::string& path, const std::string& cache_dir,
-                         const std::function<squash::Image&()>& open) {
+SquashFacts squash_facts(const std::string& path, int cache_dir, const std::function<squash::Image&()>& open) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) throw SysError("stat", path);
   const std::string head = std::string(kVersion) + "\n" + path + "\n" + util::file_stamp(st) + "\n";
-  const std::string file = cache_dir + "/" + util::hash_hex(path);
+  const std::string name = util::hash_hex(path);
   const bool cacheable = path.find('\n') == std::string::npos;  // the header holds it on one line
   if (cacheable) {
     try {
-      if (auto text = util::read_file_if_exists(file, 4 * kLimit))
+      if (auto text = util::read_owned_at(cache_dir, name, 4 * kLimit))
         if (auto f = parse(*text, head)) return *f;
     } catch (const std::exception&) {
       // Unreadable: read the image instead.
@@ -80,36 +79,32 @@ SquashFacts squash_facts(const std::string& path, const std::string& cache_dir,
   if (cacheable) {
     std::string text = head;
     for (auto* field : fields(f)) text += (*field ? std::to_string((*field)->size()) + "\n" + **field : "-\n");
-    ::mkdir(cache_dir.c_str(), 0700);
-    util::write_file_atomic(file, text);
+    util::write_file_atomic_at(cache_dir, name, text);
   }
   return f;
 }
 
-uint64_t prune_squash_facts(const std::string& cache_dir) {
+uint64_t prune_squash_facts(int cache_dir) {
   uint64_t freed = 0;
-  std::vector<std::string> names;
-  try {
-    names = util::list_names(util::open_fd(cache_dir, O_RDONLY | O_DIRECTORY).get(), cache_dir);
-  } catch (const SysError&) {
-    return 0;  // none yet
-  }
-  for (const auto& name : names) {
-    const std::string file = cache_dir + "/" + name;
+  for (const auto& name : util::list_names(cache_dir, "sqfs-facts")) {
+    // The cache's own names: hash_hex (32 hex digits), and the temporary
+    // names of write_file_atomic_at (".HEX.PID.N.tmp") left by a killed run.
+    const bool temporary = name.starts_with(".") && name.ends_with(".tmp") && util::is_hex(name.substr(1, 32));
+    if (!(name.size() == 32 && util::is_hex(name)) && !temporary) continue;
     struct stat own;
-    if (::lstat(file.c_str(), &own) != 0) continue;
+    if (::fstatat(cache_dir, name.c_str(), &own, AT_SYMLINK_NOFOLLOW) != 0) continue;
     std::vector<std::string> lines;
     try {
-      std::string text = util::read_file_if_exists(file, 4 * kLimit + 8192).value_or("");
+      std::string text = util::read_owned_at(cache_dir, name, 4 * kLimit + 8192).value_or("");
       size_t at = 0;
       for (int i = 0; i < 3; ++i) lines.push_back(line_at(text, at));
     } catch (const std::exception&) {
       // Unreadable or damaged: not current.
     }
     struct stat st;
-    bool current = lines.size() >= 3 && lines[0] == kVersion && ::stat(lines[1].c_str(), &st) == 0 &&
+    bool current = !temporary && lines.size() >= 3 && lines[0] == kVersion && ::stat(lines[1].c_str(), &st) == 0 &&
                    lines[2] == util::file_stamp(st) && name == util::hash_hex(lines[1]);
-    if (!current && ::unlink(file.c_str()) == 0) freed += static_cast<uint64_t>(own.st_size);
+    if (!current && ::unlinkat(cache_dir, name.c_str(), 0) == 0) freed += static_cast<uint64_t>(own.st_size);
   }
   return freed;
 }

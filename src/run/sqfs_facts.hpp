@@ -24,15 +24,16 @@ struct SquashFacts {
   std::optional<std::string> group;   // /etc/group
 };
 
-// The facts of the SquashFS file `path`, from `cache_dir` (created if
-// missing) when they are there for this version of the file, else read
-// through `open` (which opens and checks the image, throwing its errors)
-// and remembered. A cache that cannot be read or written is ignored.
-SquashFacts squash_facts(const std::string& path, const std::string& cache_dir,
-                         const std::function<squash::Image&()>& open);
+// The facts of the SquashFS file `path`, from the directory `cache_dir`
+// (STORE/sqfs-facts, checked) when they are there for this version of the
+// file, else read through `open` (which opens and checks the image,
+// throwing its errors) and remembered. Only regular files of the caller's
+// are read; a cache that cannot be read or written is ignored.
+SquashFacts squash_facts(const std::string& path, int cache_dir, const std::function<squash::Image&()>& open);
 
-// Removes from `cache_dir` the facts of files that are gone or changed
-// (rt prune); returns the bytes freed.
-uint64_t prune_squash_facts(const std::string& cache_dir);
+// Removes from `cache_dir` the facts of files that are gone or changed,
+// and damaged entries (rt prune); names not of the cache's own form are
+// left alone, and nothing is followed. Returns the bytes freed.
+uint64_t prune_squash_facts(int cache_dir);
 
 } // namespace rt::run

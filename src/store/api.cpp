@@ -20,7 +20,7 @@ ImageSummary summary(const store::ImageInfo& i) {
 
 // The stored name for what the user typed: as given, or canonical.
 std::string resolve_name(const store::Store& s, const std::string& name) {
-  auto dir = store::find_image(s.root(), name);
+  auto dir = store::find_image(s.dir(), name);
   if (!dir) throw Error("no image `" + name + "` in store `" + s.root() + "`", "rt images lists what is there");
   return store::unescape_name(dir->substr(dir->rfind('/') + 1));
 }
@@ -49,7 +49,9 @@ void remove_image(const std::string& name, const StoreOptions& o) {
 
 uint64_t prune_store(const StoreOptions& o) {
   store::Store s = open_store(o);
-  return s.prune() + run::prune_squash_facts(s.root() + "/sqfs-facts");
+  uint64_t freed = s.prune();
+  if (util::UniqueFd facts = s.dir().dir("sqfs-facts", false)) freed += run::prune_squash_facts(facts.get());
+  return freed;
 }
 
 } // namespace rt

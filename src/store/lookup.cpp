@@ -1,12 +1,15 @@
 // Finding images in the store (host).
 #include "store/lookup.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 
 #include "image/ref.hpp"
 #include "rt/error.hpp"
+#include "store/root.hpp"
 #include "util/fs.hpp"
 
 namespace rt::store {
@@ -38,7 +41,9 @@ std::string unescape_name(std::string_view dir) {
   return out;
 }
 
-std::optional<std::string> find_image(const std::string& root, const std::string& name) {
+std::optional<std::string> find_image(const Root& store, const std::string& name) {
+  util::UniqueFd images = store.dir(kImagesDir, false);
+  if (!images) return std::nullopt;
   auto try_name = [&](const std::string& n) -> std::optional<std::string> {
     std::string esc;
     try {
@@ -46,8 +51,9 @@ std::optional<std::string> find_image(const std::string& root, const std::string
     } catch (const Error&) {
       return std::nullopt;
     }
-    std::string dir = root + "/" + kImagesDir + "/" + esc;
-    if (util::is_directory(dir)) return dir;
+    struct stat st;
+    if (::fstatat(images.get(), esc.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+      return store.sub(std::string(kImagesDir) + "/" + esc);
     return std::nullopt;
   };
   if (auto d = try_name(name)) return d;

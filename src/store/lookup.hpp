@@ -18,7 +18,10 @@ std::string unescape_name(std::string_view dir);
 
 // The image directory (a bundle: rootfs/ + image-config.json) for a name as
 // given or as its canonical reference ("ubuntu" -> docker.io/library/ubuntu:latest).
-std::optional<std::string> find_image(const std::string& store_root, const std::string& name);
+// An image's directory is a real directory (no symlink) below the checked
+// store's images/.
+class Root;
+std::optional<std::string> find_image(const Root& store, const std::string& name);
 
 inline constexpr const char* kImagesDir = "images";
 inline constexpr const char* kMetaFile = "rt-image.json";

@@ -18,7 +18,9 @@
 #include "rt/error.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
+#include "util/log.hpp"
 #include "util/sha256.hpp"
+#include "util/strings.hpp"
 
 namespace rt::store {
 namespace {
@@ -27,16 +29,23 @@ void make_dir(const std::string& p) {
   if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", p);
 }
 
-std::vector<std::string> list_dir(const std::string& p) {
-  int fd = ::open(p.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return {};
-    throw SysError("open", p);
-  }
-  util::UniqueFd dir(fd);
-  auto out = util::list_names(fd, p);
+// The names in the store's directory `rel`, sorted (opened by Root::dir:
+// no symlink followed, the caller's own).
+std::vector<std::string> list_dir(const Root& root, const char* rel) {
+  util::UniqueFd dir = root.dir(rel, false);
+  if (!dir) return {};
+  auto out = util::list_names(dir.get(), root.sub(rel));
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// A work piece's lock under tmp/: WHAT.HEX16.lock (WorkDir).
+bool is_work_lock(const std::string& n) {
+  constexpr size_t kSuffix = 1 + 16 + 5;  // ".HEX16.lock"
+  if (n.size() <= kSuffix || !n.ends_with(".lock") || n[n.size() - kSuffix] != '.') return false;
+  std::string what = n.substr(0, n.size() - kSuffix);
+  return util::is_hex(n.substr(n.size() - kSuffix + 1, 16)) &&
+         what.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
 }
 
 std::string random_suffix() {
@@ -64,38 +73,43 @@ WorkDir::~WorkDir() {
   }
 }
 
-Store::Store(std::string root) : root_(util::normalize_path(root, "/")) {
-  make_dir(root_);
-  for (const char* d : {"/blobs", "/blobs/sha256", "/images", "/tmp", "/locks"}) make_dir(root_ + d);
+Store::Store(const std::string& root) : root_(*Root::open(root, true)) {
+  for (const char* d : {"blobs/sha256", "images", "tmp", "locks"}) root_.dir(d, true);
   clear_debris();
 }
 
 void Store::clear_debris() const {
   // A work directory whose lock nobody holds belongs to a run that died.
-  for (const auto& n : list_dir(tmp_dir())) {
-    if (!n.ends_with(".lock")) continue;
-    std::string lock = tmp_dir() + "/" + n;
-    auto l = util::FileLock::try_lock(lock, util::FileLock::Mode::Exclusive);
-    if (!l.locked()) continue;
-    std::string base = lock.substr(0, lock.size() - 5);
-    util::remove_tree(base + ".d");
-    util::remove_tree(base + ".blob");
-    ::unlink(lock.c_str());
+  try {
+    util::UniqueFd tmp = root_.dir("tmp", false);
+    if (!tmp) return;
+    for (const auto& n : list_dir(root_, "tmp")) {
+      if (!is_work_lock(n)) continue;
+      std::string lock = tmp_dir() + "/" + n;
+      auto l = util::FileLock::try_lock(lock, util::FileLock::Mode::Exclusive);
+      if (!l.locked()) continue;
+      std::string base = n.substr(0, n.size() - 5);
+      util::remove_tree_at(tmp.get(), base + ".d", tmp_dir() + "/" + base + ".d");
+      util::remove_tree_at(tmp.get(), base + ".blob", tmp_dir() + "/" + base + ".blob");
+      ::unlinkat(tmp.get(), n.c_str(), 0);
+    }
+  } catch (const Error& e) {
+    util::warn(std::string("cannot clear what killed runs left in the store: ") + e.what());
   }
 }
 
 std::string Store::blob_path(const std::string& digest) const {
-  return root_ + "/blobs/sha256/" + util::digest_hex(digest, "blob");
+  return root_.sub("blobs/sha256/") + util::digest_hex(digest, "blob");
 }
 
 bool Store::has_blob(const std::string& digest) const { return util::path_exists(blob_path(digest)); }
 
 std::string Store::image_dir(const std::string& name) const {
-  return root_ + "/" + kImagesDir + "/" + escape_name(name);
+  return root_.sub(kImagesDir) + "/" + escape_name(name);
 }
 
 util::FileLock Store::lock_name(const std::string& name) const {
-  return util::FileLock(root_ + "/locks/" + escape_name(name) + ".lock", util::FileLock::Mode::Exclusive);
+  return util::FileLock(root_.sub("locks/") + escape_name(name) + ".lock", util::FileLock::Mode::Exclusive);
 }
 
 void Store::commit_image(const std::string& name, WorkDir& staged) {
@@ -137,7 +151,7 @@ std::optional<ImageInfo> Store::info(const std::string& name) const {
 
 std::vector<ImageInfo> Store::list() const {
   std::vector<ImageInfo> out;
-  for (const auto& d : list_dir(root_ + "/" + kImagesDir))
+  for (const auto& d : list_dir(root_, kImagesDir))
     if (auto i = info(unescape_name(d))) out.push_back(std::move(*i));
   return out;
 }
@@ -145,7 +159,9 @@ std::vector<ImageInfo> Store::list() const {
 void Store::remove(const std::string& name) {
   auto lock = lock_name(name);
   std::string dir = image_dir(name);
-  if (!util::is_directory(dir)) throw Error("no image `" + name + "` in store `" + root_ + "`");
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw Error("no image `" + name + "` in store `" + root() + "`");
   // Move it out of sight first so that a half-removed image is never found.
   WorkDir trash(tmp_dir(), "rm");
   std::string target = trash.path() + "/image";
@@ -166,13 +182,12 @@ uint64_t Store::prune() {
         if (l.is_string()) used.insert(l.get<std::string>());
   }
   uint64_t freed = 0;
-  std::string dir = root_ + "/blobs/sha256";
-  for (const auto& hex : list_dir(dir)) {
-    if (used.count("sha256:" + hex)) continue;
+  util::UniqueFd blobs = root_.dir("blobs/sha256", false);
+  for (const auto& hex : list_dir(root_, "blobs/sha256")) {
+    if (hex.size() != 64 || !util::is_hex(hex) || used.count("sha256:" + hex)) continue;
     struct stat st;
-    std::string p = dir + "/" + hex;
-    if (::lstat(p.c_str(), &st) == 0) freed += static_cast<uint64_t>(st.st_size);
-    util::remove_tree(p);
+    if (::fstatat(blobs.get(), hex.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) freed += static_cast<uint64_t>(st.st_size);
+    util::remove_tree_at(blobs.get(), hex, root_.sub("blobs/sha256/") + hex);
   }
   clear_debris();
   return freed;

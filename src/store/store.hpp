@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "store/root.hpp"
 #include "util/lock.hpp"
 
 namespace rt::store {
@@ -47,11 +48,14 @@ private:
 
 class Store {
 public:
-  // Creates the layout (mode 0700) if needed and clears debris of killed runs.
-  explicit Store(std::string root);
+  // Opens and checks the store (store::Root), creates the layout (mode
+  // 0700) if needed and clears debris of killed runs (a failure there is
+  // a warning: it must not stop unrelated commands).
+  explicit Store(const std::string& root);
 
-  const std::string& root() const { return root_; }
-  std::string tmp_dir() const { return root_ + "/tmp"; }
+  const std::string& root() const { return root_.path(); }
+  const Root& dir() const { return root_; }
+  std::string tmp_dir() const { return root_.sub("tmp"); }
   std::string blob_path(const std::string& digest) const;  // validates the digest
   bool has_blob(const std::string& digest) const;
   std::string image_dir(const std::string& name) const;
@@ -69,12 +73,13 @@ public:
   std::optional<ImageInfo> info(const std::string& name) const;
   std::vector<ImageInfo> list() const;
   void remove(const std::string& name);
-  // Removes blobs no image refers to and debris; returns bytes freed.
+  // Removes blobs no image refers to and debris; returns bytes freed. Only
+  // names of the store's own form are removed, and no symlink is followed.
   uint64_t prune();
 
 private:
   void clear_debris() const;
-  std::string root_;
+  Root root_;
 };
 
 } // namespace rt::store

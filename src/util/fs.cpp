@@ -66,20 +66,57 @@ void write_all(int fd, std::string_view data, const std::string& name) {
   }
 }
 
-bool write_file_atomic(const std::string& path, std::string_view data) {
-  std::string tmp = path + "." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  bool ok = true;
+namespace {
+
+// A new file `name` in dirfd holding `data`, under a temporary name that
+// nobody else can have planted (O_EXCL|O_NOFOLLOW), then `publish`ed
+// (returns its errno, 0 on success); the temporary name is always removed.
+int with_temporary_at(int dirfd, const std::string& name, std::string_view data,
+                      int (*publish)(int dirfd, const char* tmp, const char* name)) {
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 8; ++attempt) {
+    tmp = "." + name + "." + std::to_string(::getpid()) + "." + std::to_string(attempt) + ".tmp";
+    fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) return errno;
+  }
+  if (fd < 0) return EEXIST;
+  int err = 0;
   try {
     write_all(fd, data, tmp);
-  } catch (const std::exception&) {
-    ok = false;
+  } catch (const SysError& e) {
+    err = e.errnum();
   }
-  ok = ::close(fd) == 0 && ok;
-  if (ok && ::rename(tmp.c_str(), path.c_str()) == 0) return true;
-  ::unlink(tmp.c_str());
-  return false;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err) err = publish(dirfd, tmp.c_str(), name.c_str());
+  ::unlinkat(dirfd, tmp.c_str(), 0);
+  return err;
+}
+
+} // namespace
+
+bool write_file_atomic_at(int dirfd, const std::string& name, std::string_view data) {
+  return with_temporary_at(dirfd, name, data, [](int d, const char* tmp, const char* n) {
+           return ::renameat(d, tmp, d, n) == 0 ? 0 : errno;
+         }) == 0;
+}
+
+bool link_new_file_at(int dirfd, const std::string& name, std::string_view data) {
+  int err = with_temporary_at(dirfd, name, data, [](int d, const char* tmp, const char* n) {
+    return ::linkat(d, tmp, d, n, 0) == 0 ? 0 : errno;
+  });
+  if (err == EEXIST) return false;
+  if (err) throw SysError(err, "link", name);
+  return true;
+}
+
+std::optional<std::string> read_owned_at(int dirfd, const std::string& name, size_t limit) {
+  int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  UniqueFd owner(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::getuid()) return std::nullopt;
+  return read_fd(fd, name, limit);
 }
 
 std::string fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }

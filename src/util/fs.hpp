@@ -21,10 +21,20 @@ std::optional<std::string> read_file_if_exists(const std::string& path, size_t l
 std::string read_fd(int fd, const std::string& name_for_errors, size_t limit = 1 << 24);
 
 void write_all(int fd, std::string_view data, const std::string& name_for_errors);
-// Writes `path` whole or not at all (a private temporary file renamed over
-// it: concurrent writers each leave a whole file, the last one wins).
-// False on any error, for caches, which may fail silently.
-bool write_file_atomic(const std::string& path, std::string_view data);
+// Writes `name` in the directory dirfd whole or not at all: a temporary
+// name made with O_EXCL|O_NOFOLLOW (nothing planted under it is followed
+// or truncated), renamed over it; concurrent writers each leave a whole
+// file, the last one wins. False on any error, for caches, which may fail
+// silently.
+bool write_file_atomic_at(int dirfd, const std::string& name, std::string_view data);
+// Makes `name` in dirfd with `data` unless it exists: written whole under a
+// private name, then linked into place (linkat(2) never replaces). False
+// when it existed; throws SysError on other errors.
+bool link_new_file_at(int dirfd, const std::string& name, std::string_view data);
+// `name` in dirfd when it is a regular file of the caller's, opened without
+// following a symlink; nullopt when it is missing or anything else (a file
+// another user could have placed is never read). Throws on read errors.
+std::optional<std::string> read_owned_at(int dirfd, const std::string& name, size_t limit = 1 << 24);
 
 // "/proc/self/fd/N": a path naming what fd N refers to, usable as a mount
 // source or target (the magic link is followed by mount(2)).

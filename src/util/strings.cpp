@@ -2,9 +2,11 @@
 #include "util/strings.hpp"
 
 #include <fnmatch.h>
+#include <sodium.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 
 namespace rt::util {
 
@@ -46,6 +48,25 @@ std::string hash_hex(std::string_view s) {
   std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(fnv1a(s, 14695981039346656037ULL)),
                 static_cast<unsigned long long>(fnv1a(s, 0x9e3779b97f4a7c15ULL)));
   return out;
+}
+
+std::string keyed_hash_hex(std::string_view key, std::string_view s) {
+  unsigned char md[16];
+  if (key.size() < crypto_generichash_KEYBYTES_MIN || key.size() > crypto_generichash_KEYBYTES_MAX ||
+      crypto_generichash(md, sizeof md, reinterpret_cast<const unsigned char*>(s.data()), s.size(),
+                         reinterpret_cast<const unsigned char*>(key.data()), key.size()) != 0)
+    throw std::invalid_argument("keyed_hash_hex: bad key");
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : md) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
+bool is_hex(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
 bool glob_match(const std::string& pattern, const std::string& text) {

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -12,6 +14,7 @@
 #include "hpc/inject.hpp"
 #include "hpc/site_config.hpp"
 #include "rt/error.hpp"
+#include "util/fd.hpp"
 
 using namespace rt::hpc;
 
@@ -103,12 +106,13 @@ TEST_CASE("the host's libc and loader cache read as the dynamic linker sees them
 TEST_CASE("the ELF cache answers as read_elf does and notices changed files") {
   char dir_template[] = "/tmp/rt-elfcache.XXXXXX";
   REQUIRE(::mkdtemp(dir_template));
-  const std::string dir = dir_template, file = dir + "/cache", lib = dir + "/libz.so.1";
+  const std::string dir = dir_template, lib = dir + "/libz.so.1";
+  rt::util::UniqueFd dirfd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   auto cache = read_ld_cache("/etc/ld.so.cache");
   REQUIRE(cache.count("libz.so.1"));
   REQUIRE(std::system(("cp " + cache["libz.so.1"] + " " + lib).c_str()) == 0);
   {
-    ElfCache c(file);
+    ElfCache c(dirfd.get(), "cache");
     auto a = c.get(lib);
     REQUIRE(a);
     CHECK(a->soname == "libz.so.1");
@@ -117,7 +121,7 @@ TEST_CASE("the ELF cache answers as read_elf does and notices changed files") {
     c.save();
   }
   {
-    ElfCache c(file);  // from the file
+    ElfCache c(dirfd.get(), "cache");  // from the file
     auto b = c.get(lib);
     REQUIRE(b);
     CHECK(b->soname == "libz.so.1");
@@ -129,7 +133,7 @@ TEST_CASE("the ELF cache answers as read_elf does and notices changed files") {
   // The file changes (here: no longer ELF): the cache reads it again.
   REQUIRE(std::system(("cp /etc/hostname " + lib).c_str()) == 0);
   {
-    ElfCache c(file);
+    ElfCache c(dirfd.get(), "cache");
     CHECK_FALSE(c.get(lib).has_value());
   }
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);

@@ -7,10 +7,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <vector>
 
 #include "rt/error.hpp"
 #include "run/sqfs_facts.hpp"
 #include "squash/sqfs.hpp"
+#include "util/fd.hpp"
 #include "util/fs.hpp"
 
 using rt::run::prune_squash_facts;
@@ -32,6 +34,7 @@ void make_image(const std::string& tree, const std::string& file) {
 struct Fixture {
   std::string dir, tree, image, cache;
   std::unique_ptr<rt::squash::Image> opened;
+  rt::util::UniqueFd cachefd;
   int opens = 0;
   Fixture() {
     char tmpl[] = "/tmp/rt-sqfs-facts.XXXXXX";
@@ -45,9 +48,16 @@ struct Fixture {
     write(tree + "/.rt/image-config.json", R"({"config":{"Env":["A=1"]}})");
   }
   ~Fixture() { (void)std::system(("rm -rf " + dir).c_str()); }
+  int cache_fd() {
+    if (!cachefd) {
+      ::mkdir(cache.c_str(), 0700);
+      cachefd = rt::util::open_fd(cache, O_PATH | O_DIRECTORY);
+    }
+    return cachefd.get();
+  }
   SquashFacts facts() {
     opened.reset();
-    return squash_facts(image, cache, [this]() -> rt::squash::Image& {
+    return squash_facts(image, cache_fd(), [this]() -> rt::squash::Image& {
       ++opens;
       opened = std::make_unique<rt::squash::Image>(image);
       return *opened;
@@ -114,28 +124,55 @@ TEST_CASE("sqfs facts: an image that is not SquashFS is refused, and nothing is 
   Fixture f;
   write(f.image, "not an image");
   CHECK_THROWS_AS(f.facts(), rt::Error);
-  CHECK_FALSE(rt::util::path_exists(f.cache));
+  CHECK(rt::util::list_names(f.cache_fd(), f.cache).empty());
 }
 
 TEST_CASE("sqfs facts: prune keeps the facts of current files only") {
   Fixture f;
   make_image(f.tree, f.image);
   f.facts();
-  auto count = [&] { return rt::util::list_names(rt::util::open_fd(f.cache, O_RDONLY | O_DIRECTORY).get(), f.cache).size(); };
-  write(f.cache + "/junk", "not facts");
+  auto count = [&] { return rt::util::list_names(f.cache_fd(), f.cache).size(); };
+  write(f.cache + "/0123456789abcdef0123456789abcdef", "not facts");
   REQUIRE(count() == 2);
-  CHECK(prune_squash_facts(f.cache) == 9);  // the junk
+  CHECK(prune_squash_facts(f.cache_fd()) == 9);  // the damaged entry
   CHECK(count() == 1);
-  CHECK(prune_squash_facts(f.cache) == 0);
+  CHECK(prune_squash_facts(f.cache_fd()) == 0);
   f.facts();
   CHECK(f.opens == 1);  // still there, still used
   REQUIRE(std::system(("touch -d @1000000000 " + f.image).c_str()) == 0);
-  CHECK(prune_squash_facts(f.cache) > 0);  // the file changed
+  CHECK(prune_squash_facts(f.cache_fd()) > 0);  // the file changed
   CHECK(count() == 0);
   f.facts();
   CHECK(f.opens == 2);
   ::unlink(f.image.c_str());
-  CHECK(prune_squash_facts(f.cache) > 0);  // the file is gone
+  CHECK(prune_squash_facts(f.cache_fd()) > 0);  // the file is gone
   CHECK(count() == 0);
-  CHECK(prune_squash_facts(f.cache + "/none") == 0);
+}
+
+TEST_CASE("sqfs facts: prune removes only the cache's own names and follows no symlink") {
+  Fixture f;
+  const std::string outside = f.dir + "/outside";
+  REQUIRE(std::system(("mkdir " + outside + " && echo keep > " + outside + "/file").c_str()) == 0);
+  f.cache_fd();
+  write(f.cache + "/notes.txt", "somebody's file");
+  REQUIRE(::symlink(outside.c_str(), (f.cache + "/0123456789abcdef0123456789abcdef").c_str()) == 0);
+  REQUIRE(::symlink((outside + "/file").c_str(), (f.cache + "/fedcba9876543210fedcba9876543210").c_str()) == 0);
+  prune_squash_facts(f.cache_fd());
+  auto left = rt::util::list_names(f.cache_fd(), f.cache);
+  CHECK(left == std::vector<std::string>{"notes.txt"});  // the links went, not what they point to
+  CHECK(rt::util::read_file_if_exists(outside + "/file") == std::optional<std::string>("keep\n"));
+}
+
+TEST_CASE("sqfs facts: an entry planted as a symlink is never read") {
+  Fixture f;
+  make_image(f.tree, f.image);
+  f.facts();
+  REQUIRE(f.opens == 1);
+  auto names = rt::util::list_names(f.cache_fd(), f.cache);
+  REQUIRE(names.size() == 1);
+  const std::string entry = f.cache + "/" + names[0], forged = f.dir + "/forged";
+  REQUIRE(std::rename(entry.c_str(), forged.c_str()) == 0);
+  REQUIRE(::symlink(forged.c_str(), entry.c_str()) == 0);
+  f.facts();
+  CHECK(f.opens == 2);  // read from the image, not through the link
 }

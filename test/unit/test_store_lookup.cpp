@@ -4,6 +4,7 @@
 
 #include "rt/error.hpp"
 #include "store/lookup.hpp"
+#include "store/root.hpp"
 
 using namespace rt::store;
 
@@ -23,10 +24,14 @@ TEST_CASE("find_image accepts the name as stored or as a reference") {
   fs::path root = ::mkdtemp(tmpl);
   fs::create_directories(root / "images" / "docker.io+library+ubuntu:latest");
   fs::create_directories(root / "images" / "mine");
-  CHECK(find_image(root, "mine").has_value());
-  CHECK(find_image(root, "ubuntu").has_value());
-  CHECK(find_image(root, "docker.io/library/ubuntu:latest").has_value());
-  CHECK_FALSE(find_image(root, "debian").has_value());
-  CHECK_FALSE(find_image(root, "../images/mine").has_value());
+  fs::create_directory_symlink(root / "images" / "mine", root / "images" / "linked");
+  auto store = Root::open(root, false);
+  REQUIRE(store);
+  CHECK(find_image(*store, "mine").has_value());
+  CHECK(find_image(*store, "ubuntu").has_value());
+  CHECK(find_image(*store, "docker.io/library/ubuntu:latest").has_value());
+  CHECK_FALSE(find_image(*store, "debian").has_value());
+  CHECK_FALSE(find_image(*store, "../images/mine").has_value());
+  CHECK_FALSE(find_image(*store, "linked").has_value());  // a symlink is no image
   fs::remove_all(root);
 }

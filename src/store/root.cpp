@@ -1,0 +1,182 @@
+// The user's store directory, checked (host); see root.hpp.
+#include "store/root.hpp"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <map>
+
+#include "rt/error.hpp"
+#include "store/lookup.hpp"
+#include "util/fs.hpp"
+#include "util/strings.hpp"
+
+namespace rt::store {
+namespace {
+
+constexpr const char* kSecret = "secret";
+constexpr size_t kSecretHex = 64;
+
+std::string mode_of(mode_t m) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(m & 07777));
+  return buf;
+}
+
+std::string owner_of(uid_t uid, uid_t me) { return uid == me ? "you" : "uid " + std::to_string(uid); }
+
+constexpr const char* kWhatToDo =
+    "use a store of your own with --storage DIR or RT_STORAGE=DIR (a path only you and root can change), "
+    "or remove it if it is yours to remove";
+
+// The real path of an open directory.
+std::string real_path(int fd, const std::string& shown) {
+  char buf[4096];
+  ssize_t n = ::readlink(util::fd_path(fd).c_str(), buf, sizeof buf - 1);
+  if (n <= 0 || buf[0] != '/') throw SysError("readlink", util::fd_path(fd) + " (" + shown + ")");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// Nobody but root and `me` can change a directory on the way to `real`.
+void check_ancestors(const std::string& real, const std::string& shown, uid_t me) {
+  struct stat child;
+  if (::lstat(real.c_str(), &child) != 0) throw SysError("stat", real);
+  std::string path = real;
+  while (path != "/") {
+    size_t slash = path.rfind('/');
+    std::string parent = slash == 0 ? "/" : path.substr(0, slash);
+    struct stat pst;
+    if (::lstat(parent.c_str(), &pst) != 0) throw SysError("stat", parent);
+    if (std::string why = distrust_parent(pst, child, me); !why.empty())
+      throw Error("store `" + shown + "` lies in `" + parent + "`, " + why + ": they could replace it", kWhatToDo);
+    path = parent;
+    child = pst;
+  }
+}
+
+} // namespace
+
+std::string distrust(const struct stat& st, uid_t me) {
+  if (S_ISLNK(st.st_mode)) return "is a symbolic link (owner " + owner_of(st.st_uid, me) + ")";
+  if (!S_ISDIR(st.st_mode))
+    return "is not a directory (owner " + owner_of(st.st_uid, me) + ", mode " + mode_of(st.st_mode) + ")";
+  if (st.st_uid != me)
+    return "is owned by uid " + std::to_string(st.st_uid) + " (mode " + mode_of(st.st_mode) + "), not by you (uid " +
+           std::to_string(me) + ")";
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) return "is writable by other users (mode " + mode_of(st.st_mode) + ")";
+  return "";
+}
+
+std::string distrust_parent(const struct stat& pst, const struct stat& cst, uid_t me) {
+  const std::string who = "owner " + owner_of(pst.st_uid, me) + ", mode " + mode_of(pst.st_mode);
+  if (pst.st_uid != 0 && pst.st_uid != me) return "a directory of another user (" + who + ")";
+  if (!(pst.st_mode & (S_IWGRP | S_IWOTH))) return "";
+  // A sticky directory lets others add entries but not rename or remove
+  // one they do not own (unlink(2), EPERM).
+  if ((pst.st_mode & S_ISVTX) && (cst.st_uid == 0 || cst.st_uid == me)) return "";
+  return "a directory other users can write (" + who + ")";
+}
+
+std::optional<Root> Root::open(const std::string& given, bool create) {
+  const std::string path = util::normalize_path(given, util::current_dir());
+  const uid_t me = ::getuid();
+  if (create && ::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    int e = errno;
+    throw SysError(e, "mkdir", path);
+  }
+  int fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    struct stat st;
+    if (e == ENOENT && !create) return std::nullopt;
+    if (::lstat(path.c_str(), &st) == 0) throw Error("store `" + path + "` " + distrust(st, me), kWhatToDo);
+    throw SysError(e, "open", path);
+  }
+  util::UniqueFd dir(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw SysError("stat", path);
+  if (std::string why = distrust(st, me); !why.empty()) throw Error("store `" + path + "` " + why, kWhatToDo);
+  std::string real = real_path(fd, path);
+  check_ancestors(real, path, me);
+  return Root(std::move(real), std::move(dir));
+}
+
+const Root& Root::user(const std::string& storage) {
+  static std::map<std::string, Root> opened;
+  const std::string path = storage.empty() ? default_root() : storage;
+  auto it = opened.find(path);
+  if (it == opened.end()) it = opened.emplace(path, *open(path, true)).first;
+  return it->second;
+}
+
+const Root* Root::user_if_exists(const std::string& storage) {
+  const std::string path = util::normalize_path(storage.empty() ? default_root() : storage, util::current_dir());
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return nullptr;
+  return &user(storage);  // anything there, a dangling symlink too, is checked
+}
+
+util::UniqueFd Root::dir(std::string_view rel, bool create) const {
+  const uid_t me = ::getuid();
+  util::UniqueFd at;
+  int parent = fd_.get();
+  std::string shown = path_;
+  for (const auto& part : util::split(rel, '/')) {
+    if (part.empty()) continue;
+    shown += "/" + part;
+    if (create && ::mkdirat(parent, part.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", shown);
+    int fd = ::openat(parent, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      int e = errno;
+      struct stat st;
+      if (e == ENOENT && !create) return {};
+      if (::fstatat(parent, part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+        throw Error("store directory `" + shown + "` " + distrust(st, me), "remove it; rt makes it again");
+      throw SysError(e, "open", shown);
+    }
+    util::UniqueFd next(fd);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) throw SysError("stat", shown);
+    if (std::string why = distrust(st, me); !why.empty())
+      throw Error("store directory `" + shown + "` " + why, "remove it; rt makes it again");
+    at = std::move(next);
+    parent = at.get();
+  }
+  return at;
+}
+
+const std::string& Root::secret() const {
+  if (!secret_.empty()) return secret_;
+  auto is_secret = [](const std::optional<std::string>& s) {
+    return s && s->size() == kSecretHex && s->find_first_not_of("0123456789abcdef") == std::string::npos;
+  };
+  auto text = util::read_owned_at(fd_.get(), kSecret, 4096);
+  struct stat st;
+  if (!is_secret(text) && ::fstatat(fd_.get(), kSecret, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    // Something else is there (damaged, or not a file of the caller's),
+    // unless a racing rank has just made it.
+    text = util::read_owned_at(fd_.get(), kSecret, 4096);
+    if (!is_secret(text)) ::unlinkat(fd_.get(), kSecret, 0);
+  }
+  if (!is_secret(text)) {
+    // Made whole under a private name, then linked into place: of ranks
+    // racing to make it, the first link wins and the others read it.
+    unsigned char raw[kSecretHex / 2];
+    if (::getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) throw SysError("getrandom");
+    std::string made;
+    for (unsigned char c : raw) {
+      made += "0123456789abcdef"[c >> 4];
+      made += "0123456789abcdef"[c & 15];
+    }
+    util::link_new_file_at(fd_.get(), kSecret, made);
+    text = util::read_owned_at(fd_.get(), kSecret, 4096);
+    if (!is_secret(text)) throw Error("cannot make the secret `" + sub(kSecret) + "` of the store", kWhatToDo);
+  }
+  secret_ = *text;
+  return secret_;
+}
+
+} // namespace rt::store
