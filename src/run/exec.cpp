@@ -309,9 +309,11 @@ void exec(const ExecOptions& o) {
 
   // Namespace: enter, build the tree, pivot; or join the node's container.
   // A SquashFS image comes from its server, shared by every container of it.
+  // Both are found by socket names keyed with the user's secret.
+  auto secret = [&]() -> const std::string& { return store::Root::user(o.storage).secret(); };
   auto build = [&] {
     if (image.squashfs) {
-      util::UniqueFd tree = run::attach_squashfs(sqfs, plan);
+      util::UniqueFd tree = run::attach_squashfs(sqfs, plan, secret());
       timing("image server");
       run::build_tree(plan, tree.get());
     } else {
@@ -320,14 +322,21 @@ void exec(const ExecOptions& o) {
       run::build_tree(plan);
     }
   };
-  if (join) {
-    run::join_container(run::join_key(plan, launcher), launcher.local_size, build);
+  if (join && run::join_container(run::join_key(plan, launcher, secret()), launcher.local_size, image.name, build)) {
     timing("joined");
   } else {
+    if (join) util::info("other users hold the names of this launch's shared container: running one of its own");
     build();
     timing("mounted");
   }
   run::enter_cwd(plan);
+  // Root in the container keeps its capabilities across execve, in a user
+  // namespace that owns the mount namespace (and, for a SquashFS image or
+  // a shared container, the holder's): it could remount the image
+  // read-write or reach the holder. One more user namespace below, mapping
+  // the same ids, leaves it none over them: the mounts are locked
+  // (mount_namespaces(7), "Restrictions on mount namespaces").
+  if (plan.inner_uid == 0) run::enter_nested_user_namespace(plan.inner_uid, plan.inner_gid);
 
   // Container root: no privilege can be gained from here on.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw SysError("prctl(PR_SET_NO_NEW_PRIVS)");

@@ -43,6 +43,14 @@ constexpr auto kFirstClient = milliseconds(10000);
 
 constexpr char kOk[] = "ok";
 
+// Names tried per key before giving up on sharing (each held by somebody
+// else); how many times a name bound without a listener is retried (about
+// 80 ms with the back-off) before it counts as somebody else's; how long a
+// holder waits for a client's proof.
+constexpr int kNames = 8;
+constexpr int kBoundNotListening = 12;
+constexpr int kProofWaitMs = 2000;
+
 struct Address {
   sockaddr_un sa{};
   socklen_t len = 0;
@@ -164,8 +172,8 @@ struct Client {
 
 class Holder {
 public:
-  Holder(UniqueFd sock, const HolderPolicy& policy, int userns, int mntns)
-      : sock_(std::move(sock)), policy_(policy), userns_(userns), mntns_(mntns),
+  Holder(UniqueFd sock, const HolderPolicy& policy, std::string proof, int userns, int mntns)
+      : sock_(std::move(sock)), policy_(policy), proof_(std::move(proof)), userns_(userns), mntns_(mntns),
         own_(mount_namespace_of("self")), spaces_{own_} {}
 
   // Serves clients until nothing is left; never returns.
@@ -196,6 +204,7 @@ public:
 private:
   UniqueFd sock_;
   const HolderPolicy& policy_;
+  const std::string proof_;
   int userns_, mntns_;
   std::string own_;
   std::set<std::string> spaces_;  // mount namespaces whose processes need us
@@ -228,6 +237,16 @@ private:
       ucred cred{};
       socklen_t len = sizeof cred;
       if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != me) continue;
+      // Another uid reads as the overflow uid in here, which may be the
+      // container's own (--uid 65534): the proof tells them apart. A client
+      // sends it as it connects, so a short wait is plenty.
+      pollfd p{fd, POLLIN, 0};
+      char proof[128];
+      ssize_t n = ::poll(&p, 1, kProofWaitMs) == 1 ? ::recv(fd, proof, sizeof proof, 0) : -1;
+      if (n != static_cast<ssize_t>(proof_.size()) || std::memcmp(proof, proof_.data(), proof_.size()) != 0) {
+        util::debug(policy_.what + ": process " + std::to_string(cred.pid) + " refused: no proof of the secret");
+        continue;
+      }
       Client c{cred.pid, UniqueFd(pidfd_open(cred.pid)), {}};
       send_namespaces(fd, userns_, mntns_);
       if (policy_.entry == HolderPolicy::Entry::Copy) c.conn = std::move(conn);
@@ -251,12 +270,15 @@ private:
 
 // Runs in the holder, a grandchild of the first client in a session of its
 // own. Reports "ok" or the error through `report`.
-[[noreturn]] void holder_main(UniqueFd sock, UniqueFd report, const HolderPolicy& policy,
+[[noreturn]] void holder_main(UniqueFd sock, UniqueFd report, const HolderPolicy& policy, std::string proof,
                               const std::function<void()>& build) {
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGHUP, SIG_IGN);
   ::signal(SIGPIPE, SIG_IGN);
   ::prctl(PR_SET_NAME, policy.comm);
+  // The first client's arguments (-e TOKEN=...) are in this copy of its
+  // memory, and everybody can read /proc/PID/cmdline.
+  util::set_process_title(policy.title.empty() ? policy.comm : policy.title);
   for (int fd : g_own_fds) ::close(fd);
   g_own_fds = {sock.get(), report.get()};
   drop_inherited_fds();
@@ -266,7 +288,12 @@ private:
     if (::chdir("/") != 0) throw SysError("chdir", "/");
     userns = util::open_fd("/proc/self/ns/user", O_RDONLY);
     mntns = util::open_fd("/proc/self/ns/mnt", O_RDONLY);
-    if (::listen(sock.get(), SOMAXCONN) != 0) throw SysError("listen", policy.what);
+    // The containers' processes share this uid (and, under Share, this
+    // user namespace): none may ptrace the holder or reach its root, cwd
+    // or fds through /proc (for a server: the host's /), which takes
+    // CAP_SYS_PTRACE where rt was started once the holder is not dumpable
+    // (ptrace(2), "Ptrace access mode checking").
+    if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) throw SysError("prctl(PR_SET_DUMPABLE)");
   } catch (const Error& e) {
     util::write_all(report.get(), std::string(e.what()) + '\n' + e.hint(), "holder report");
     ::_exit(kExitRtFailed);
@@ -283,12 +310,14 @@ private:
     ::dup2(null, 2);
     ::close(null);
   }
-  Holder(std::move(sock), policy, userns.get(), mntns.get()).run();
+  Holder(std::move(sock), policy, std::move(proof), userns.get(), mntns.get()).run();
 }
 
-// Forks the holder with `sock` (bound, not yet listening) and waits until
-// it serves; throws its error.
-void start_holder(UniqueFd sock, const HolderPolicy& policy, const std::function<void()>& build) {
+// Forks the holder with `sock` (bound and listening: clients that come
+// while it builds wait in the queue) and waits until it serves; throws its
+// error.
+void start_holder(UniqueFd sock, const HolderPolicy& policy, const std::string& proof,
+                  const std::function<void()>& build) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) throw SysError("pipe");
   UniqueFd rd(p[0]), wr(p[1]);
@@ -300,7 +329,7 @@ void start_holder(UniqueFd sock, const HolderPolicy& policy, const std::function
     ::setsid();
     pid_t holder = ::fork();
     if (holder != 0) ::_exit(holder < 0 ? 1 : 0);
-    holder_main(std::move(sock), std::move(wr), policy, build);
+    holder_main(std::move(sock), std::move(wr), policy, proof, build);
   }
   wr.reset();
   sock.reset();  // the holder's copy alone keeps the name bound
@@ -315,8 +344,18 @@ void start_holder(UniqueFd sock, const HolderPolicy& policy, const std::function
   throw Error(text.substr(0, nl), hint);
 }
 
-// The namespaces' fds from a holder, or false if it went away first.
-bool receive_namespaces(int conn, UniqueFd& userns, UniqueFd& mntns) {
+// The namespaces' fds from a holder, or false if it went away first;
+// throws when `deadline` passes first (a holder still building).
+bool receive_namespaces(int conn, UniqueFd& userns, UniqueFd& mntns, Clock::time_point deadline,
+                        const HolderPolicy& policy) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    pollfd p{conn, POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(std::max<long long>(left, 0)));
+    if (r > 0) break;
+    if (r == 0) throw Error("timed out waiting for " + policy.what, policy.hint);
+    if (errno != EINTR) throw SysError("poll", policy.what);
+  }
   FdMessage m;
   msghdr& msg = m.msg;
   ssize_t n;
@@ -336,41 +375,72 @@ bool receive_namespaces(int conn, UniqueFd& userns, UniqueFd& mntns) {
 
 } // namespace
 
-std::string holder_key(const std::string& prefix, const std::string& text) {
-  return prefix + "-" + std::to_string(::getuid()) + "-" + util::hash_hex(text);
+std::string HolderKey::name(int i) const {
+  return prefix + "-" + util::keyed_hash_hex(secret, text + '\0' + std::to_string(i));
 }
 
-void enter_holder(const std::string& key, const HolderPolicy& policy, const std::function<void()>& build) {
-  const Address addr = address_of(key);
-  const auto deadline = Clock::now() + kEnterTimeout;
+std::string HolderKey::proof(const std::string& name) const { return util::keyed_hash_hex(secret, "proof\0" + name); }
+
+namespace {
+
+enum class Tried { Entered, Foreign };
+
+// Gets into the holder serving `name`, starting one when nobody does.
+// Foreign: the name is held by another uid, or bound by somebody who does
+// not listen (rt's holders listen as they bind).
+Tried try_name(const std::string& name, const std::string& proof, const HolderPolicy& policy,
+               const std::function<void()>& build, Clock::time_point deadline, UniqueFd& conn, UniqueFd& userns,
+               UniqueFd& mntns) {
+  const Address addr = address_of(name);
   auto backoff = std::chrono::microseconds(200);
-  UniqueFd conn, userns, mntns;
+  int refused = 0;
   for (;;) {
     conn = new_socket(false);
     if (::connect(conn.get(), reinterpret_cast<const sockaddr*>(&addr.sa), addr.len) == 0) {
       ucred cred{};
       socklen_t len = sizeof cred;
       if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) throw SysError("getsockopt(SO_PEERCRED)");
-      if (cred.uid != ::getuid())
-        throw Error(policy.what + " is held by uid " + std::to_string(cred.uid) + ", not by you", policy.hint);
-      if (receive_namespaces(conn.get(), userns, mntns)) break;
-      // The holder was exiting: start over.
+      if (cred.uid != ::getuid()) {
+        util::info("`@" + name + "` is held by uid " + std::to_string(cred.uid) + ", not by you; trying another name");
+        return Tried::Foreign;
+      }
+      ::send(conn.get(), proof.data(), proof.size(), MSG_NOSIGNAL);
+      if (receive_namespaces(conn.get(), userns, mntns, deadline, policy)) return Tried::Entered;
+      refused = 0;  // the holder was exiting, or failed to build: start over
     } else if (errno == ECONNREFUSED) {
       // Nobody serves the name: take it, or wait for whoever has it.
       UniqueFd mine = new_socket(true);
       if (::bind(mine.get(), reinterpret_cast<const sockaddr*>(&addr.sa), addr.len) == 0) {
+        if (::listen(mine.get(), SOMAXCONN) != 0) throw SysError("listen", "@" + name);
         util::debug("starting " + policy.what);
-        start_holder(std::move(mine), policy, build);
+        start_holder(std::move(mine), policy, proof, build);
         continue;
       }
-      if (errno != EADDRINUSE) throw SysError("bind", "@" + key);
+      if (errno != EADDRINUSE) throw SysError("bind", "@" + name);
+      if (++refused > kBoundNotListening) {
+        util::info("`@" + name + "` is bound by somebody who does not serve it; trying another name");
+        return Tried::Foreign;
+      }
     } else if (errno != EAGAIN && errno != EINTR) {
-      throw SysError("connect", "@" + key);
+      throw SysError("connect", "@" + name);
     }
     if (Clock::now() > deadline) throw Error("timed out waiting for " + policy.what, policy.hint);
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::microseconds(20000));
   }
+}
+
+} // namespace
+
+bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build) {
+  const auto deadline = Clock::now() + kEnterTimeout;
+  UniqueFd conn, userns, mntns;
+  bool entered = false;
+  for (int i = 0; i < kNames && !entered; ++i) {
+    const std::string name = key.name(i);
+    entered = try_name(name, key.proof(name), policy, build, deadline, conn, userns, mntns) == Tried::Entered;
+  }
+  if (!entered) return false;
   if (::setns(userns.get(), CLONE_NEWUSER) != 0) throw SysError("setns(CLONE_NEWUSER)", policy.what);
   if (::setns(mntns.get(), CLONE_NEWNS) != 0) throw SysError("setns(CLONE_NEWNS)", policy.what);
   if (policy.entry == HolderPolicy::Entry::Copy) {
@@ -379,6 +449,7 @@ void enter_holder(const std::string& key, const HolderPolicy& policy, const std:
     ::send(conn.get(), ns.data(), ns.size(), MSG_NOSIGNAL);
   }
   util::debug("entered " + policy.what);
+  return true;
 }
 
 } // namespace rt::run

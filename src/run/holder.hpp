@@ -3,12 +3,22 @@
 // and hands the namespaces to the processes that ask for them.
 //
 // A holder listens on an abstract unix socket named after a key (no file:
-// it is gone with the holder). The first process that finds nobody serving
-// the key binds the name and forks the holder (fork, setsid, fork: it is
-// never a child of the caller's program); the holder runs `build`, which
-// enters the namespaces and prepares them, then serves. Clients get the
-// namespaces' fds (SCM_RIGHTS) after both sides check the other's uid
-// (SO_PEERCRED), and enter them with setns(2).
+// it is gone with the holder). The name is a keyed hash of what the holder
+// is for, keyed with the user's secret (store::Root::secret), so other
+// users cannot compute it; they can still read names in use from
+// /proc/net/unix and bind one once its holder is gone, so a name held by
+// another uid (or bound without listening) is passed over for the next of
+// a sequence all clients follow alike. The first process that finds nobody
+// serving a name binds it, listens, and forks the holder (fork, setsid,
+// fork: it is never a child of the caller's program); the holder runs
+// `build`, which enters the namespaces and prepares them, then serves.
+// Clients that come meanwhile wait in the listen queue. A client checks
+// the holder's uid (SO_PEERCRED, read on the host) and proves it knows
+// the secret; the holder checks both (inside its user namespace any other
+// uid reads as the overflow uid, which may be the container's own), then
+// sends the namespaces' fds (SCM_RIGHTS), which the client enters with
+// setns(2). A holder cannot be traced or looked into through /proc
+// (PR_SET_DUMPABLE 0), and its command line shows only `title`.
 //
 // The holder watches each client through a pidfd and knows every mount
 // namespace its clients live in (its own, and the private copies clients
@@ -32,6 +42,7 @@ struct HolderPolicy {
   std::string what;  // for messages: "the node's shared container `KEY`"
   std::string hint;  // for errors a client can avoid: "run with --no-join"
   const char* comm = "rt-holder";  // the holder's process name
+  std::string title;               // its command line: "rt-sqfs IMAGE", none of the rank's
   // How long to wait for another client once nothing is left, given how
   // many clients have come so far.
   std::function<std::chrono::milliseconds(int joined)> linger;
@@ -39,14 +50,23 @@ struct HolderPolicy {
   std::chrono::milliseconds daemon_poll{200};
 };
 
+struct HolderKey {
+  std::string prefix;  // "rt-join", "rt-sqfs"
+  std::string secret;  // the user's (store::Root::secret)
+  std::string text;    // what the holder serves
+  // The socket name of try `i`: PREFIX-HASH, keyed with the secret (a name
+  // says nothing of the next one).
+  std::string name(int i) const;
+  // What a client sends to prove it knows the secret.
+  std::string proof(const std::string& name) const;
+};
+
 // Enters the namespaces of the holder for `key`, starting one that runs
 // `build` when none is serving. An rt::Error thrown by `build` is thrown
-// here by the client that started the holder. Returns with the caller in
-// the holder's user namespace and in its mount namespace (Share) or a
-// private copy of it (Copy). The caller must be single-threaded.
-void enter_holder(const std::string& key, const HolderPolicy& policy, const std::function<void()>& build);
-
-// A socket name: "PREFIX-UID-" and a 128-bit hash of `text`.
-std::string holder_key(const std::string& prefix, const std::string& text);
+// here by the client that started the holder. Returns true with the caller
+// in the holder's user namespace and in its mount namespace (Share) or a
+// private copy of it (Copy); false, having entered nothing, when every name
+// of the key is held by somebody else. The caller must be single-threaded.
+bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build);
 
 } // namespace rt::run

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "hpc/site_config.hpp"
@@ -43,27 +45,35 @@ std::chrono::milliseconds squashfs_linger() {
   return std::chrono::milliseconds(static_cast<long long>(s * 1000));
 }
 
-util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan) {
+util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan,
+                               const std::string& secret) {
   // One server per file version, mount point and id mapping.
   struct stat st;
   if (::stat(plan.rootfs.c_str(), &st) != 0) throw SysError("stat", plan.rootfs);
   std::string text = plan.rootfs + '\0' + plan.staging + '\0' + util::file_stamp(st) + '\0' +
                      std::to_string(plan.outer_uid) + ':' + std::to_string(plan.inner_uid) + ':' +
                      std::to_string(plan.outer_gid) + ':' + std::to_string(plan.inner_gid);
-  const std::string key = holder_key("rt-sqfs", text);
+  HolderKey key{"rt-sqfs", secret, text};
   HolderPolicy policy;
   policy.entry = HolderPolicy::Entry::Copy;
   policy.what = "the SquashFS server of `" + plan.rootfs + "`";
   policy.comm = "rt-sqfs";
+  policy.title = "rt-sqfs " + plan.rootfs;
   // Read by the server only (every rank would pay for the site file).
   std::chrono::milliseconds linger{0};
   policy.linger = [&linger](int) { return linger; };
   policy.daemon_poll = std::chrono::milliseconds(500);
-  enter_holder(key, policy, [&] {
+  auto serve = [&] {
     linger = squashfs_linger();
     enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
     image().mount_in_background(plan.staging, plan.inner_uid, plan.inner_gid);
-  });
+  };
+  if (!enter_holder(key, policy, serve)) {
+    // Names nobody else has seen (keyed, like all): this process's own server.
+    util::info("other users hold the server names of `" + plan.rootfs + "`: starting one for this container alone");
+    key.text += "\0private " + std::to_string(::getpid());
+    if (!enter_holder(key, policy, serve)) throw Error("cannot start " + policy.what + ": every name is taken");
+  }
   // Take the image out of this copy of the tree: a bind source that holds
   // the mount point (the home directory, with the store in it) must not
   // show the image inside the container.

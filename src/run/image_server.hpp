@@ -31,7 +31,11 @@ std::chrono::milliseconds squashfs_linger();
 // namespace, starting the server when none runs, and returns the image as
 // a detached mount (for build_tree). plan.rootfs is the file, plan.staging
 // the directory the server mounts it on; `image` opens it, called only by a
-// server that starts (in the server's process). Single-threaded callers only.
-util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan);
+// server that starts (in the server's process). The server's socket name
+// is keyed with the user's `secret`; when other users hold every name of
+// it, a server of this container's own is started. Single-threaded callers
+// only.
+util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan,
+                               const std::string& secret);
 
 } // namespace rt::run

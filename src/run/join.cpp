@@ -50,7 +50,7 @@ std::string launch_of(const hpc::Launcher& launcher) {
 
 } // namespace
 
-std::string join_key(const MountPlan& plan, const hpc::Launcher& launcher) {
+HolderKey join_key(const MountPlan& plan, const hpc::Launcher& launcher, const std::string& secret) {
   std::string s = launch_of(launcher);
   s += '\0' + plan.rootfs + '\0' + plan.staging;
   s += '\0' + std::to_string(static_cast<int>(plan.root_mode)) + (plan.squashfs ? "s" : "d");
@@ -62,20 +62,22 @@ std::string join_key(const MountPlan& plan, const hpc::Launcher& launcher) {
     s += '\0' + m.src + '\0' + m.dst;
   }
   for (const auto& f : plan.staged) s += '\0' + f.name + '\0' + f.content;
-  return holder_key("rt-join", s);
+  return {"rt-join", secret, s};
 }
 
-void join_container(const std::string& key, int expected, const std::function<void()>& build) {
+bool join_container(const HolderKey& key, int expected, const std::string& image,
+                    const std::function<void()>& build) {
   HolderPolicy policy;
   policy.entry = HolderPolicy::Entry::Share;
-  policy.what = "the node's shared container `" + key + "`";
+  policy.what = "the node's shared container of `" + image + "`";
   policy.hint = "run with --no-join";
   policy.comm = "rt-join";
+  policy.title = "rt-join " + image;
   policy.linger = [expected](int joined) {
     if (expected <= 0) return kWaitUnknown;
     return joined < expected ? kWaitForExpected : milliseconds(0);
   };
-  enter_holder(key, policy, build);
+  return enter_holder(key, policy, build);
 }
 
 } // namespace rt::run

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "hpc/launcher.hpp"
+#include "run/holder.hpp"
 #include "run/plan.hpp"
 
 namespace rt::run {
@@ -25,14 +26,18 @@ namespace rt::run {
 // process) and a hash of everything the plan mounts, so ranks that would
 // build different trees never share one. Wrapper shells between the
 // launcher and rt do not split a launch.
-std::string join_key(const MountPlan& plan, const hpc::Launcher& launcher);
+// Keyed with the user's `secret` (run/holder.hpp).
+HolderKey join_key(const MountPlan& plan, const hpc::Launcher& launcher, const std::string& secret);
 
 // Enters the shared container for `key`, starting a holder that runs
 // `build` when none is serving. `build` runs in the holder, must enter the
 // namespaces and build the tree; its rt::Error is reported by the rank that
 // started the holder. `expected` is the number of ranks on this node (0:
 // unknown). Returns inside the container, at its root; the caller must be
-// single-threaded (setns(2) into a user namespace).
-void join_container(const std::string& key, int expected, const std::function<void()>& build);
+// single-threaded (setns(2) into a user namespace). False, with nothing
+// entered, when other users hold every name of the key: the caller runs
+// unshared. `image` names the holder's process (rt-join IMAGE).
+bool join_container(const HolderKey& key, int expected, const std::string& image,
+                    const std::function<void()>& build);
 
 } // namespace rt::run

@@ -31,4 +31,11 @@ void enter_user_namespace(uid_t outer_uid, uid_t inner_uid, gid_t outer_gid, gid
   write_proc("/proc/self/gid_map", std::to_string(inner_gid) + " " + std::to_string(outer_gid) + " 1");
 }
 
+void enter_nested_user_namespace(uid_t uid, gid_t gid) {
+  if (::unshare(CLONE_NEWUSER) != 0) throw SysError("unshare(CLONE_NEWUSER)");
+  write_proc("/proc/self/setgroups", "deny");
+  write_proc("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1");
+  write_proc("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
+}
+
 } // namespace rt::run

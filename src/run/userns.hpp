@@ -10,4 +10,9 @@ namespace rt::run {
 // denying setgroups (user_namespaces(7), "Defining user and group ID mappings").
 void enter_user_namespace(uid_t outer_uid, uid_t inner_uid, gid_t outer_gid, gid_t inner_gid);
 
+// unshare(CLONE_NEWUSER) below the current user namespace, mapping the
+// caller's ids (uid, gid there) to themselves: the caller keeps its ids
+// and loses every capability over the namespaces it is in.
+void enter_nested_user_namespace(uid_t uid, gid_t gid);
+
 } // namespace rt::run

@@ -32,14 +32,16 @@ extern char** environ;
 namespace rt {
 namespace {
 
-// Starts argv (PATH search) with its stdout on `out` (-1: ours).
-pid_t spawn(const std::vector<std::string>& argv, int out = -1) {
+// Starts argv (PATH search) with its stdout on `out` and its stdin on `in`
+// (-1: ours). No shell: every argument is a word.
+pid_t spawn(const std::vector<std::string>& argv, int out = -1, int in = -1) {
   std::vector<char*> a;
   for (const auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
   a.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   if (out >= 0) posix_spawn_file_actions_adddup2(&fa, out, 1);
+  if (in >= 0) posix_spawn_file_actions_adddup2(&fa, in, 0);
   pid_t pid;
   int r = ::posix_spawnp(&pid, a[0], &fa, nullptr, a.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -55,7 +57,37 @@ int wait_status(pid_t pid, const std::string& name) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-int run_program(const std::vector<std::string>& argv) { return wait_status(spawn(argv), argv[0]); }
+int run_program(const std::vector<std::string>& argv, int in = -1) {
+  return wait_status(spawn(argv, -1, in), argv[0]);
+}
+
+// A private directory beside `dst` (mkdtemp(3), 0700), removed with what
+// it holds: work there cannot be swapped or read by other users who can
+// write DST's directory, and a finished piece is renamed into place.
+class TempBeside {
+public:
+  explicit TempBeside(const std::string& dst) {
+    size_t slash = dst.rfind('/');
+    const std::string parent = slash == 0 ? "/" : dst.substr(0, slash);
+    if (!util::is_directory(parent))
+      throw Error("cannot write `" + dst + "`: there is no directory `" + parent + "`", "make it first");
+    std::string tmpl = (slash == 0 ? std::string() : parent) + "/.rt-convert.XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw SysError("mkdtemp", parent + "/.rt-convert.XXXXXX");
+    dir_ = tmpl;
+  }
+  ~TempBeside() {
+    try {
+      util::remove_tree(dir_);
+    } catch (...) {
+    }
+  }
+  TempBeside(const TempBeside&) = delete;
+  TempBeside& operator=(const TempBeside&) = delete;
+  std::string path(const char* name) const { return dir_ + "/" + name; }
+
+private:
+  std::string dir_;
+};
 
 enum class Target { Sqfs, Dir, Store };
 
@@ -122,17 +154,12 @@ image::ImageSource tree_source(const std::string& name, const std::string& what,
 // Unpacks `src` into the bundle directory `dst`, built beside it and
 // renamed into place when complete.
 void write_bundle_dir(const image::ImageSource& src, const std::string& dst, const ConvertOptions& o) {
-  const std::string tmp = dst + ".rt-tmp";
-  util::remove_tree(tmp);
+  TempBeside work(dst);
+  const std::string tmp = work.path("bundle");
   if (::mkdir(tmp.c_str(), 0755) != 0) throw SysError("mkdir", tmp);
-  try {
-    image::assemble_bundle(tmp, src, {kDefaultMaxBytes, o.verbosity < 0});
-    if (util::path_exists(dst)) util::remove_tree(dst);  // --force was checked
-    if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError("rename", tmp, dst);
-  } catch (...) {
-    util::remove_tree(tmp);
-    throw;
-  }
+  image::assemble_bundle(tmp, src, {kDefaultMaxBytes, o.verbosity < 0});
+  if (util::path_exists(dst)) util::remove_tree(dst);  // --force was checked
+  if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError("rename", tmp, dst);
   util::note("wrote the bundle `" + dst + "` (rootfs/ and image-config.json)");
 }
 
@@ -157,20 +184,14 @@ void store_source(image::ImageSource src, const std::string& name, const Convert
   util::note("stored `" + name + "` in " + store.root());
 }
 
-// `from` to `to`, through `to`.rt-tmp.
+// `from` to `to`, through a private temporary beside it.
 void copy_file(const std::string& from, const std::string& to) {
-  const std::string tmp = to + ".rt-tmp";
+  TempBeside work(to);
+  const std::string tmp = work.path("image.sqfs");
   std::error_code ec;
-  std::filesystem::copy_file(from, tmp, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) {
-    ::unlink(tmp.c_str());
-    throw Error("cannot copy `" + from + "` to `" + tmp + "`: " + ec.message());
-  }
-  if (::rename(tmp.c_str(), to.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw SysError(e, "rename", tmp, to);
-  }
+  std::filesystem::copy_file(from, tmp, ec);
+  if (ec) throw Error("cannot copy `" + from + "` to `" + tmp + "`: " + ec.message());
+  if (::rename(tmp.c_str(), to.c_str()) != 0) throw SysError("rename", tmp, to);
   util::note("wrote `" + to + "`");
 }
 
@@ -244,16 +265,8 @@ namespace {
 void tree_to_squashfs(const run::Image& img, const std::string& src, const std::string& dst, const ConvertOptions& o) {
   // Work next to the destination; rename into place only when complete, so
   // an interrupted convert never leaves a half-written image under DST.
-  const std::string tmp = dst + ".rt-tmp";
-  const std::string pseudo = dst + ".rt-pseudo";
-  const std::string config = dst + ".rt-config";
-  struct Cleanup {
-    std::vector<std::string> files;
-    ~Cleanup() {
-      for (const auto& f : files) ::unlink(f.c_str());
-    }
-  } cleanup{{tmp, pseudo, config}};
-  for (const auto& f : cleanup.files) ::unlink(f.c_str());
+  TempBeside work(dst);
+  const std::string tmp = work.path("image.sqfs"), pseudo = work.path("pseudo"), config = work.path("config.json");
 
   std::vector<std::string> argv = {"mksquashfs", img.rootfs, tmp, "-noappend", "-no-progress", "-quiet",
                                    "-all-root", "-no-xattrs", "-comp", o.compression};
@@ -265,16 +278,20 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
   argv.insert(argv.end(), {"-reproducible", "-mkfs-time", "0"});
   int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   argv.insert(argv.end(), {"-processors", std::to_string(jobs)});
+  // The configuration goes in as a pseudo file (mksquashfs(1), -pf) whose
+  // content a command writes; mksquashfs runs that command with /bin/sh,
+  // so it is the constant `cat`, reading the file on mksquashfs's stdin:
+  // no path ever reaches a shell.
+  util::UniqueFd config_in;
   if (img.config) {
     auto text = util::read_file_if_exists(img.rootfs + "/../" + run::kBundleConfig);
     if (text) {
-      util::UniqueFd c = util::open_fd(config, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      util::UniqueFd c = util::open_fd(config, O_WRONLY | O_CREAT | O_EXCL, 0600);
       util::write_all(c.get(), *text, config);
-      util::UniqueFd p = util::open_fd(pseudo, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      util::write_all(p.get(),
-                      "/.rt D 0 755 0 0\n" + std::string(squash::kConfigPath) + " F 0 644 0 0 cat " + config + "\n",
-                      pseudo);
+      util::UniqueFd p = util::open_fd(pseudo, O_WRONLY | O_CREAT | O_EXCL, 0600);
+      util::write_all(p.get(), "/.rt D 0 755 0 0\n" + std::string(squash::kConfigPath) + " F 0 644 0 0 cat\n", pseudo);
       argv.insert(argv.end(), {"-pf", pseudo});
+      config_in = util::open_fd(config, O_RDONLY);
     }
   }
   util::info("running:" + [&] {
@@ -282,7 +299,7 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
     for (const auto& a : argv) s += " " + a;
     return s;
   }());
-  int rc = run_program(argv);
+  int rc = run_program(argv, config_in.get());
   if (rc != 0) throw Error("mksquashfs failed (status " + std::to_string(rc) + ") making `" + dst + "` from `" + src + "`");
   if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError("rename", tmp, dst);
   struct stat st;

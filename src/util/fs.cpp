@@ -5,10 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include "rt/error.hpp"
+#include "util/strings.hpp"
 
 namespace rt::util {
 
@@ -231,5 +235,28 @@ namespace rt::util {
 std::string current_dir() {
   char buf[4096];
   return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string("/");
+}
+} // namespace rt::util
+
+#include <cstring>
+
+namespace rt::util {
+void set_process_title(const std::string& title) {
+  // proc(5): fields 48 and 49 of /proc/self/stat, counted from 1; the
+  // command name (field 2) may hold spaces, so count after its ')'.
+  auto stat = read_file_if_exists("/proc/self/stat", 4096);
+  if (!stat) return;
+  size_t at = stat->rfind(')');
+  if (at == std::string::npos) return;
+  auto fields = split(stat->substr(at + 2), ' ');  // from field 3
+  if (fields.size() < 47) return;
+  unsigned long long begin = std::strtoull(fields[45].c_str(), nullptr, 10);
+  unsigned long long end = std::strtoull(fields[46].c_str(), nullptr, 10);
+  if (begin == 0 || end <= begin) return;
+  char* area = reinterpret_cast<char*>(static_cast<uintptr_t>(begin));
+  size_t size = static_cast<size_t>(end - begin);
+  size_t n = std::min(title.size(), size - 1);
+  std::memcpy(area, title.data(), n);
+  std::memset(area + n, 0, size - n);
 }
 } // namespace rt::util

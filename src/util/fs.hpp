@@ -72,3 +72,10 @@ namespace rt::util {
 // getcwd(3), or "/" when it cannot be determined.
 std::string current_dir();
 } // namespace rt::util
+
+namespace rt::util {
+// Replaces this process's command line, as /proc/PID/cmdline and ps(1)
+// show it, with `title` (cut to the space the original took): the area
+// the kernel shows (/proc/self/stat, arg_start..arg_end) is overwritten.
+void set_process_title(const std::string& title);
+} // namespace rt::util
