@@ -16,6 +16,12 @@ fi
 bash "$src/test/install-deps.sh"
 user=rt-test
 id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
+# A second unprivileged user, the attacker of the shared-node tests:
+# rt-test may run commands as rt-test2 (and as nobody else) through sudo.
+user2=rt-test2
+id "$user2" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user2"
+printf '%s ALL=(%s) NOPASSWD: ALL\n' "$user" "$user2" >/etc/sudoers.d/rt-test
+chmod 0440 /etc/sudoers.d/rt-test
 # SquashFS images are mounted through /dev/fuse, which udev makes 0666;
 # minimal machines leave it 0600.
 [ -c /dev/fuse ] && chmod 0666 /dev/fuse
@@ -66,5 +72,5 @@ install -m 4755 -o root "$work/build/rt" "$fixtures/rt-suid"
 
 runuser -u "$user" -- env RT_TEST_REQUIRE_USERNS=1 RT_DEBIAN_ROOTFS="$debian" \
   RT_DEBIAN_MPI_ROOTFS="$debian_mpi" SLURM_CONF="$slurm/slurm.conf" \
-  RT_SUID_FIXTURE="$fixtures/suid-id" RT_SUID_RT="$fixtures/rt-suid" \
+  RT_SUID_FIXTURE="$fixtures/suid-id" RT_SUID_RT="$fixtures/rt-suid" RT_TEST_SECOND_USER="$user2" \
   ctest --test-dir "$work/build" --output-on-failure -j"$jobs"

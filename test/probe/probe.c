@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -23,7 +24,7 @@ static int result(int rc) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: rt-probe ids|fds|nnp|flags P|write P|mknod P|setuid U|env N|argv ...|kill N|exit N|pid [S]|xattr P NAME\n");
+    fprintf(stderr, "usage: rt-probe ids|fds|nnp|flags P|write P|mknod P|setuid U|env N|argv ...|kill N|exit N|pid [S]|xattr P NAME|ptrace PID\n");
     return 2;
   }
   const char *cmd = argv[1];
@@ -80,6 +81,8 @@ int main(int argc, char **argv) {
     if (n < 0) return result(-1);
     buf[n] = 0;
     puts(buf);
+  } else if (!strcmp(cmd, "ptrace")) {
+    return result((int)ptrace(PTRACE_SEIZE, (pid_t)atoi(arg), 0, 0));
   } else if (!strcmp(cmd, "pid")) {
     printf("%d\n", getpid());
     fflush(stdout);
