@@ -1,4 +1,10 @@
 #include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "util/fs.hpp"
 
@@ -17,4 +23,56 @@ TEST_CASE("read_file_if_exists tells a missing file from a present one") {
   auto text = rt::util::read_file_if_exists("/proc/self/comm");
   REQUIRE(text.has_value());
   CHECK_FALSE(text->empty());
+}
+
+namespace {
+struct Dir {
+  std::string path;
+  rt::util::UniqueFd fd;
+  Dir() {
+    char tmpl[] = "/tmp/rt-util-fs.XXXXXX";
+    REQUIRE(::mkdtemp(tmpl));
+    path = tmpl;
+    fd = rt::util::open_fd(path, O_PATH | O_DIRECTORY);
+  }
+  ~Dir() { std::filesystem::remove_all(path); }
+};
+} // namespace
+
+TEST_CASE("write_file_atomic_at neither follows nor truncates what is planted under its temporary names") {
+  Dir d;
+  const std::string victim = d.path + "/victim";
+  std::ofstream(victim) << "precious";
+  // Every temporary name this process would try, planted as a link to the victim.
+  for (int i = 0; i < 8; ++i) {
+    std::string tmp = d.path + "/.cache." + std::to_string(::getpid()) + "." + std::to_string(i) + ".tmp";
+    REQUIRE(::symlink(victim.c_str(), tmp.c_str()) == 0);
+  }
+  CHECK_FALSE(rt::util::write_file_atomic_at(d.fd.get(), "cache", "data"));
+  CHECK(rt::util::read_file_if_exists(victim) == std::optional<std::string>("precious"));
+  CHECK_FALSE(rt::util::read_file_if_exists(d.path + "/cache").has_value());
+  // With one name free, the write goes there and is renamed into place.
+  ::unlink((d.path + "/.cache." + std::to_string(::getpid()) + ".3.tmp").c_str());
+  CHECK(rt::util::write_file_atomic_at(d.fd.get(), "cache", "data"));
+  CHECK(rt::util::read_file_if_exists(d.path + "/cache") == std::optional<std::string>("data"));
+  CHECK(rt::util::read_file_if_exists(victim) == std::optional<std::string>("precious"));
+}
+
+TEST_CASE("read_owned_at reads regular files only, never through a symlink") {
+  Dir d;
+  std::ofstream(d.path + "/file") << "mine";
+  REQUIRE(::symlink((d.path + "/file").c_str(), (d.path + "/link").c_str()) == 0);
+  REQUIRE(::mkfifo((d.path + "/fifo").c_str(), 0600) == 0);
+  CHECK(rt::util::read_owned_at(d.fd.get(), "file") == std::optional<std::string>("mine"));
+  CHECK_FALSE(rt::util::read_owned_at(d.fd.get(), "link").has_value());
+  CHECK_FALSE(rt::util::read_owned_at(d.fd.get(), "fifo").has_value());  // and does not block on it
+  CHECK_FALSE(rt::util::read_owned_at(d.fd.get(), "missing").has_value());
+}
+
+TEST_CASE("link_new_file_at makes a file once: the first one made stays") {
+  Dir d;
+  CHECK(rt::util::link_new_file_at(d.fd.get(), "secret", "first"));
+  CHECK_FALSE(rt::util::link_new_file_at(d.fd.get(), "secret", "second"));
+  CHECK(rt::util::read_owned_at(d.fd.get(), "secret") == std::optional<std::string>("first"));
+  CHECK(rt::util::list_names(d.fd.get(), d.path).size() == 1);  // no temporary left
 }
