@@ -16,7 +16,8 @@ as_rt_test() {
   rm -rf "$work"
   install -d -o rt-test "$work"
   (cd "$src" && tar --exclude=./build --exclude=./.git -cf - .) | runuser -u rt-test -- tar -xf - -C "$work"
-  exec runuser -u rt-test -- bash "$work/bench/$(basename "$0")" "$@"
+  exec runuser -u rt-test -- env ${RT_BASELINE:+RT_BASELINE="$RT_BASELINE"} \
+    bash "$work/bench/$(basename "$0")" "$@"
 }
 
 # debian_rootfs: as root, builds $BENCH_DEBIAN (minbase + python3 +

@@ -6,6 +6,8 @@
 # Also the same image as one SquashFS file (zstd), for rt and ch-run.
 # Targets: rt <= 1.2x unshare, <= 0.7x ch-run, peak RSS <= 3 MiB;
 # SquashFS: rt <= 2x rt's directory start, <= 0.25x ch-run's SquashFS start.
+# RT_BASELINE=DIR (a directory holding another build's rt, readable by
+# rt-test) adds its rows to the same interleaved run: before/after figures.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-1000}
@@ -22,13 +24,19 @@ trap 'rm -rf "$img" "$img.sqfs"' EXIT
 export USER=${USER:-$(id -un)}  # ch-run needs it
 cd "${HOME:-/}"                  # a typical working directory: inside home
 echo "$("$src/build-bench/rt" --version 2>&1 | head -1), ch-run $(ch-run --version 2>&1 | head -1), kernel $(uname -r), $(nproc) cores"
+baseline=()
+if [ -n "${RT_BASELINE:-}" ]; then
+  baseline=("baseline rt exec DIR|$RT_BASELINE/rt exec $img /bin/true"
+            "baseline rt exec SQFS|$RT_BASELINE/rt exec $img.sqfs /bin/true")
+fi
 "$src/build-bench/bench/spawn_bench" "$rounds" \
   "true|/bin/true" \
   "unshare -Urm|unshare -Urm /bin/true" \
   "ch-run DIR|ch-run $img -- /bin/true" \
   "rt exec DIR|$src/build-bench/rt exec $img /bin/true" \
   "ch-run SQFS|ch-run $img.sqfs -- /bin/true" \
-  "rt exec SQFS|$src/build-bench/rt exec $img.sqfs /bin/true"
+  "rt exec SQFS|$src/build-bench/rt exec $img.sqfs /bin/true" \
+  ${baseline[@]+"${baseline[@]}"}
 echo
 echo "rt's own peak RSS (VmHWM before exec, from -vv):$("$src/build-bench/rt" exec -vv "$img" /bin/true 2>&1 | sed -n 's/.*peak RSS//p')"
 echo "(the spawn_bench RSS column is wait4's ru_maxrss, which includes the spawner's own pages: compare with the /bin/true row)"

@@ -9,6 +9,8 @@
 # As root it builds the Debian image (minbase + python3 + libopenmpi3) with
 # mmdebstrap and re-runs itself as rt-test.
 # Targets: rt SquashFS (joined) <= 1.3x bare; latency within 2 % of bare.
+# RT_BASELINE=DIR (a directory holding another build's rt, readable by
+# rt-test) adds its dir and sqfs rows to the same interleaved run.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-10}
@@ -34,6 +36,7 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR
 
 echo "== mpirun -np $np --oversubscribe X /bin/true, $rounds rounds (ms) =="
 labels=("bare" "ch-run dir" "ch-run sqfs" "rt dir" "rt sqfs" "rt sqfs --no-join")
+[ -z "${RT_BASELINE:-}" ] || labels+=("baseline rt dir" "baseline rt sqfs")
 for r in $(seq "$rounds"); do
   timeit "bare" mpirun -np "$np" /bin/true
   timeit "ch-run dir" mpirun -np "$np" ch-run "$dir" -- /bin/true
@@ -41,6 +44,10 @@ for r in $(seq "$rounds"); do
   timeit "rt dir" mpirun -np "$np" "$RT" exec "$dir" /bin/true
   timeit "rt sqfs" mpirun -np "$np" "$RT" exec "$T/debian.sqfs" /bin/true
   timeit "rt sqfs --no-join" mpirun -np "$np" "$RT" exec --no-join "$T/debian.sqfs" /bin/true
+  if [ -n "${RT_BASELINE:-}" ]; then
+    timeit "baseline rt dir" mpirun -np "$np" "$RT_BASELINE/rt" exec "$dir" /bin/true
+    timeit "baseline rt sqfs" mpirun -np "$np" "$RT_BASELINE/rt" exec "$T/debian.sqfs" /bin/true
+  fi
 done
 bare=$(echo "${t[bare]}" | median)
 for l in "${labels[@]}"; do

@@ -322,7 +322,7 @@ void exec(const ExecOptions& o) {
       run::build_tree(plan);
     }
   };
-  if (join && run::join_container(run::join_key(plan, launcher, secret()), launcher.local_size, image.name, build)) {
+  if (join && run::join_container(run::join_key(plan, launcher, secret()), launcher.local_size, plan.rootfs, build)) {
     timing("joined");
   } else {
     if (join) util::info("other users hold the names of this launch's shared container: running one of its own");

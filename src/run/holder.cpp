@@ -379,7 +379,9 @@ std::string HolderKey::name(int i) const {
   return prefix + "-" + util::keyed_hash_hex(secret, text + '\0' + std::to_string(i));
 }
 
-std::string HolderKey::proof(const std::string& name) const { return util::keyed_hash_hex(secret, "proof\0" + name); }
+std::string HolderKey::proof(const std::string& name) const {
+  return util::keyed_hash_hex(secret, std::string("proof") + '\0' + name);
+}
 
 namespace {
 

@@ -71,7 +71,7 @@ util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, con
   if (!enter_holder(key, policy, serve)) {
     // Names nobody else has seen (keyed, like all): this process's own server.
     util::info("other users hold the server names of `" + plan.rootfs + "`: starting one for this container alone");
-    key.text += "\0private " + std::to_string(::getpid());
+    key.text += std::string(1, '\0') + "private " + std::to_string(::getpid());
     if (!enter_holder(key, policy, serve)) throw Error("cannot start " + policy.what + ": every name is taken");
   }
   // Take the image out of this copy of the tree: a bind source that holds

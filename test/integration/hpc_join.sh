@@ -15,7 +15,7 @@ cd "$T"  # the working directory is bound: the test programs live here
 mpi_programs
 
 # rt's processes of this user that are still there (holders, servers).
-leftovers() { pgrep -u "$(id -u)" -f "^$RT " || true; }
+leftovers() { rt_processes; }
 # Holders wait up to a second for late ranks when the count is unknown.
 settle() { for _ in $(seq 40); do [ -z "$(leftovers)" ] && return 0; sleep 0.1; done; }
 

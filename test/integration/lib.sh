@@ -91,6 +91,10 @@ tree_listing() { (cd "$1" && find . -printf '%p %y %m %s %l\n' | LC_ALL=C sort);
 IMG="$T/img"
 make_image "$IMG"
 
+# This test's rt processes left running: its rt, and the holders and servers
+# of its images (titled "rt-join PATH", "rt-sqfs PATH"), which all lie in $T.
+rt_processes() { pgrep -u "$(id -u)" -f "^($RT |rt-(join|sqfs) $T/)" || true; }
+
 # Gives this test its own copy of rt: its processes (holders, servers) are
 # then told from those of tests running beside it by the program's path.
 own_rt() {

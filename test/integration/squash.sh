@@ -104,7 +104,7 @@ rm -f "$T/daemon.out"
 "$RT" exec -b "$T" "$T/bb.sqfs" sh -c "(sleep 1; cat /etc/hosts > $T/daemon.tmp; mv $T/daemon.tmp $T/daemon.out) >/dev/null 2>&1 & exit 0"
 for _ in $(seq 50); do [ -e "$T/daemon.out" ] && break; sleep 0.1; done
 expect_eq "$(cat "$T/daemon.out" 2>/dev/null)" "$(cat /etc/hosts)" "a daemon read the image after the first process exited"
-servers() { pgrep -u "$(id -u)" -f "^$RT " || true; }
+servers() { rt_processes; }
 for _ in $(seq 20); do [ -z "$(servers)" ] && break; sleep 0.1; done
 expect_eq "$(servers)" "" "the server left once the daemon was gone (RT_SQUASHFS_LINGER=0)"
 
