@@ -61,33 +61,6 @@ int run_program(const std::vector<std::string>& argv, int in = -1) {
   return wait_status(spawn(argv, -1, in), argv[0]);
 }
 
-// A private directory beside `dst` (mkdtemp(3), 0700), removed with what
-// it holds: work there cannot be swapped or read by other users who can
-// write DST's directory, and a finished piece is renamed into place.
-class TempBeside {
-public:
-  explicit TempBeside(const std::string& dst) {
-    size_t slash = dst.rfind('/');
-    const std::string parent = slash == 0 ? "/" : dst.substr(0, slash);
-    if (!util::is_directory(parent))
-      throw Error("cannot write `" + dst + "`: there is no directory `" + parent + "`", "make it first");
-    std::string tmpl = (slash == 0 ? std::string() : parent) + "/.rt-convert.XXXXXX";
-    if (!::mkdtemp(tmpl.data())) throw SysError("mkdtemp", parent + "/.rt-convert.XXXXXX");
-    dir_ = tmpl;
-  }
-  ~TempBeside() {
-    try {
-      util::remove_tree(dir_);
-    } catch (...) {
-    }
-  }
-  TempBeside(const TempBeside&) = delete;
-  TempBeside& operator=(const TempBeside&) = delete;
-  std::string path(const char* name) const { return dir_ + "/" + name; }
-
-private:
-  std::string dir_;
-};
 
 enum class Target { Sqfs, Dir, Store };
 
@@ -154,7 +127,7 @@ image::ImageSource tree_source(const std::string& name, const std::string& what,
 // Unpacks `src` into the bundle directory `dst`, built beside it and
 // renamed into place when complete.
 void write_bundle_dir(const image::ImageSource& src, const std::string& dst, const ConvertOptions& o) {
-  TempBeside work(dst);
+  util::TempDirBeside work(dst);
   const std::string tmp = work.path("bundle");
   if (::mkdir(tmp.c_str(), 0755) != 0) throw SysError("mkdir", tmp);
   image::assemble_bundle(tmp, src, {kDefaultMaxBytes, o.verbosity < 0});
@@ -186,7 +159,7 @@ void store_source(image::ImageSource src, const std::string& name, const Convert
 
 // `from` to `to`, through a private temporary beside it.
 void copy_file(const std::string& from, const std::string& to) {
-  TempBeside work(to);
+  util::TempDirBeside work(to);
   const std::string tmp = work.path("image.sqfs");
   std::error_code ec;
   std::filesystem::copy_file(from, tmp, ec);
@@ -265,7 +238,7 @@ namespace {
 void tree_to_squashfs(const run::Image& img, const std::string& src, const std::string& dst, const ConvertOptions& o) {
   // Work next to the destination; rename into place only when complete, so
   // an interrupted convert never leaves a half-written image under DST.
-  TempBeside work(dst);
+  util::TempDirBeside work(dst);
   const std::string tmp = work.path("image.sqfs"), pseudo = work.path("pseudo"), config = work.path("config.json");
 
   std::vector<std::string> argv = {"mksquashfs", img.rootfs, tmp, "-noappend", "-no-progress", "-quiet",

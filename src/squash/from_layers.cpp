@@ -57,17 +57,11 @@ void check_compression(const std::string& name) {
 }
 
 void write_from_layers(const image::ImageSource& src, const std::string& out, const SquashOptions& o) {
-  const std::string tmp = out + ".rt-tmp";
-  struct Cleanup {
-    std::string f;
-    bool keep = false;
-    ~Cleanup() {
-      if (!keep) ::unlink(f.c_str());
-    }
-  } cleanup{tmp};
-  ::unlink(tmp.c_str());
-
   check_compression(o.compression);
+  // Built in a private directory beside `out`, renamed into place when
+  // complete: nobody who can write OUT's directory can swap it meanwhile.
+  util::TempDirBeside work(out);
+  const std::string tmp = work.path("image.sqfs");
 
   // Pass 1: verify every layer and learn the final tree.
   Flattener flat(src.name);
@@ -141,7 +135,6 @@ void write_from_layers(const image::ImageSource& src, const std::string& out, co
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
     throw Error("tar2sqfs failed making `" + out + "` from image `" + src.name + "`");
   if (::rename(tmp.c_str(), out.c_str()) != 0) throw SysError("rename", tmp, out);
-  cleanup.keep = true;
   struct stat sb;
   ::stat(out.c_str(), &sb);
   util::note("wrote `" + out + "` (" + image::human_bytes(static_cast<uint64_t>(sb.st_size)) + ", " +

@@ -260,3 +260,22 @@ void set_process_title(const std::string& title) {
   std::memset(area + n, 0, size - n);
 }
 } // namespace rt::util
+
+namespace rt::util {
+TempDirBeside::TempDirBeside(const std::string& dst) {
+  const size_t slash = dst.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : dst.substr(0, slash);
+  if (!is_directory(parent))
+    throw Error("cannot write `" + dst + "`: there is no directory `" + parent + "`", "make it first");
+  std::string tmpl = (parent == "/" ? "" : parent) + "/.rt-tmp.XXXXXX";
+  if (!::mkdtemp(tmpl.data())) throw SysError("mkdtemp", parent + "/.rt-tmp.XXXXXX");
+  dir_ = tmpl;
+}
+
+TempDirBeside::~TempDirBeside() {
+  try {
+    remove_tree(dir_);
+  } catch (...) {
+  }
+}
+} // namespace rt::util

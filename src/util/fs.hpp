@@ -79,3 +79,21 @@ namespace rt::util {
 // the kernel shows (/proc/self/stat, arg_start..arg_end) is overwritten.
 void set_process_title(const std::string& title);
 } // namespace rt::util
+
+namespace rt::util {
+// A private directory beside `dst` (mkdtemp(3), mode 0700), removed with
+// what it holds: work there cannot be swapped or read by other users who
+// can write DST's directory, and a finished piece is renamed into place.
+// A missing directory for DST is refused with a clear message.
+class TempDirBeside {
+public:
+  explicit TempDirBeside(const std::string& dst);
+  ~TempDirBeside();
+  TempDirBeside(const TempDirBeside&) = delete;
+  TempDirBeside& operator=(const TempDirBeside&) = delete;
+  std::string path(const char* name) const { return dir_ + "/" + name; }
+
+private:
+  std::string dir_;
+};
+} // namespace rt::util

@@ -184,7 +184,10 @@ echo precious >"$T/precious"
 for s in .rt-tmp .rt-pseudo .rt-config; do as2 ln -s "$T/precious" "$shared/out.sqfs$s"; done
 expect_status 0 "convert into a shared directory" -- "$RT" convert ./bundle "$shared/out.sqfs"
 expect_eq "$(cat "$T/precious")" precious "no file of this user's was overwritten"
-expect_eq "$(find "$shared" -name '.rt-convert.*' | wc -l)" 0 "no temporary is left"
+as2 ln -s "$T/precious" "$shared/direct.sqfs.rt-tmp"
+expect_status 0 "import --squash into a shared directory" -- "$RT" import -q --squash "$shared/direct.sqfs" "$T/rootfs.tar"
+expect_eq "$(cat "$T/precious")" precious "no file of this user's was overwritten"
+expect_eq "$(find "$shared" -name '.rt-tmp.*' | wc -l)" 0 "no temporary is left"
 as2 rm -f "$shared"/out.sqfs.rt-*
 rm -rf "$shared"
 
