@@ -32,6 +32,11 @@ constexpr const char* kWhatToDo =
     "use a store of your own with --storage DIR or RT_STORAGE=DIR (a path only you and root can change), "
     "or remove it if it is yours to remove";
 
+// `path` made absolute (getcwd only for a relative one) and normalised.
+std::string absolute(const std::string& path) {
+  return util::normalize_path(path, path.starts_with("/") ? "/" : util::current_dir());
+}
+
 // The real path of an open directory.
 std::string real_path(int fd, const std::string& shown) {
   char buf[4096];
@@ -41,9 +46,9 @@ std::string real_path(int fd, const std::string& shown) {
 }
 
 // Nobody but root and `me` can change a directory on the way to `real`.
-void check_ancestors(const std::string& real, const std::string& shown, uid_t me) {
-  struct stat child;
-  if (::lstat(real.c_str(), &child) != 0) throw SysError("stat", real);
+// `st`: the store's own stat.
+void check_ancestors(const std::string& real, const struct stat& st, const std::string& shown, uid_t me) {
+  struct stat child = st;
   std::string path = real;
   while (path != "/") {
     size_t slash = path.rfind('/');
@@ -81,13 +86,14 @@ std::string distrust_parent(const struct stat& pst, const struct stat& cst, uid_
 }
 
 std::optional<Root> Root::open(const std::string& given, bool create) {
-  const std::string path = util::normalize_path(given, util::current_dir());
+  const std::string path = absolute(given);
   const uid_t me = ::getuid();
-  if (create && ::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-    int e = errno;
-    throw SysError(e, "mkdir", path);
-  }
+  // Opened first: the store is there on every run but the first.
   int fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && create) {
+    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", path);
+    fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
   if (fd < 0) {
     int e = errno;
     struct stat st;
@@ -100,7 +106,7 @@ std::optional<Root> Root::open(const std::string& given, bool create) {
   if (::fstat(fd, &st) != 0) throw SysError("stat", path);
   if (std::string why = distrust(st, me); !why.empty()) throw Error("store `" + path + "` " + why, kWhatToDo);
   std::string real = real_path(fd, path);
-  check_ancestors(real, path, me);
+  check_ancestors(real, st, path, me);
   return Root(std::move(real), std::move(dir));
 }
 
@@ -113,7 +119,7 @@ const Root& Root::user(const std::string& storage) {
 }
 
 const Root* Root::user_if_exists(const std::string& storage) {
-  const std::string path = util::normalize_path(storage.empty() ? default_root() : storage, util::current_dir());
+  const std::string path = absolute(storage.empty() ? default_root() : storage);
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return nullptr;
   return &user(storage);  // anything there, a dangling symlink too, is checked
@@ -127,8 +133,11 @@ util::UniqueFd Root::dir(std::string_view rel, bool create) const {
   for (const auto& part : util::split(rel, '/')) {
     if (part.empty()) continue;
     shown += "/" + part;
-    if (create && ::mkdirat(parent, part.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", shown);
     int fd = ::openat(parent, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && create) {
+      if (::mkdirat(parent, part.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", shown);
+      fd = ::openat(parent, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
     if (fd < 0) {
       int e = errno;
       struct stat st;
