@@ -4,10 +4,9 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-
-#include <cmath>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "hpc/site_config.hpp"

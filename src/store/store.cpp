@@ -83,7 +83,7 @@ void Store::clear_debris() const {
   try {
     util::UniqueFd tmp = root_.dir("tmp", false);
     if (!tmp) return;
-    for (const auto& n : list_dir(root_, "tmp")) {
+    for (const auto& n : util::list_names(tmp.get(), tmp_dir())) {
       if (!is_work_lock(n)) continue;
       std::string lock = tmp_dir() + "/" + n;
       auto l = util::FileLock::try_lock(lock, util::FileLock::Mode::Exclusive);
