@@ -7,8 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "image/ref.hpp"
-#include "image/registry.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 
@@ -228,10 +226,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       std::string pw;
       std::getline(std::cin, pw);
       if (pw.empty()) throw Error("no password on standard input");
-      std::string reg = st.registry;
-      if (reg.find('/') != std::string::npos || reg.find('.') == std::string::npos)
-        reg = image::parse_reference(reg + "/x").registry;
-      image::save_docker_config_credentials(reg, st.user, pw);
+      std::string reg = login(st.registry, st.user, pw);
       if (!st.common.quiet) std::printf("saved credentials for %s\n", reg.c_str());
       return 0;
     });

@@ -64,4 +64,8 @@ ImageSummary inspect_image(const std::string& name, const StoreOptions& options)
 void remove_image(const std::string& name, const StoreOptions& options);
 uint64_t prune_store(const StoreOptions& options);
 
+// Saves credentials for `registry` (a host[:port], or a reference whose
+// registry is meant) in ~/.docker/config.json; returns the registry host.
+std::string login(const std::string& registry, const std::string& user, const std::string& password);
+
 } // namespace rt

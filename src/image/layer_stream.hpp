@@ -7,7 +7,7 @@
 #include <string>
 
 #include "image/unpack.hpp"
-#include "util/sha256.hpp"
+#include "image/sha256.hpp"
 
 namespace rt::image {
 
@@ -41,7 +41,7 @@ private:
   size_t in_pos_ = 0, in_len_ = 0;
   bool in_eof_ = false;
   uint64_t raw_bytes_ = 0;
-  util::Sha256 blob_hash_, tar_hash_;
+  image::Sha256 blob_hash_, tar_hash_;
   struct Codec;
   std::unique_ptr<Codec> codec_;
   bool done_ = false;

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rt/error.hpp"
-#include "util/sha256.hpp"
+#include "image/sha256.hpp"
 #include "util/strings.hpp"
 
 namespace rt::image {

@@ -14,7 +14,7 @@
 #include "rt/error.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
-#include "util/sha256.hpp"
+#include "image/sha256.hpp"
 
 namespace rt::image {
 namespace {
@@ -161,7 +161,7 @@ struct Registry::Response {
   uint64_t written = 0;
 };
 
-Registry::Registry(Reference ref, RegistryOptions opts) : ref_(std::move(ref)), opts_(std::move(opts)) {
+Registry::Registry(store::Reference ref, RegistryOptions opts) : ref_(std::move(ref)), opts_(std::move(opts)) {
   std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   if (!opts_.username.empty()) basic_ = opts_.username + ":" + opts_.password;
   else basic_ = docker_config_credentials(ref_.registry);
@@ -178,7 +178,7 @@ namespace {
 struct Transfer {
   Registry::Response* resp;
   int fd;
-  util::Sha256* hasher;
+  image::Sha256* hasher;
   const std::function<void(uint64_t)>* progress;
   CURL* curl;
   std::string file;
@@ -245,7 +245,7 @@ Registry::Response Registry::request(const std::string& url, const std::string& 
     if (!authorization_.empty()) add("Authorization: " + authorization_);
   }
   char errbuf[CURL_ERROR_SIZE] = "";
-  Transfer t{&r, out_fd, static_cast<util::Sha256*>(hasher), &progress, h, url, {}};
+  Transfer t{&r, out_fd, static_cast<image::Sha256*>(hasher), &progress, h, url, {}};
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
@@ -355,7 +355,7 @@ Registry::Document Registry::get_manifest(const std::string& reference) {
   if (r.status == 404)
     throw Error("image `" + ref_.str() + "` not found in registry `" + ref_.registry + "` (no manifest `" + reference + "`)");
   if (r.status != 200) throw Error("`" + url + "` answered HTTP " + std::to_string(r.status));
-  Document d{r.body, r.content_type, util::sha256_digest(r.body)};
+  Document d{r.body, r.content_type, image::sha256_digest(r.body)};
   if (reference.starts_with("sha256:") && d.digest != reference)
     throw Error("image `" + ref_.str() + "`: manifest digest mismatch: got " + d.digest);
   return d;
@@ -365,7 +365,7 @@ std::string Registry::get_blob(const Descriptor& d) {
   std::string url = base_url() + "/blobs/" + d.digest;
   Response r = request_with_retries(url, "");
   if (r.status != 200) throw Error("`" + url + "` answered HTTP " + std::to_string(r.status));
-  if (util::sha256_digest(r.body) != d.digest)
+  if (image::sha256_digest(r.body) != d.digest)
     throw Error("image `" + ref_.str() + "` blob `" + d.digest + "`: digest mismatch");
   if (d.size >= 0 && r.body.size() != static_cast<size_t>(d.size))
     throw Error("image `" + ref_.str() + "` blob `" + d.digest + "`: size mismatch");
@@ -377,7 +377,7 @@ void Registry::download_blob(const Descriptor& d, const std::string& file,
   const std::string url = base_url() + "/blobs/" + d.digest;
   const std::string where = "image `" + ref_.str() + "` layer `" + d.digest + "`";
   util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  auto hasher = std::make_unique<util::Sha256>();
+  auto hasher = std::make_unique<image::Sha256>();
   uint64_t have = 0;
   bool authed = false;
   for (int attempt = 0;; ++attempt) {
@@ -393,7 +393,7 @@ void Registry::download_blob(const Descriptor& d, const std::string& file,
       util::warn(where + ": the server cannot resume; restarting");
       if (::ftruncate(fd.get(), 0) != 0 || ::lseek(fd.get(), 0, SEEK_SET) != 0) throw SysError("truncate", file);
       have = 0;
-      hasher = std::make_unique<util::Sha256>();
+      hasher = std::make_unique<image::Sha256>();
       --attempt;
       continue;
     }

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "image/manifest.hpp"
-#include "image/ref.hpp"
+#include "store/ref.hpp"
 
 namespace rt::image {
 
@@ -22,7 +22,7 @@ struct RegistryOptions {
 
 class Registry {
 public:
-  Registry(Reference ref, RegistryOptions opts);
+  Registry(store::Reference ref, RegistryOptions opts);
   ~Registry();
 
   // The manifest or index for `reference` (tag or digest): body and its
@@ -40,7 +40,7 @@ public:
   void download_blob(const Descriptor& d, const std::string& file,
                      const std::function<void(uint64_t)>& progress = {});
 
-  const Reference& ref() const { return ref_; }
+  const store::Reference& ref() const { return ref_; }
   struct Response;
 
 private:
@@ -50,7 +50,7 @@ private:
   bool authenticate(const std::string& challenge);
   std::string base_url() const;
 
-  Reference ref_;
+  store::Reference ref_;
   RegistryOptions opts_;
   std::mutex auth_mutex_;
   std::string authorization_;  // header value, never printed

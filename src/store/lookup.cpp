@@ -7,7 +7,7 @@
 
 #include <cstdlib>
 
-#include "image/ref.hpp"
+#include "store/ref.hpp"
 #include "rt/error.hpp"
 #include "store/root.hpp"
 #include "util/fs.hpp"
@@ -58,7 +58,7 @@ std::optional<std::string> find_image(const Root& store, const std::string& name
   };
   if (auto d = try_name(name)) return d;
   try {
-    return try_name(image::parse_reference(name).str());
+    return try_name(store::parse_reference(name).str());
   } catch (const Error&) {
     return std::nullopt;
   }

@@ -19,7 +19,7 @@
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
-#include "util/sha256.hpp"
+#include "util/digest.hpp"
 #include "util/strings.hpp"
 
 namespace rt::store {

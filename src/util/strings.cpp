@@ -69,6 +69,15 @@ bool is_hex(std::string_view s) {
   return !s.empty() && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
+std::string human_bytes(uint64_t n) {
+  char buf[32];
+  if (n < 1000) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  else if (n < 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(n) / 1e3);
+  else if (n < 1000ull * 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(n) / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(n) / 1e9);
+  return buf;
+}
+
 bool glob_match(const std::string& pattern, const std::string& text) {
   return ::fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
 }

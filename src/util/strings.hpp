@@ -1,5 +1,6 @@
 // String helpers (pure).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,8 @@ std::string hash_hex(std::string_view s);
 std::string keyed_hash_hex(std::string_view key, std::string_view s);
 // True when `s` is not empty and only lowercase hex digits.
 bool is_hex(std::string_view s);
+// Human-readable byte counts: "12.3 MB".
+std::string human_bytes(uint64_t n);
 // Quote for logs: `x` with control characters escaped.
 std::string quoted(std::string_view s);
 

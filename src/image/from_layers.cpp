@@ -13,19 +13,19 @@
 #include <memory>
 #include <thread>
 
-#include "image/assemble.hpp"
 #include "image/layer_stream.hpp"
 #include "rt/error.hpp"
-#include "squash/flatten.hpp"
-#include "squash/from_layers.hpp"
+#include "image/flatten.hpp"
+#include "image/from_layers.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/strings.hpp"
 
 extern char** environ;
 
-namespace rt::squash {
+namespace rt::image {
 namespace {
 
 struct Pipe {
@@ -56,7 +56,7 @@ void check_compression(const std::string& name) {
   throw Error("unknown compression `" + name + "` (zstd, gzip, lz4, xz or lzo)");
 }
 
-void write_from_layers(const image::ImageSource& src, const std::string& out, const SquashOptions& o) {
+void write_from_layers(const ImageSource& src, const std::string& out, const SquashOptions& o) {
   check_compression(o.compression);
   // Built in a private directory beside `out`, renamed into place when
   // complete: nobody who can write OUT's directory can swap it meanwhile.
@@ -122,7 +122,7 @@ void write_from_layers(const image::ImageSource& src, const std::string& out, co
       image::LayerStream stream(l.open(), l.name);
       flat.emit_layer([&](void* b, size_t n) { return stream.read(b, n); }, l.name, w.get());
     }
-    std::string cfg_path = std::string(kConfigPath).substr(1);
+    std::string cfg_path = std::string(squash::kConfigPath).substr(1);
     flat.finish(w.get(), {{cfg_path, src.config_text}});
     if (archive_write_close(w.get()) != ARCHIVE_OK)
       throw Error("writing the SquashFS stream: " + std::string(archive_error_string(w.get())));
@@ -137,18 +137,8 @@ void write_from_layers(const image::ImageSource& src, const std::string& out, co
   if (::rename(tmp.c_str(), out.c_str()) != 0) throw SysError("rename", tmp, out);
   struct stat sb;
   ::stat(out.c_str(), &sb);
-  util::note("wrote `" + out + "` (" + image::human_bytes(static_cast<uint64_t>(sb.st_size)) + ", " +
+  util::note("wrote `" + out + "` (" + util::human_bytes(static_cast<uint64_t>(sb.st_size)) + ", " +
              std::to_string(flat.entries()) + " entries, " + o.compression + ") straight from the layers");
 }
 
-void store_from_layers(store::Store& store, const image::ImageSource& src, const SquashOptions& options) {
-  store::WorkDir work(store.tmp_dir(), "image");
-  const std::string file = work.path() + "/" + store::kSquashFile;
-  write_from_layers(src, file, options);
-  struct stat st;
-  if (::stat(file.c_str(), &st) != 0) throw SysError("stat", file);
-  image::write_image_files(work.path(), src, static_cast<uint64_t>(st.st_size));
-  store.commit_image(src.name, work);
-}
-
-} // namespace rt::squash
+} // namespace rt::image

@@ -12,7 +12,7 @@
 
 struct archive;
 
-namespace rt::squash {
+namespace rt::image {
 
 class Flattener {
 public:
@@ -56,4 +56,4 @@ private:
   bool warned_devices_ = false;
 };
 
-} // namespace rt::squash
+} // namespace rt::image

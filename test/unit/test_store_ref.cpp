@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include "image/ref.hpp"
+#include "store/ref.hpp"
 #include "rt/error.hpp"
 
-using rt::image::parse_reference;
+using rt::store::parse_reference;
 
 TEST_CASE("Docker Hub defaults") {
   auto r = parse_reference("ubuntu");

@@ -1,12 +1,12 @@
 // SHA-256 (OpenSSL EVP) and digest strings.
-#include "util/sha256.hpp"
+#include "image/sha256.hpp"
 
 #include <openssl/evp.h>
 
 #include "rt/error.hpp"
 
 
-namespace rt::util {
+namespace rt::image {
 
 struct Sha256::Impl {
   EVP_MD_CTX* ctx = nullptr;
@@ -41,4 +41,4 @@ std::string sha256_digest(std::string_view data) {
   return h.digest();
 }
 
-} // namespace rt::util
+} // namespace rt::image

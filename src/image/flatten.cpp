@@ -1,5 +1,5 @@
 // Merging layers into one tar stream (host).
-#include "squash/flatten.hpp"
+#include "image/flatten.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -10,7 +10,7 @@
 #include "util/log.hpp"
 #include "util/strings.hpp"
 
-namespace rt::squash {
+namespace rt::image {
 namespace {
 
 struct EntryDeleter {
@@ -222,4 +222,4 @@ void Flattener::finish(archive* out, const std::map<std::string, std::string>& e
   }
 }
 
-} // namespace rt::squash
+} // namespace rt::image

@@ -3,7 +3,7 @@
 #include <string>
 #include <string_view>
 
-namespace rt::image {
+namespace rt::store {
 
 struct Reference {
   std::string registry;    // "docker.io", "ghcr.io", "127.0.0.1:5000"
@@ -24,4 +24,4 @@ struct Reference {
 // Throws rt::Error on malformed references.
 Reference parse_reference(std::string_view text);
 
-} // namespace rt::image
+} // namespace rt::store

@@ -2,11 +2,11 @@
 #pragma once
 #include <string>
 
-#include "image/assemble.hpp"
+#include "app/assemble.hpp"
 #include "rt/image.hpp"
 #include "store/store.hpp"
 
-namespace rt::image {
+namespace rt::app {
 
 // A docker-archive, an OCI layout (directory or tar, SOURCE[:TAG]) or a
 // root-filesystem tar as a config and its layers; throws rt::Error.
@@ -19,4 +19,4 @@ std::string default_config();
 // the chosen format (--format, RT_STORE_FORMAT). True when it was stored.
 bool deliver(store::Store& store, const ImageSource& src, const ImportOptions& o);
 
-} // namespace rt::image
+} // namespace rt::app

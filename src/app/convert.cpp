@@ -14,14 +14,14 @@
 #include <csignal>
 #include <memory>
 
-#include "image/assemble.hpp"
-#include "image/import.hpp"
+#include "app/assemble.hpp"
+#include "app/import.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "store/store.hpp"
-#include "util/sha256.hpp"
+#include "image/sha256.hpp"
 #include "run/image.hpp"
-#include "squash/from_layers.hpp"
+#include "image/from_layers.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
@@ -118,8 +118,8 @@ image::ImageSource tree_source(const std::string& name, const std::string& what,
   image::ImageSource src;
   src.name = name;
   src.ref = "convert:" + what;
-  src.config_text = config ? *config : image::default_config();
-  src.config_digest = util::sha256_digest(src.config_text);
+  src.config_text = config ? *config : app::default_config();
+  src.config_digest = image::sha256_digest(src.config_text);
   src.layers.push_back({what, "", -1, "", [argv, what] { return program_reader(argv, what); }});
   return src;
 }
@@ -130,7 +130,7 @@ void write_bundle_dir(const image::ImageSource& src, const std::string& dst, con
   util::TempDirBeside work(dst);
   const std::string tmp = work.path("bundle");
   if (::mkdir(tmp.c_str(), 0755) != 0) throw SysError("mkdir", tmp);
-  image::assemble_bundle(tmp, src, {kDefaultMaxBytes, o.verbosity < 0});
+  app::assemble_bundle(tmp, src, {kDefaultMaxBytes, o.verbosity < 0});
   if (util::path_exists(dst)) util::remove_tree(dst);  // --force was checked
   if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError("rename", tmp, dst);
   util::note("wrote the bundle `" + dst + "` (rootfs/ and image-config.json)");
@@ -153,7 +153,7 @@ void store_source(image::ImageSource src, const std::string& name, const Convert
   store::Store store(o.storage.empty() ? store::default_root() : o.storage);
   auto lock = store.lock_name(name);
   if (store.info(name) && !o.force) throw Error("image `" + name + "` is already in the store", "give --force to replace it");
-  image::deliver(store, src, import_options(o));
+  app::deliver(store, src, import_options(o));
   util::note("stored `" + name + "` in " + store.root());
 }
 
@@ -192,7 +192,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   if (target != Target::Store && util::path_exists(dst) && !o.force)
     throw Error("`" + dst + "` exists", "remove it first, or give --force to replace it");
   if (target == Target::Sqfs || (target == Target::Store && store_format(o.format) == "sqfs"))
-    squash::check_compression(o.compression);
+    image::check_compression(o.compression);
   const std::string src_path = util::normalize_path(src, cwd);
 
   // docker-archive, OCI layout, root-filesystem tar: through import.
@@ -203,7 +203,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
       import_image(src, io);
       return;
     }
-    image::ImageSource s = image::import_source(src);
+    image::ImageSource s = app::import_source(src);
     if (target == Target::Store) return store_source(std::move(s), dst, o);
     return write_bundle_dir(s, dst, o);
   }

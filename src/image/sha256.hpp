@@ -6,7 +6,7 @@
 
 #include "util/digest.hpp"
 
-namespace rt::util {
+namespace rt::image {
 
 class Sha256 {
 public:
@@ -25,4 +25,4 @@ private:
 
 std::string sha256_digest(std::string_view data);
 
-} // namespace rt::util
+} // namespace rt::image

@@ -9,20 +9,23 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "image/assemble.hpp"
-#include "image/import.hpp"
+#include "app/assemble.hpp"
+#include "app/import.hpp"
 #include "image/manifest.hpp"
 #include "image/tar_member.hpp"
 #include "rt/error.hpp"
-#include "squash/from_layers.hpp"
+#include "image/from_layers.hpp"
 #include "rt/image.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
-#include "util/sha256.hpp"
+#include "image/sha256.hpp"
 
 namespace rt {
-namespace image {
+namespace app {
+// The formats it reads are the image layer's.
+using namespace image;
+
 namespace {
 
 using nlohmann::json;
@@ -88,14 +91,14 @@ ImageSource from_oci_layout(const Layout& lay, const std::string& tag, const std
                 list.empty() ? "" : "tags: " + list);
   }
   std::string mtext = lay.read(blob_member(pick->digest, source));
-  if (util::sha256_digest(mtext) != pick->digest) throw Error("`" + source + "`: manifest digest mismatch");
+  if (image::sha256_digest(mtext) != pick->digest) throw Error("`" + source + "`: manifest digest mismatch");
   json mdoc = parse_json(mtext, "`" + source + "` manifest");
   std::string manifest_digest = pick->digest;
   if (is_index(mdoc)) {  // a multi-platform image: take the host's
     auto inner = parse_index(mdoc, source);
     const Descriptor& d = select_platform(inner, host_platform(), source);
     mtext = lay.read(blob_member(d.digest, source));
-    if (util::sha256_digest(mtext) != d.digest) throw Error("`" + source + "`: manifest digest mismatch");
+    if (image::sha256_digest(mtext) != d.digest) throw Error("`" + source + "`: manifest digest mismatch");
     mdoc = parse_json(mtext, "`" + source + "` manifest");
     manifest_digest = d.digest;
   }
@@ -104,7 +107,7 @@ ImageSource from_oci_layout(const Layout& lay, const std::string& tag, const std
   src.manifest_digest = manifest_digest;
   src.config_text = lay.read(blob_member(m.config.digest, source));
   src.config_digest = m.config.digest;
-  if (util::sha256_digest(src.config_text) != m.config.digest)
+  if (image::sha256_digest(src.config_text) != m.config.digest)
     throw Error("`" + source + "`: image config digest mismatch");
   auto diff_ids = parse_diff_ids(parse_json(src.config_text, "image config"), source);
   if (diff_ids.size() != m.layers.size())
@@ -130,7 +133,7 @@ ImageSource from_docker_archive(const std::string& tar, const std::string& sourc
   if (!config) throw Error("`" + source + "` has no config `" + config_member + "`");
   ImageSource src;
   src.config_text = *config;
-  src.config_digest = util::sha256_digest(*config);
+  src.config_digest = image::sha256_digest(*config);
   auto diff_ids = parse_diff_ids(parse_json(src.config_text, "image config"), source);
   auto layers = m.find("Layers");
   if (layers == m.end() || !layers->is_array()) throw Error("`" + source + "`: manifest.json has no Layers");
@@ -155,15 +158,15 @@ ImageSource from_docker_archive(const std::string& tar, const std::string& sourc
 ImageSource from_rootfs_tar(const std::string& tar) {
   ImageSource src;
   src.config_text = default_config();
-  src.config_digest = util::sha256_digest(src.config_text);
+  src.config_digest = image::sha256_digest(src.config_text);
   src.layers.push_back({base_name(tar), "", -1, "", [tar] { return file_reader(tar); }});
   return src;
 }
 
 } // namespace
-} // namespace image
+} // namespace app
 
-namespace image {
+namespace app {
 
 ImageSource import_source(const std::string& source_arg) {
   // SOURCE[:TAG] for OCI layouts; a path containing ':' wins if it exists.
@@ -182,15 +185,15 @@ ImageSource import_source(const std::string& source_arg) {
     if (!util::path_exists(source + "/index.json"))
       throw Error("`" + source + "` is a directory but not an OCI image layout (no index.json)",
                   "to run a root filesystem directory, give it to rt exec directly");
-    src = image::from_oci_layout({source, ""}, tag, source);
+    src = app::from_oci_layout({source, ""}, tag, source);
   } else {
     auto members = image::tar_members(source);
     auto has = [&](const char* m) { return std::find(members.begin(), members.end(), m) != members.end(); };
-    if (has("manifest.json")) src = image::from_docker_archive(source, source);
-    else if (has("index.json") && has("oci-layout")) src = image::from_oci_layout({"", source}, tag, source);
-    else src = image::from_rootfs_tar(source);
+    if (has("manifest.json")) src = app::from_docker_archive(source, source);
+    else if (has("index.json") && has("oci-layout")) src = app::from_oci_layout({"", source}, tag, source);
+    else src = app::from_rootfs_tar(source);
   }
-  if (src.name.empty()) src.name = image::base_name(source);
+  if (src.name.empty()) src.name = app::base_name(source);
   src.ref = "import:" + util::normalize_path(source_arg, "/");
   return src;
 }
@@ -203,23 +206,23 @@ std::string default_config() {
   return cfg.dump();
 }
 
-} // namespace image
+} // namespace app
 
-namespace image {
+namespace app {
 
 bool deliver(store::Store& store, const ImageSource& src, const ImportOptions& o) {
   if (!o.squash.empty()) {
-    squash::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()), {o.compression, o.level, 0});
+    image::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()), {o.compression, o.level, 0});
     return false;
   }
   if (store_format(o.format) == "sqfs")
-    squash::store_from_layers(store, src, {o.compression, o.level, 0});
+    app::store_from_layers(store, src, {o.compression, o.level, 0});
   else
     assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
   return true;
 }
 
-} // namespace image
+} // namespace app
 
 std::string store_format(const std::string& format) {
   std::string f = format;
@@ -233,11 +236,11 @@ std::string store_format(const std::string& format) {
 
 std::string import_image(const std::string& source_arg, const ImportOptions& o) {
   util::log_init(o.verbosity);
-  image::ImageSource src = image::import_source(source_arg);
+  app::ImageSource src = app::import_source(source_arg);
   if (!o.name.empty()) src.name = o.name;
   store::Store store(o.storage.empty() ? store::default_root() : o.storage);
   auto lock = store.lock_name(src.name);
-  if (image::deliver(store, src, o)) util::note("imported `" + src.name + "` into " + store.root());
+  if (app::deliver(store, src, o)) util::note("imported `" + src.name + "` into " + store.root());
   return src.name;
 }
 

@@ -1,12 +1,12 @@
 // Image references (pure).
-#include "image/ref.hpp"
+#include "store/ref.hpp"
 
 #include <algorithm>
 
 #include "rt/error.hpp"
 #include "util/digest.hpp"
 
-namespace rt::image {
+namespace rt::store {
 namespace {
 
 bool valid_repo_char(char c) {
@@ -72,4 +72,4 @@ Reference parse_reference(std::string_view text) {
   return r;
 }
 
-} // namespace rt::image
+} // namespace rt::store

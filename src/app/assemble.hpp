@@ -6,32 +6,18 @@
 #include <string>
 #include <vector>
 
-#include "image/unpack.hpp"
+#include "image/source.hpp"
+#include "image/from_layers.hpp"
 #include "store/store.hpp"
 
-namespace rt::image {
+namespace rt::app {
 
-struct LayerInput {
-  std::string name;              // for messages: a digest or a file name
-  std::string expected_blob;     // digest of the (compressed) blob; empty: unchecked
-  int64_t expected_size = -1;    // size of the blob; -1: unchecked
-  std::string expected_diff_id;  // digest of the uncompressed tar; empty: unchecked
-  std::function<ReadFn()> open;  // a fresh reader of the blob's bytes
-};
+using image::ImageSource;
+using image::LayerInput;
 
 struct AssembleOptions {
   uint64_t max_bytes = 0;  // unpacked size limit, 0: none
   bool quiet = false;
-};
-
-struct ImageSource {
-  std::string name;             // store name
-  std::string ref;              // where it came from, for rt images
-  std::string config_text;      // the OCI image config, stored verbatim
-  std::string config_digest;
-  std::string manifest_digest;  // may be empty
-  std::vector<LayerInput> layers;
-  std::vector<std::string> drop;  // top-level names removed from the tree at the end
 };
 
 // Unpacks every layer in order into a work directory of the store, checks
@@ -44,7 +30,8 @@ void assemble_bundle(const std::string& dir, const ImageSource& src, const Assem
 // image-config.json and rt-image.json (`size`: bytes of the image's files).
 void write_image_files(const std::string& dir, const ImageSource& src, uint64_t size);
 
-// Human-readable byte counts: "12.3 MB".
-std::string human_bytes(uint64_t n);
+// Stores the image as one SquashFS file (store::kSquashFile) beside its
+// image-config.json and rt-image.json, written straight from the layers.
+void store_from_layers(store::Store& store, const ImageSource& src, const image::SquashOptions& options);
 
-} // namespace rt::image
+} // namespace rt::app

@@ -12,17 +12,18 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "image/assemble.hpp"
+#include "app/assemble.hpp"
 #include "image/manifest.hpp"
-#include "image/ref.hpp"
+#include "store/ref.hpp"
 #include "image/registry.hpp"
 #include "rt/error.hpp"
-#include "image/import.hpp"
+#include "app/import.hpp"
 #include "rt/image.hpp"
 #include "store/lookup.hpp"
 #include "store/store.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/strings.hpp"
 
 namespace rt {
 namespace {
@@ -42,14 +43,14 @@ public:
     if (t - last_ < std::chrono::milliseconds(100)) return;
     last_ = t;
     std::fprintf(stderr, "\rrt: downloading %zu layer%s: %s / %s   ", layers_, layers_ == 1 ? "" : "s",
-                 image::human_bytes(now).c_str(), image::human_bytes(total_).c_str());
+                 util::human_bytes(now).c_str(), util::human_bytes(total_).c_str());
   }
   void layer_done(size_t i, size_t n, const Descriptor& d) {
     if (!show_) return;
     std::lock_guard<std::mutex> g(m_);
     if (tty_) std::fprintf(stderr, "\r\033[K");
     util::note("downloaded layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + d.digest.substr(0, 19) +
-               " " + image::human_bytes(static_cast<uint64_t>(std::max<int64_t>(d.size, 0))));
+               " " + util::human_bytes(static_cast<uint64_t>(std::max<int64_t>(d.size, 0))));
   }
 
 private:
@@ -65,7 +66,7 @@ private:
 
 std::string pull(const std::string& ref_text, const PullOptions& o) {
   util::log_init(o.verbosity);
-  image::Reference ref = image::parse_reference(ref_text);
+  store::Reference ref = store::parse_reference(ref_text);
   image::RegistryOptions ro;
   ro.ca_file = o.ca_file;
   ro.insecure = o.insecure;
@@ -168,7 +169,7 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
                             });
                           }});
   }
-  if (!image::deliver(store, src, o)) return src.name;
+  if (!app::deliver(store, src, o)) return src.name;
   util::note("pulled `" + shown + "` as `" + name + "` (" + manifest_digest.substr(0, 19) + ")");
   return name;
 }

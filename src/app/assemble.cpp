@@ -1,5 +1,5 @@
 // Building a stored image from its layers (host).
-#include "image/assemble.hpp"
+#include "app/assemble.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,17 +14,12 @@
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/strings.hpp"
 
-namespace rt::image {
+namespace rt::app {
 
-std::string human_bytes(uint64_t n) {
-  char buf[32];
-  if (n < 1000) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
-  else if (n < 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(n) / 1e3);
-  else if (n < 1000ull * 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(n) / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(n) / 1e9);
-  return buf;
-}
+using image::LayerStream;
+using image::TreeWriter;
 
 namespace {
 
@@ -72,8 +67,8 @@ void assemble_bundle(const std::string& dir, const ImageSource& src, const Assem
                   ", the config says " + l.expected_diff_id);
     if (!opts.quiet)
       util::note("layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + l.name.substr(0, 19) + " " +
-                 human_bytes(stream.blob_size()) + " " + stream.compression() + " -> " +
-                 human_bytes(writer.stats().bytes - before) + " unpacked");
+                 util::human_bytes(stream.blob_size()) + " " + stream.compression() + " -> " +
+                 util::human_bytes(writer.stats().bytes - before) + " unpacked");
   }
   writer.finish();
   for (const auto& d : src.drop) {
@@ -99,4 +94,14 @@ void write_image_files(const std::string& dir, const ImageSource& src, uint64_t 
   write_file(dir + "/" + store::kMetaFile, meta.dump(2) + "\n");
 }
 
-} // namespace rt::image
+void store_from_layers(store::Store& store, const ImageSource& src, const image::SquashOptions& options) {
+  store::WorkDir work(store.tmp_dir(), "image");
+  const std::string file = work.path() + "/" + store::kSquashFile;
+  image::write_from_layers(src, file, options);
+  struct stat st;
+  if (::stat(file.c_str(), &st) != 0) throw SysError("stat", file);
+  write_image_files(work.path(), src, static_cast<uint64_t>(st.st_size));
+  store.commit_image(src.name, work);
+}
+
+} // namespace rt::app

@@ -1,0 +1,22 @@
+// A SquashFS file straight from layer streams (host).
+#pragma once
+#include <string>
+
+#include "image/source.hpp"
+
+namespace rt::image {
+
+struct SquashOptions {
+  std::string compression = "zstd";
+  int level = 0;
+  int jobs = 0;
+};
+
+// Throws rt::Error unless `name` is a SquashFS compressor rt offers.
+void check_compression(const std::string& name);
+
+// Verifies the layers and writes `out` (beside it, then renamed), with the
+// image config inside at /.rt/image-config.json. Throws rt::Error.
+void write_from_layers(const ImageSource& src, const std::string& out, const SquashOptions& options);
+
+} // namespace rt::image

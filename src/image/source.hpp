@@ -1,0 +1,32 @@
+// An image as a config and its layers, whatever it comes from (a
+// registry, an archive, a tree): what the writers (the tree writer, the
+// SquashFS flattener) take (host).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "image/unpack.hpp"
+
+namespace rt::image {
+
+struct LayerInput {
+  std::string name;              // for messages: a digest or a file name
+  std::string expected_blob;     // digest of the (compressed) blob; empty: unchecked
+  int64_t expected_size = -1;    // size of the blob; -1: unchecked
+  std::string expected_diff_id;  // digest of the uncompressed tar; empty: unchecked
+  std::function<ReadFn()> open;  // a fresh reader of the blob's bytes
+};
+
+struct ImageSource {
+  std::string name;             // store name
+  std::string ref;              // where it came from, for rt images
+  std::string config_text;      // the OCI image config, stored verbatim
+  std::string config_digest;
+  std::string manifest_digest;  // may be empty
+  std::vector<LayerInput> layers;
+  std::vector<std::string> drop;  // top-level names removed from the tree at the end
+};
+
+} // namespace rt::image
