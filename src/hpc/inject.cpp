@@ -244,7 +244,7 @@ public:
     for (const auto& [abi, where] : mpis)
       if (abi == host_abi) return;
     const auto& [abi, where] = mpis.front();
-    throw Error("image `" + image_.name + "` has " + (abi == "openmpi" ? "Open MPI" : "an MPICH-ABI MPI") + " (" +
+    throw Error("image `" + image_.name() + "` has " + (abi == "openmpi" ? "Open MPI" : "an MPICH-ABI MPI") + " (" +
                     where + "), but the host MPI `" + host_lib + "` is " +
                     (host_abi == "openmpi" ? "Open MPI (libmpi.so.40)" : "MPICH ABI (libmpi.so.12)") +
                     ": programs built for one cannot use the other",
@@ -340,8 +340,8 @@ public:
                           "/usr/lib64/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6", "/lib/libc.so.6"}) {
       // The image's libc is 2 MB (and compressed in a SquashFS image):
       // remember its version by the file's identity.
-      std::string stamp = image_.stamp ? image_.stamp(p) : std::string();
-      if (stamp.empty() && image_.stamp) continue;  // not in the image
+      std::string stamp = image_.stamp(p);
+      if (stamp.empty()) continue;  // not in the image
       if (auto known = stamp.empty() ? std::nullopt : elf_.note("glibc " + stamp)) {
         have = *known;
         where = p;
@@ -349,7 +349,7 @@ public:
       }
       auto data = image_.read(p, 64u << 20);
       if (!data) continue;
-      if (auto info = parse_elf(*data, image_.name + ":" + p)) {
+      if (auto info = parse_elf(*data, image_.name() + ":" + p)) {
         have = info->glibc_defined;
         where = p;
         if (!stamp.empty()) elf_.set_note("glibc " + stamp, have);
@@ -357,11 +357,11 @@ public:
       }
     }
     if (where.empty())
-      throw Error("image `" + image_.name + "` has no glibc (libc.so.6), and `" + glibc_needed_by_ + "` needs " +
+      throw Error("image `" + image_.name() + "` has no glibc (libc.so.6), and `" + glibc_needed_by_ + "` needs " +
                       glibc_needed_,
                   "host libraries can only be injected into glibc-based images");
     if (compare_glibc(have, glibc_needed_) < 0)
-      throw Error("image `" + image_.name + "` has glibc " + have.substr(6) + " (" + where + "), but the host's `" +
+      throw Error("image `" + image_.name() + "` has glibc " + have.substr(6) + " (" + where + "), but the host's `" +
                       glibc_needed_by_ + "` needs " + glibc_needed_.substr(6),
                   "use an image with glibc " + glibc_needed_.substr(6) + " or later");
   }

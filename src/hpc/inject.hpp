@@ -27,13 +27,17 @@ struct InjectRequest {
 };
 
 // Read access to the image's files, for the checks.
-struct ImageView {
-  std::string name;
-  std::function<std::optional<std::string>(const std::string& path, size_t limit)> read;
-  std::function<std::vector<std::string>(const std::string& dir)> list;  // names; empty if absent
-  // Optional: an identity of the file at `path` that changes when it does
-  // ("" if absent), so that facts about it may be cached.
-  std::function<std::string(const std::string& path)> stamp;
+class ImageView {
+public:
+  virtual ~ImageView() = default;
+  virtual const std::string& name() const = 0;
+  // A regular file's content (symlinks inside followed); nullopt if absent.
+  virtual std::optional<std::string> read(const std::string& path, size_t limit) const = 0;
+  // Names in a directory; empty if it is absent.
+  virtual std::vector<std::string> list(const std::string& dir) const = 0;
+  // An identity of the file at `path` that changes when it does ("" if
+  // absent), so that facts about it may be cached.
+  virtual std::string stamp(const std::string& path) const = 0;
 };
 
 struct Injection {

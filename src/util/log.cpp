@@ -2,6 +2,8 @@
 // rank, "rt[17]: ", so a thousand ranks' logs can be told apart.
 #include "util/log.hpp"
 
+#include <cstdio>
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -58,6 +60,13 @@ double log_elapsed_ms() {
   clock_gettime(CLOCK_MONOTONIC, &now);
   return static_cast<double>(now.tv_sec - g_start.tv_sec) * 1e3 +
          static_cast<double>(now.tv_nsec - g_start.tv_nsec) / 1e6;
+}
+
+void timing(const char* stage) {
+  if (!log_enabled(Level::Debug)) return;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.3f ms: %s", log_elapsed_ms(), stage);
+  debug(buf);
 }
 
 } // namespace rt::util

@@ -12,6 +12,8 @@ bool log_enabled(Level level);
 void log(Level level, std::string_view message);
 // Seconds since log_init, for -vv stage timings.
 double log_elapsed_ms();
+// At -vv: "12.345 ms: STAGE", the time since log_init (start-up stages).
+void timing(const char* stage);
 
 inline void warn(std::string_view m) { log(Level::Warn, m); }
 // Progress and results: shown unless -q.

@@ -1,0 +1,115 @@
+// An image's root filesystem, a directory or a SquashFS file (host ->
+// namespace); see image_root.hpp.
+#include "run/image_root.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "rt/error.hpp"
+#include "run/image_server.hpp"
+#include "run/mount_apply.hpp"
+#include "run/sqfs_facts.hpp"
+#include "run/userns.hpp"
+#include "squash/sqfs.hpp"
+#include "store/root.hpp"
+#include "util/fs.hpp"
+#include "util/inroot.hpp"
+#include "util/log.hpp"
+
+namespace rt::run {
+namespace {
+
+constexpr size_t kEtcLimit = 1 << 22;
+
+class DirectoryRoot final : public ImageRoot {
+public:
+  explicit DirectoryRoot(Image image)
+      : ImageRoot(std::move(image)), root_(util::open_fd(image_.rootfs, O_PATH | O_DIRECTORY)) {}
+
+  std::optional<std::string> read(const std::string& path, size_t limit) const override {
+    auto r = util::open_in_root(root_.get(), path, O_RDONLY);
+    if (!r.fd) return std::nullopt;
+    return util::read_fd(r.fd.get(), path, limit);
+  }
+  std::vector<std::string> list(const std::string& dir) const override {
+    auto r = util::open_in_root(root_.get(), dir, O_RDONLY | O_DIRECTORY);
+    if (!r.fd) return {};
+    return util::list_names(r.fd.get(), dir);
+  }
+  std::string stamp(const std::string& path) const override {
+    struct stat st;
+    auto r = util::open_in_root(root_.get(), path, O_RDONLY);
+    if (!r.fd || ::fstat(r.fd.get(), &st) != 0) return "";
+    return util::file_stamp(st);
+  }
+  bool has(const std::string& path) const override {
+    return !path.empty() && static_cast<bool>(util::open_in_root(root_.get(), path, O_PATH).fd);
+  }
+  std::string passwd() const override { return read("/etc/passwd", kEtcLimit).value_or(""); }
+  std::string group() const override { return read("/etc/group", kEtcLimit).value_or(""); }
+  std::string staging() const override { return ""; }
+  void close() override { root_.reset(); }
+  void build(const MountPlan& plan, const std::function<const std::string&()>&) const override {
+    enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
+    util::timing("user namespace");
+    build_tree(plan);
+  }
+
+private:
+  util::UniqueFd root_;
+};
+
+class SquashRoot final : public ImageRoot {
+public:
+  SquashRoot(Image image, const std::string& storage) : ImageRoot(std::move(image)) {
+    // The staging tmpfs needs a host directory to cover: rt's own, in the store.
+    const store::Root& store = store::Root::user(storage);
+    store.dir("mnt", true);
+    staging_ = store.sub("mnt");
+    facts_ = squash_facts(image_.rootfs, store.dir("sqfs-facts", true).get(), [this]() -> squash::Image& {
+      return opened();
+    });
+    if (facts_.config) image_.config = parse_image_config(*facts_.config, image_.rootfs + ":" + squash::kConfigPath);
+  }
+
+  std::optional<std::string> read(const std::string& path, size_t limit) const override {
+    return opened().read_file(path, limit);
+  }
+  std::vector<std::string> list(const std::string& dir) const override { return opened().list(dir); }
+  std::string stamp(const std::string& path) const override {
+    struct stat st;
+    if (!has(path) || ::stat(image_.rootfs.c_str(), &st) != 0) return "";
+    return util::file_stamp(st) + ":" + image_.rootfs + ":" + path;
+  }
+  bool has(const std::string& path) const override { return !path.empty() && opened().has(path); }
+  std::string passwd() const override { return facts_.passwd.value_or(""); }
+  std::string group() const override { return facts_.group.value_or(""); }
+  std::string staging() const override { return staging_; }
+  void close() override { opened_.reset(); }
+  void build(const MountPlan& plan, const std::function<const std::string&()>& secret) const override {
+    util::UniqueFd tree = attach_squashfs([this]() -> squash::Image& { return opened(); }, plan, secret());
+    util::timing("image server");
+    build_tree(plan, tree.get());
+  }
+
+private:
+  // Opened on first use only (a server that starts opens it for itself).
+  squash::Image& opened() const {
+    if (!opened_) opened_ = std::make_unique<squash::Image>(image_.rootfs);
+    return *opened_;
+  }
+  mutable std::unique_ptr<squash::Image> opened_;
+  SquashFacts facts_;
+  std::string staging_;
+};
+
+} // namespace
+
+std::unique_ptr<ImageRoot> ImageRoot::open(const std::string& ref, const std::string& cwd,
+                                           const std::string& storage) {
+  Image image = open_image(ref, cwd, storage);
+  if (image.squashfs) return std::make_unique<SquashRoot>(std::move(image), storage);
+  return std::make_unique<DirectoryRoot>(std::move(image));
+}
+
+} // namespace rt::run

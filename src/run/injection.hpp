@@ -1,0 +1,35 @@
+// The host injection of an exec (host): what to inject, and its share of
+// the mount plan and of the environment. hpc/inject decides what the
+// host's libraries are; this glues it to the options and the plan.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "hpc/inject.hpp"
+#include "rt/exec.hpp"
+#include "run/image_config.hpp"
+#include "run/plan.hpp"
+
+namespace rt::run {
+
+// What of the host to inject; empty when nothing is asked for and nothing
+// is automatic (--gpu auto: the image's NVIDIA_VISIBLE_DEVICES; --ib auto:
+// /dev/infiniband). Automatic injection that cannot work is skipped with a
+// note; asked-for injection that cannot work is an error. Host ELF facts
+// are kept in STORE/elf-cache.
+hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, const hpc::ImageView& view);
+
+// The injection's binds and links, for PlanInputs::injected.
+std::vector<Mount> injected_mounts(const hpc::Injection& inj);
+
+// LD_LIBRARY_PATH and PATH with the injected directories first, and the
+// CDI environment.
+void apply_injected_env(const hpc::Injection& inj, std::vector<std::string>& env);
+
+// An NVIDIA_VISIBLE_DEVICES selection, as NVIDIA's container toolkit
+// applies it: the mounts that hide the GPUs it leaves out (for
+// PlanInputs::hidden), and CUDA_VISIBLE_DEVICES added to `env` unless the
+// launcher or the user set it.
+std::vector<Mount> select_gpus(const hpc::Injection& inj, std::vector<std::string>& env);
+
+} // namespace rt::run
