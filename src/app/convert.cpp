@@ -1,7 +1,6 @@
 // rt convert: an image (store name, bundle or root-filesystem directory)
 // into one SquashFS file, with its configuration inside (host).
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,50 +23,16 @@
 #include "image/from_layers.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
+#include "util/child.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
-
-extern char** environ;
+#include "util/strings.hpp"
 
 namespace rt {
 namespace {
 
-// Starts argv (PATH search) with its stdout on `out` and its stdin on `in`
-// (-1: ours). No shell: every argument is a word.
-pid_t spawn(const std::vector<std::string>& argv, int out = -1, int in = -1) {
-  std::vector<char*> a;
-  for (const auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
-  a.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (out >= 0) posix_spawn_file_actions_adddup2(&fa, out, 1);
-  if (in >= 0) posix_spawn_file_actions_adddup2(&fa, in, 0);
-  pid_t pid;
-  int r = ::posix_spawnp(&pid, a[0], &fa, nullptr, a.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (r != 0) throw SysError(r, "spawn", argv[0]);
-  return pid;
-}
-
-// Its exit status as the shell reports it (128+N for signal N).
-int wait_status(pid_t pid, const std::string& name) {
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) throw SysError("waitpid", name);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-int run_program(const std::vector<std::string>& argv, int in = -1) {
-  return wait_status(spawn(argv, -1, in), argv[0]);
-}
-
-
 enum class Target { Sqfs, Dir, Store };
 
-std::string leaf(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 Target target_of(const std::string& to, const std::string& dst) {
   if (to == "sqfs") return Target::Sqfs;
@@ -83,26 +48,15 @@ Target target_of(const std::string& to, const std::string& dst) {
 // The standard output of a program as a layer stream; at its end the
 // program must have exited 0 (a truncated or corrupt input shows there).
 image::ReadFn program_reader(const std::vector<std::string>& argv, const std::string& what) {
-  struct Child {
-    pid_t pid = -1;
-    util::UniqueFd out;
-    ~Child() {
-      if (pid > 0) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-      }
-    }
-  };
-  auto c = std::make_shared<Child>();
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) throw SysError("pipe");
-  c->out.reset(p[0]);
-  util::UniqueFd w(p[1]);
-  c->pid = spawn(argv, w.get());
-  return [c, what, prog = argv[0]](void* buf, size_t size) -> size_t {
-    size_t n = util::read_some(c->out.get(), buf, size, what);
-    if (n == 0 && c->pid > 0) {
-      int status = wait_status(std::exchange(c->pid, -1), prog);
+  util::UniqueFd r(p[0]), w(p[1]);
+  auto child = std::make_shared<util::Child>(argv, util::Child::Fds{.out = w.get()});
+  auto out = std::make_shared<util::UniqueFd>(std::move(r));
+  return [child, out, what, prog = argv[0]](void* buf, size_t size) -> size_t {
+    size_t n = util::read_some(out->get(), buf, size, what);
+    if (n == 0 && child->running()) {
+      int status = child->wait();
       if (status != 0)
         throw Error("cannot read `" + what + "`: " + prog + " failed (status " + std::to_string(status) +
                     "): corrupt or truncated?");
@@ -150,7 +104,7 @@ ImportOptions import_options(const ConvertOptions& o) {
 // RT_STORE_FORMAT), as import would keep it.
 void store_source(image::ImageSource src, const std::string& name, const ConvertOptions& o) {
   src.name = name;
-  store::Store store(o.storage.empty() ? store::default_root() : o.storage);
+  store::Store store(o.storage);
   auto lock = store.lock_name(name);
   if (store.info(name) && !o.force) throw Error("image `" + name + "` is already in the store", "give --force to replace it");
   app::deliver(store, src, import_options(o));
@@ -218,7 +172,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
       return copy_file(file, dst);  // out of the store, as it is
     }
     std::optional<std::string> config = squash::Image(file).read_file(squash::kConfigPath);
-    auto s = tree_source(leaf(dst), file, {"sqfs2tar", "--no-xattr", file}, config);
+    auto s = tree_source(util::base_name(dst), file, {"sqfs2tar", "--no-xattr", file}, config);
     s.drop = {".rt"};
     if (target == Target::Store) return store_source(std::move(s), dst, o);
     return write_bundle_dir(s, dst, o);
@@ -227,7 +181,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   if (target == Target::Sqfs) return tree_to_squashfs(img, src, dst, o);
   std::optional<std::string> config;
   if (img.config) config = util::read_file_if_exists(img.rootfs + "/../" + run::kBundleConfig);
-  auto s = tree_source(leaf(dst), img.rootfs,
+  auto s = tree_source(util::base_name(dst), img.rootfs,
                        {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."}, config);
   if (target == Target::Store) return store_source(std::move(s), dst, o);
   return write_bundle_dir(s, dst, o);
@@ -272,7 +226,7 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
     for (const auto& a : argv) s += " " + a;
     return s;
   }());
-  int rc = run_program(argv, config_in.get());
+  int rc = util::run_program(argv, {.in = config_in.get()});
   if (rc != 0) throw Error("mksquashfs failed (status " + std::to_string(rc) + ") making `" + dst + "` from `" + src + "`");
   if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError("rename", tmp, dst);
   struct stat st;

@@ -19,6 +19,7 @@
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/strings.hpp"
 #include "image/sha256.hpp"
 
 namespace rt {
@@ -35,10 +36,7 @@ ReadFn file_reader(const std::string& path) {
   return [fd, path](void* buf, size_t size) -> size_t { return util::read_some(fd->get(), buf, size, path); };
 }
 
-std::string base_name(const std::string& path) {
-  std::string p = util::normalize_path(path);
-  return p.substr(p.rfind('/') + 1);
-}
+std::string base_name(const std::string& path) { return util::base_name(util::normalize_path(path)); }
 
 // Where the pieces of an OCI layout live: a directory or a tar of one.
 struct Layout {
@@ -238,7 +236,7 @@ std::string import_image(const std::string& source_arg, const ImportOptions& o) 
   util::log_init(o.verbosity);
   app::ImageSource src = app::import_source(source_arg);
   if (!o.name.empty()) src.name = o.name;
-  store::Store store(o.storage.empty() ? store::default_root() : o.storage);
+  store::Store store(o.storage);
   auto lock = store.lock_name(src.name);
   if (app::deliver(store, src, o)) util::note("imported `" + src.name + "` into " + store.root());
   return src.name;

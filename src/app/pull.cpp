@@ -10,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "app/assemble.hpp"
 #include "image/manifest.hpp"
@@ -23,6 +22,7 @@
 #include "store/store.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/work_queue.hpp"
 #include "util/strings.hpp"
 
 namespace rt {
@@ -94,7 +94,7 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
                 " layers but the config " + std::to_string(diff_ids.size()) + " diff_ids");
 
   std::string name = o.name.empty() ? ref.str() : o.name;
-  store::Store store(o.storage.empty() ? store::default_root() : o.storage);
+  store::Store store(o.storage);
   auto lock = store.lock_name(name);
   const bool as_sqfs = store_format(o.format) == "sqfs";
   if (auto info = store.info(name);
@@ -118,39 +118,28 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
     }
   }
   Progress progress(total, missing, o.verbosity >= 0);
-  std::atomic<size_t> next{0};
-  std::atomic<bool> cancelled{false};
-  std::mutex commit_mutex;
-  auto worker = [&] {
-    for (;;) {
-      size_t i = next++;
-      if (i >= n) return;
-      const Descriptor& d = m.layers[i];
-      try {
-        if (cancelled) throw Error("cancelled");
-        if (!store.has_blob(d.digest)) {
-          store::WorkDir work(store.tmp_dir(), "blob");
-          std::string file = work.path() + "/blob";
-          reg.download_blob(d, file, [&](uint64_t b) { progress.add(b); });
-          store.commit_blob(d.digest, file);
-          progress.layer_done(i, n, d);
-        }
-        ready[i].set_value();
-      } catch (...) {
-        ready[i].set_exception(std::current_exception());
+  auto fetch = [&](const size_t& i) {
+    const Descriptor& d = m.layers[i];
+    try {
+      if (!store.has_blob(d.digest)) {
+        store::WorkDir work(store.tmp_dir(), "blob");
+        std::string file = work.path() + "/blob";
+        reg.download_blob(d, file, [&](uint64_t b) { progress.add(b); });
+        store.commit_blob(d.digest, file);
+        progress.layer_done(i, n, d);
       }
+      ready[i].set_value();
+    } catch (...) {
+      ready[i].set_exception(std::current_exception());
     }
   };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < std::max(1, std::min<int>(o.jobs, static_cast<int>(n))); ++t) threads.emplace_back(worker);
-  struct Joiner {
-    std::vector<std::thread>& t;
-    std::atomic<bool>& c;
-    ~Joiner() {
-      c = true;
-      for (auto& x : t) x.join();
-    }
-  } joiner{threads, cancelled};
+  // Declared after everything the workers use: on the way out (an error),
+  // they finish what they have and drop the rest.
+  const int threads = std::max(1, std::min<int>(o.jobs, static_cast<int>(n)));
+  util::WorkQueue<size_t> downloads(static_cast<unsigned>(threads), fetch);
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  downloads.push(order);
 
   image::ImageSource src;
   src.name = name;

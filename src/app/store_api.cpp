@@ -11,7 +11,7 @@ namespace {
 
 store::Store open_store(const StoreOptions& o) {
   util::log_init(o.verbosity);
-  return store::Store(o.storage.empty() ? store::default_root() : o.storage);
+  return store::Store(o.storage);
 }
 
 ImageSummary summary(const store::ImageInfo& i) {
@@ -50,7 +50,7 @@ void remove_image(const std::string& name, const StoreOptions& o) {
 uint64_t prune_store(const StoreOptions& o) {
   store::Store s = open_store(o);
   uint64_t freed = s.prune();
-  if (util::UniqueFd facts = s.dir().dir("sqfs-facts", false)) freed += run::prune_squash_facts(facts.get());
+  if (util::UniqueFd facts = s.dir().dir(store::kSqfsFactsDir, false)) freed += run::prune_squash_facts(facts.get());
   return freed;
 }
 

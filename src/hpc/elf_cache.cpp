@@ -15,11 +15,7 @@ namespace {
 constexpr char kVersion[] = "rt-elf-cache 2";
 constexpr char kList = '\x1f';
 
-std::string join_list(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : std::string(1, kList)) + x;
-  return s;
-}
+std::string join_list(const std::vector<std::string>& v) { return util::join(v, kList); }
 
 std::vector<std::string> split_list(const std::string& s) {
   if (s.empty()) return {};

@@ -47,20 +47,8 @@ const std::vector<std::string> kIbLibraries = {
     "libibverbs.so.1", "librdmacm.so.1", "libibumad.so.3", "libmlx5.so.1", "libmlx4.so.1",
     "libefa.so.1",     "libfabric.so.1", "libucp.so.0",    "libuct.so.0",  "libucs.so.0", "libucm.so.0"};
 
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
-  return out;
-}
-
-std::string dirname(const std::string& p) {
-  size_t s = p.rfind('/');
-  return s == std::string::npos || s == 0 ? "/" : p.substr(0, s);
-}
-std::string basename(const std::string& p) {
-  size_t s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
-}
+using util::base_name;
+using util::dir_name;
 
 // The driver version a libcuda file name carries ("libcuda.so.535.104.05"
 // -> "535.104.05"); "" for any other name (libcuda.so.1 included).
@@ -73,7 +61,7 @@ std::string libcuda_version(const std::string& name) {
 // The driver version of the file a libcuda.so.1 link leads to.
 std::string cuda_version(const std::string& libcuda) {
   char real[PATH_MAX];
-  return ::realpath(libcuda.c_str(), real) ? libcuda_version(basename(real)) : "";
+  return ::realpath(libcuda.c_str(), real) ? libcuda_version(base_name(real)) : "";
 }
 
 class Planner {
@@ -103,7 +91,7 @@ public:
   // Adds `path` (a host library) and, with `closure`, what it needs.
   void add_library(const std::string& path, const std::string& why, bool closure) {
     auto info = elf_.get(path);
-    std::string soname = info && !info->soname.empty() ? info->soname : basename(path);
+    std::string soname = info && !info->soname.empty() ? info->soname : base_name(path);
     if (!seen_.insert(soname).second) return;
     out.files.push_back({path, std::string(kLibDir) + "/" + soname});
     if (!info) return;
@@ -116,7 +104,7 @@ public:
       if (kGlibc.count(n) || seen_.count(n)) continue;
       std::optional<std::string> found;
       for (auto dir : info.runpath) {
-        if (dir.starts_with("$ORIGIN")) dir = dirname(path) + dir.substr(7);
+        if (dir.starts_with("$ORIGIN")) dir = dir_name(path) + dir.substr(7);
         if (util::path_exists(dir + "/" + n)) {
           found = dir + "/" + n;
           break;
@@ -201,7 +189,7 @@ public:
       lib = which;
       if (!util::path_exists(lib)) throw Error("--mpi: `" + lib + "` does not exist");
       auto info = elf_.get(lib);
-      flavor = mpi_abi(info && !info->soname.empty() ? info->soname : basename(lib));
+      flavor = mpi_abi(info && !info->soname.empty() ? info->soname : base_name(lib));
       if (flavor.empty()) throw Error("--mpi: `" + lib + "` is not an MPI library (soname libmpi.so.40, libmpi.so.12 or libmpich.so.12)");
     } else {
       if (flavor != "openmpi" && flavor != "mpich")
@@ -216,14 +204,14 @@ public:
         }
       if (lib.empty())
         throw Error("--mpi=" + flavor + ": no host " + (flavor == "openmpi" ? "Open MPI" : "MPICH-ABI MPI") +
-                        " library (" + join(names, ", ") + ") in `" + cache_file_ + "`",
+                        " library (" + util::join(names, ", ") + ") in `" + cache_file_ + "`",
                     "install it, or name it in the site configuration (" + flavor + ".library)");
     }
     check_image_mpi(mpis, flavor, lib);
     add_library(lib, "MPI", true);
     // Plugins and data files, bound at the host path: MPI finds them by
     // paths compiled into it.
-    std::string libdir = dirname(lib);
+    std::string libdir = dir_name(lib);
     std::vector<std::string> defaults =
         flavor == "openmpi"
             ? std::vector<std::string>{libdir + "/openmpi", libdir + "/pmix2", libdir + "/pmix", "/etc/openmpi",
@@ -272,7 +260,7 @@ public:
             break;
           }
       if (path.front() == '/' && util::path_exists(path))
-        out.files.push_back({path, std::string(kBinDir) + "/" + basename(path)});
+        out.files.push_back({path, std::string(kBinDir) + "/" + base_name(path)});
     }
     for (const auto& d : conf_.get("gpu.paths", {})) add_dir(d);
     // Device nodes come with the host's /dev; those of GPUs that
@@ -322,7 +310,7 @@ public:
     }
     for (const auto& l : libs)
       if (auto f = find(l)) add_library(*f, "InfiniBand", true);
-    std::string libdir = dirname(*verbs);
+    std::string libdir = dir_name(*verbs);
     for (const auto& d : conf_.get("ib.paths", {"/etc/libibverbs.d", libdir + "/libibverbs", "/etc/rdma",
                                                 libdir + "/ucx", libdir + "/libfabric", "/etc/libfabric"})) {
       if (!util::is_directory(d)) continue;

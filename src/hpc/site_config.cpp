@@ -16,12 +16,7 @@ const std::set<std::string> kKeys = {"ld_cache",      "openmpi.library", "openmp
                                      "gpu.procfs",    "gpu.dev",         "ib.libraries",  "ib.paths",
                                      "cdi.dirs",      "squashfs.linger"};
 
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return {};
-  size_t e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
-}
+std::string trim(const std::string& s) { return util::trim(s, " \t\r"); }
 
 } // namespace
 

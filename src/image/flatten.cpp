@@ -17,11 +17,8 @@ struct EntryDeleter {
   void operator()(archive_entry* e) const { archive_entry_free(e); }
 };
 
-std::string join(const std::vector<std::string>& c, size_t n) {
-  std::string s;
-  for (size_t i = 0; i < n; ++i) s += (i ? "/" : "") + c[i];
-  return s;
-}
+// The first `n` components as a path key.
+std::string join(const std::vector<std::string>& c, size_t n) { return util::join(std::span(c).first(n), '/'); }
 
 } // namespace
 

@@ -4,7 +4,6 @@
 #include <archive.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,11 +18,11 @@
 #include "image/from_layers.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
+#include "util/child.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
 
-extern char** environ;
 
 namespace rt::image {
 namespace {
@@ -86,27 +85,8 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
   if (o.compression == "zstd" || o.compression == "gzip")
     argv.insert(argv.end(), {"--comp-extra", "level=" + std::to_string(o.level ? o.level : o.compression == "zstd" ? 3 : 6)});
   argv.push_back(tmp);
-  std::vector<char*> a;
-  for (auto& s : argv) a.push_back(s.data());
-  a.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, rd.get(), 0);
-  pid_t pid;
-  int r = ::posix_spawnp(&pid, "tar2sqfs", &fa, nullptr, a.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (r != 0) throw SysError(r, "spawn", "tar2sqfs", "");
+  util::Child tar2sqfs(argv, {.in = rd.get()});
   rd.reset();
-  struct Reaper {
-    pid_t pid;
-    bool done = false;
-    ~Reaper() {
-      if (!done) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-      }
-    }
-  } reaper{pid};
 
   {
     Pipe pipe{wr.get(), "tar2sqfs"};
@@ -128,11 +108,7 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
       throw Error("writing the SquashFS stream: " + std::string(archive_error_string(w.get())));
   }
   wr.reset();
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) throw SysError("waitpid", "tar2sqfs");
-  reaper.done = true;
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+  if (tar2sqfs.wait() != 0)
     throw Error("tar2sqfs failed making `" + out + "` from image `" + src.name + "`");
   if (::rename(tmp.c_str(), out.c_str()) != 0) throw SysError("rename", tmp, out);
   struct stat sb;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "rt/error.hpp"
+#include "util/strings.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "image/sha256.hpp"
@@ -29,11 +30,7 @@ std::string lower(std::string s) {
   return s;
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  size_t i = s.find_first_not_of(' ');
-  return i == std::string::npos ? "" : s.substr(i);
-}
+std::string trim(const std::string& s) { return util::trim(s, " \r\n"); }
 
 std::string base64(const std::string& in) {
   std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');

@@ -401,7 +401,8 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
     if (::connect(conn.get(), reinterpret_cast<const sockaddr*>(&addr.sa), addr.len) == 0) {
       ucred cred{};
       socklen_t len = sizeof cred;
-      if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) throw SysError("getsockopt(SO_PEERCRED)");
+      if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        throw SysError("getsockopt(SO_PEERCRED)");
       if (cred.uid != ::getuid()) {
         util::info("`@" + name + "` is held by uid " + std::to_string(cred.uid) + ", not by you; trying another name");
         return Tried::Foreign;

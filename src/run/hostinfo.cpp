@@ -15,21 +15,19 @@ namespace rt::run {
 std::vector<std::string> find_id_line(const std::string& text, unsigned long id) {
   // Runs on every start: find the line by its third field before splitting anything.
   const std::string want = std::to_string(id);
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string_view line(text.data() + start, end - start);
-    start = end + 1;
-    if (line.empty() || line.front() == '#') continue;
+  std::vector<std::string> found;
+  util::for_each_line(text, [&](std::string_view line) {
+    if (line.empty() || line.front() == '#') return true;
     size_t c1 = line.find(':');
     size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
-    if (c2 == std::string_view::npos) continue;
+    if (c2 == std::string_view::npos) return true;
     size_t c3 = line.find(':', c2 + 1);
     std::string_view field = line.substr(c2 + 1, c3 == std::string_view::npos ? std::string_view::npos : c3 - c2 - 1);
-    if (field == want) return util::split(line, ':');
-  }
-  return {};
+    if (field != want) return true;
+    found = util::split(line, ':');
+    return false;
+  });
+  return found;
 }
 
 HostInfo gather_host_info() {

@@ -40,7 +40,7 @@ Image open_image(const std::string& ref, const std::string& cwd, const std::stri
     auto dir = root ? store::find_image(*root, ref) : std::nullopt;
     if (!dir)
       throw Error("image `" + ref + "` not found: no directory `" + path + "`, and no image of that name in store `" +
-                  (root ? root->path() : storage.empty() ? store::default_root() : storage) + "`");
+                  (root ? root->path() : store::store_path(storage)) + "`");
     path = *dir;
     if (::stat(path.c_str(), &st) != 0) throw SysError("stat", path);
   }

@@ -64,9 +64,9 @@ public:
   SquashRoot(Image image, const std::string& storage) : ImageRoot(std::move(image)) {
     // The staging tmpfs needs a host directory to cover: rt's own, in the store.
     const store::Root& store = store::Root::user(storage);
-    store.dir("mnt", true);
-    staging_ = store.sub("mnt");
-    facts_ = squash_facts(image_.rootfs, store.dir("sqfs-facts", true).get(), [this]() -> squash::Image& {
+    store.dir(store::kMountDir, true);
+    staging_ = store.sub(store::kMountDir);
+    facts_ = squash_facts(image_.rootfs, store.dir(store::kSqfsFactsDir, true).get(), [this]() -> squash::Image& {
       return opened();
     });
     if (facts_.config) image_.config = parse_image_config(*facts_.config, image_.rootfs + ":" + squash::kConfigPath);

@@ -36,7 +36,7 @@ hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, c
   if (req.mpi.empty() && !req.gpu && !req.ib && req.devices.empty()) return {};
   hpc::SiteConfig conf = hpc::load_site_config();
   // Every rank of a job reads the same host plugins: remember what they are.
-  hpc::ElfCache elf(store::Root::user(o.storage).fd(), "elf-cache");
+  hpc::ElfCache elf(store::Root::user(o.storage).fd(), store::kElfCacheFile);
   try {
     hpc::Injection inj = hpc::plan_injection(req, conf, view, &elf);
     elf.save();

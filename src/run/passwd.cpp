@@ -10,18 +10,14 @@ namespace {
 std::string without_clashes(const std::string& text, const std::string& name, unsigned long id) {
   std::string out;
   const std::string ids = std::to_string(id);
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string_view line(text.data() + start, end - start);
-    start = end + 1;
-    if (line.empty()) continue;
+  util::for_each_line(text, [&](std::string_view line) {
+    if (line.empty()) return true;
     auto f = util::split(line, ':');
-    if (f.size() >= 3 && (f[0] == name || f[2] == ids)) continue;
+    if (f.size() >= 3 && (f[0] == name || f[2] == ids)) return true;
     out.append(line);
     out += '\n';
-  }
+    return true;
+  });
   return out;
 }
 

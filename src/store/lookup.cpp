@@ -21,6 +21,8 @@ std::string default_root() {
   return "/var/tmp/" + u + ".rt";
 }
 
+std::string store_path(const std::string& storage) { return storage.empty() ? default_root() : storage; }
+
 std::string escape_name(std::string_view name) {
   if (name.empty() || name.size() > 255 || name.front() == '.' || name.front() == '/' ||
       name.find("..") != std::string_view::npos || name.find('+') != std::string_view::npos)

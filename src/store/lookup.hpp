@@ -5,11 +5,9 @@
 #include <string>
 #include <string_view>
 
-namespace rt::store {
+#include "store/layout.hpp"
 
-// $RT_STORAGE, else /var/tmp/$USER.rt: node-local disk, because home
-// directories are often on NFS.
-std::string default_root();
+namespace rt::store {
 
 // The directory name for an image name: '/' becomes '+' (never part of a
 // reference). Throws rt::Error for names that cannot be stored safely.
@@ -23,9 +21,5 @@ std::string unescape_name(std::string_view dir);
 class Root;
 std::optional<std::string> find_image(const Root& store, const std::string& name);
 
-inline constexpr const char* kImagesDir = "images";
-inline constexpr const char* kMetaFile = "rt-image.json";
-// An image kept as one SquashFS file (--format sqfs) has it in place of rootfs/.
-inline constexpr const char* kSquashFile = "image.sqfs";
 
 } // namespace rt::store

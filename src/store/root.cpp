@@ -17,8 +17,7 @@
 namespace rt::store {
 namespace {
 
-constexpr const char* kSecret = "secret";
-constexpr size_t kSecretHex = 64;
+constexpr size_t kSecretFileHex = 64;
 
 std::string mode_of(mode_t m) {
   char buf[8];
@@ -112,14 +111,14 @@ std::optional<Root> Root::open(const std::string& given, bool create) {
 
 const Root& Root::user(const std::string& storage) {
   static std::map<std::string, Root> opened;
-  const std::string path = storage.empty() ? default_root() : storage;
+  const std::string path = store_path(storage);
   auto it = opened.find(path);
   if (it == opened.end()) it = opened.emplace(path, *open(path, true)).first;
   return it->second;
 }
 
 const Root* Root::user_if_exists(const std::string& storage) {
-  const std::string path = absolute(storage.empty() ? default_root() : storage);
+  const std::string path = absolute(store_path(storage));
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return nullptr;
   return &user(storage);  // anything there, a dangling symlink too, is checked
@@ -160,29 +159,29 @@ util::UniqueFd Root::dir(std::string_view rel, bool create) const {
 const std::string& Root::secret() const {
   if (!secret_.empty()) return secret_;
   auto is_secret = [](const std::optional<std::string>& s) {
-    return s && s->size() == kSecretHex && s->find_first_not_of("0123456789abcdef") == std::string::npos;
+    return s && s->size() == kSecretFileHex && s->find_first_not_of("0123456789abcdef") == std::string::npos;
   };
-  auto text = util::read_owned_at(fd_.get(), kSecret, 4096);
+  auto text = util::read_owned_at(fd_.get(), kSecretFile, 4096);
   struct stat st;
-  if (!is_secret(text) && ::fstatat(fd_.get(), kSecret, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+  if (!is_secret(text) && ::fstatat(fd_.get(), kSecretFile, &st, AT_SYMLINK_NOFOLLOW) == 0) {
     // Something else is there (damaged, or not a file of the caller's),
     // unless a racing rank has just made it.
-    text = util::read_owned_at(fd_.get(), kSecret, 4096);
-    if (!is_secret(text)) ::unlinkat(fd_.get(), kSecret, 0);
+    text = util::read_owned_at(fd_.get(), kSecretFile, 4096);
+    if (!is_secret(text)) ::unlinkat(fd_.get(), kSecretFile, 0);
   }
   if (!is_secret(text)) {
     // Made whole under a private name, then linked into place: of ranks
     // racing to make it, the first link wins and the others read it.
-    unsigned char raw[kSecretHex / 2];
+    unsigned char raw[kSecretFileHex / 2];
     if (::getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) throw SysError("getrandom");
     std::string made;
     for (unsigned char c : raw) {
       made += "0123456789abcdef"[c >> 4];
       made += "0123456789abcdef"[c & 15];
     }
-    util::link_new_file_at(fd_.get(), kSecret, made);
-    text = util::read_owned_at(fd_.get(), kSecret, 4096);
-    if (!is_secret(text)) throw Error("cannot make the secret `" + sub(kSecret) + "` of the store", kWhatToDo);
+    util::link_new_file_at(fd_.get(), kSecretFile, made);
+    text = util::read_owned_at(fd_.get(), kSecretFile, 4096);
+    if (!is_secret(text)) throw Error("cannot make the secret `" + sub(kSecretFile) + "` of the store", kWhatToDo);
   }
   secret_ = *text;
   return secret_;

@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "store/layout.hpp"
 #include "util/fd.hpp"
 
 namespace rt::store {

@@ -73,15 +73,15 @@ WorkDir::~WorkDir() {
   }
 }
 
-Store::Store(const std::string& root) : root_(*Root::open(root, true)) {
-  for (const char* d : {"blobs/sha256", "images", "tmp", "locks"}) root_.dir(d, true);
+Store::Store(const std::string& storage) : root_(*Root::open(store_path(storage), true)) {
+  for (const char* d : {kBlobsDir, kImagesDir, kTmpDir, kLocksDir}) root_.dir(d, true);
   clear_debris();
 }
 
 void Store::clear_debris() const {
   // A work directory whose lock nobody holds belongs to a run that died.
   try {
-    util::UniqueFd tmp = root_.dir("tmp", false);
+    util::UniqueFd tmp = root_.dir(kTmpDir, false);
     if (!tmp) return;
     for (const auto& n : util::list_names(tmp.get(), tmp_dir())) {
       if (!is_work_lock(n)) continue;
@@ -99,7 +99,7 @@ void Store::clear_debris() const {
 }
 
 std::string Store::blob_path(const std::string& digest) const {
-  return root_.sub("blobs/sha256/") + util::digest_hex(digest, "blob");
+  return root_.sub(kBlobsDir) + "/" + util::digest_hex(digest, "blob");
 }
 
 bool Store::has_blob(const std::string& digest) const { return util::path_exists(blob_path(digest)); }
@@ -109,7 +109,7 @@ std::string Store::image_dir(const std::string& name) const {
 }
 
 util::FileLock Store::lock_name(const std::string& name) const {
-  return util::FileLock(root_.sub("locks/") + escape_name(name) + ".lock", util::FileLock::Mode::Exclusive);
+  return util::FileLock(root_.sub(kLocksDir) + "/" + escape_name(name) + ".lock", util::FileLock::Mode::Exclusive);
 }
 
 void Store::commit_image(const std::string& name, WorkDir& staged) {
@@ -182,12 +182,12 @@ uint64_t Store::prune() {
         if (l.is_string()) used.insert(l.get<std::string>());
   }
   uint64_t freed = 0;
-  util::UniqueFd blobs = root_.dir("blobs/sha256", false);
-  for (const auto& hex : list_dir(root_, "blobs/sha256")) {
+  util::UniqueFd blobs = root_.dir(kBlobsDir, false);
+  for (const auto& hex : list_dir(root_, kBlobsDir)) {
     if (hex.size() != 64 || !util::is_hex(hex) || used.count("sha256:" + hex)) continue;
     struct stat st;
     if (::fstatat(blobs.get(), hex.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) freed += static_cast<uint64_t>(st.st_size);
-    util::remove_tree_at(blobs.get(), hex, root_.sub("blobs/sha256/") + hex);
+    util::remove_tree_at(blobs.get(), hex, root_.sub(kBlobsDir) + "/" + hex);
   }
   clear_debris();
   return freed;

@@ -1,12 +1,7 @@
 // The user's image store (host): content-addressed blobs shared by images,
-// images by name, writes atomic and locked.
-//
-//   ROOT/blobs/sha256/HEX      verified blobs (layers, configs, manifests)
-//   ROOT/images/NAME/          one bundle per image: rootfs/ (or image.sqfs: --format sqfs),
-//                              image-config.json, rt-image.json
-//   ROOT/tmp/                  work in progress, each piece with a held lock;
-//                              what nobody holds is debris of a killed run
-//   ROOT/locks/                one lock per image name
+// images by name, writes atomic and locked (layout: store/layout.hpp).
+// Work in progress under tmp/ holds a lock; what nobody holds is debris of
+// a killed run.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -48,14 +43,15 @@ private:
 
 class Store {
 public:
+  // `storage`: --storage, empty for the default (store_path).
   // Opens and checks the store (store::Root), creates the layout (mode
   // 0700) if needed and clears debris of killed runs (a failure there is
   // a warning: it must not stop unrelated commands).
-  explicit Store(const std::string& root);
+  explicit Store(const std::string& storage);
 
   const std::string& root() const { return root_.path(); }
   const Root& dir() const { return root_; }
-  std::string tmp_dir() const { return root_.sub("tmp"); }
+  std::string tmp_dir() const { return root_.sub(kTmpDir); }
   std::string blob_path(const std::string& digest) const;  // validates the digest
   bool has_blob(const std::string& digest) const;
   std::string image_dir(const std::string& name) const;

@@ -22,13 +22,29 @@ std::vector<std::string> split(std::string_view s, char sep) {
   return out;
 }
 
-std::string join(const std::vector<std::string>& parts, char sep) {
+std::string join(std::span<const std::string> parts, std::string_view sep) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (i > 0) out += sep;
     out += parts[i];
   }
   return out;
+}
+
+std::string trim(std::string_view s, std::string_view chars) {
+  size_t b = s.find_first_not_of(chars);
+  if (b == std::string_view::npos) return {};
+  return std::string(s.substr(b, s.find_last_not_of(chars) - b + 1));
+}
+
+std::string base_name(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+std::string dir_name(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos || slash == 0 ? "/" : std::string(path.substr(0, slash));
 }
 
 namespace {

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -9,7 +10,14 @@ namespace rt::util {
 
 std::vector<std::string> split(std::string_view s, char sep);
 // The parts with `sep` between them (the inverse of split).
-std::string join(const std::vector<std::string>& parts, char sep);
+std::string join(std::span<const std::string> parts, std::string_view sep);
+inline std::string join(std::span<const std::string> parts, char sep) { return join(parts, std::string_view(&sep, 1)); }
+// `s` without the `chars` it starts and ends with.
+std::string trim(std::string_view s, std::string_view chars = " \t\r\n");
+// The last component of a path ("/a/b" -> "b"; "b" -> "b"), and the
+// directory it is in ("/a/b" -> "/a"; "/b" and "b" -> "/"); lexical.
+std::string base_name(std::string_view path);
+std::string dir_name(std::string_view path);
 // Shell-style glob ("*", "?", "[...]") as fnmatch(3) without flags.
 bool glob_match(const std::string& pattern, const std::string& text);
 // True when `path` is `prefix` or lies below it (both normalised, absolute).
@@ -25,6 +33,18 @@ std::string keyed_hash_hex(std::string_view key, std::string_view s);
 bool is_hex(std::string_view s);
 // Human-readable byte counts: "12.3 MB".
 std::string human_bytes(uint64_t n);
+// Calls fn(line) for each line of `text` (without its newline) until fn
+// returns false; a last line without a newline counts too.
+template <class Fn>
+void for_each_line(std::string_view text, Fn&& fn) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    if (!fn(text.substr(start, end - start))) return;
+    start = end + 1;
+  }
+}
 // Quote for logs: `x` with control characters escaped.
 std::string quoted(std::string_view s);
 

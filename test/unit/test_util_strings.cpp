@@ -33,3 +33,32 @@ TEST_CASE("join is the inverse of split") {
   CHECK(rt::util::join(V{}, ',').empty());
   CHECK(rt::util::split(rt::util::join(V{"", "lib", "x"}, ':'), ':') == V{"", "lib", "x"});
 }
+
+TEST_CASE("join takes a separator string and any span of parts") {
+  std::vector<std::string> v{"a", "b", "c"};
+  CHECK(rt::util::join(v, ", ") == "a, b, c");
+  CHECK(rt::util::join(std::span(v).first(2), '/') == "a/b");
+  CHECK(rt::util::join(std::vector<std::string>{}, '/').empty());
+}
+
+TEST_CASE("trim drops the given characters at both ends only") {
+  CHECK(rt::util::trim("  a b \r\n") == "a b");
+  CHECK(rt::util::trim("\t\t") == "");
+  CHECK(rt::util::trim("xxaxx", "x") == "a");
+}
+
+TEST_CASE("base_name and dir_name split a path lexically") {
+  CHECK(rt::util::base_name("/a/b") == "b");
+  CHECK(rt::util::base_name("b") == "b");
+  CHECK(rt::util::base_name("/a/") == "");
+  CHECK(rt::util::dir_name("/a/b") == "/a");
+  CHECK(rt::util::dir_name("/b") == "/");
+  CHECK(rt::util::dir_name("b") == "/");
+}
+
+TEST_CASE("human_bytes picks a unit") {
+  CHECK(rt::util::human_bytes(999) == "999 B");
+  CHECK(rt::util::human_bytes(12300) == "12.3 kB");
+  CHECK(rt::util::human_bytes(12300000) == "12.3 MB");
+  CHECK(rt::util::human_bytes(1230000000) == "1.23 GB");
+}

@@ -1,0 +1,36 @@
+// The store's layout: where it is and every name below it, in one place.
+//
+//   ROOT/blobs/sha256/HEX      verified blobs (layers, configs, manifests)
+//   ROOT/images/NAME/          one bundle per image: rootfs/ (or image.sqfs),
+//                              image-config.json, rt-image.json
+//   ROOT/tmp/                  work in progress, each piece with a held lock
+//   ROOT/locks/                one lock per image name
+//   ROOT/mnt/                  where SquashFS servers mount their image
+//   ROOT/sqfs-facts/HASH       what exec reads from a SquashFS file
+//   ROOT/elf-cache             host ELF facts for the injection
+//   ROOT/secret                the user's secret (keyed socket names)
+#pragma once
+#include <string>
+
+namespace rt::store {
+
+// $RT_STORAGE, else /var/tmp/$USER.rt: node-local disk, because home
+// directories are often on NFS.
+std::string default_root();
+// --storage when given (not empty), else default_root().
+std::string store_path(const std::string& storage);
+
+inline constexpr const char* kBlobsDir = "blobs/sha256";
+inline constexpr const char* kImagesDir = "images";
+inline constexpr const char* kTmpDir = "tmp";
+inline constexpr const char* kLocksDir = "locks";
+inline constexpr const char* kMountDir = "mnt";
+inline constexpr const char* kSqfsFactsDir = "sqfs-facts";
+inline constexpr const char* kElfCacheFile = "elf-cache";
+inline constexpr const char* kSecretFile = "secret";
+// In an image's directory.
+inline constexpr const char* kMetaFile = "rt-image.json";
+// An image kept as one SquashFS file (--format sqfs) has it in place of rootfs/.
+inline constexpr const char* kSquashFile = "image.sqfs";
+
+} // namespace rt::store
