@@ -8,12 +8,10 @@
 
 namespace rt::cli {
 
-// A registered subcommand: `pre_parse` may rewrite the words after the
-// subcommand's name before CLI11 sees them; `run` is called after parsing
-// and returns the exit status.
+// A registered subcommand: `run` is called after parsing and returns the
+// exit status.
 struct Command {
   CLI::App* app = nullptr;
-  std::function<std::vector<std::string>(const std::vector<std::string>&)> pre_parse;
   std::function<int()> run;
 };
 
@@ -30,10 +28,9 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out);
 // archive and TLS libraries the exec path must not load.
 bool is_exec_verb(const std::string& word);
 
-// exec/run/shell without building the CLI11 parser (the per-rank path):
-// reads the same option table. Returns nullopt when the words need CLI11
-// (--help, an unknown option, a missing image), which then parses them and
-// explains.
-std::optional<int> fast_exec(const std::vector<std::string>& words);
+// exec/run/shell (words[0] is the verb), without building the CLI11 parser
+// (the per-rank path). nullopt when help is asked for: CLI11 shows it.
+// Throws rt::Error for words it cannot read.
+std::optional<int> exec_command(const std::vector<std::string>& words);
 
 } // namespace rt::cli

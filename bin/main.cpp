@@ -74,11 +74,12 @@ int main(int argc, char** argv) {
 #endif
   if (!words.empty() && rt::cli::is_exec_verb(words[0])) {
     try {
-      if (auto rc = rt::cli::fast_exec(words)) return *rc;
+      if (auto rc = rt::cli::exec_command(words)) return *rc;
     } catch (const rt::Error& e) {
       print_error(e);
       return e.exit_code();
     }
+    words = {words[0], "--help"};  // asked for: CLI11 shows the option table
   }
   CLI::App app{"rt: rootless containers for HPC"};
   app.name("rt");
@@ -93,18 +94,6 @@ int main(int argc, char** argv) {
   rt::cli::add_exec_commands(app, commands, words[0]);
 #endif
 
-  // Let a subcommand see its words first (exec keeps PROG's options for PROG).
-  if (!words.empty()) {
-    for (auto& c : commands) {
-      if (c.app->check_name(words[0]) && c.pre_parse) {
-        std::vector<std::string> rest(words.begin() + 1, words.end());
-        rest = c.pre_parse(rest);
-        rest.insert(rest.begin(), words[0]);
-        words = std::move(rest);
-        break;
-      }
-    }
-  }
   if (!words.empty() && !words[0].empty() && words[0][0] != '-') {
     bool known = false;
     for (auto& c : commands) known = known || c.app->check_name(words[0]);

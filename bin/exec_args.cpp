@@ -1,0 +1,173 @@
+// Reading the words of exec, run and shell (pure, CLI side); see exec_args.hpp.
+#include "exec_args.hpp"
+
+#include <string_view>
+
+#include "rt/error.hpp"
+
+namespace rt::cli {
+
+struct ExecState {
+  ExecOptions opts;
+  std::vector<std::string> binds;
+  int verbose = 0;
+  bool quiet = false;
+  bool root = false;
+};
+
+namespace {
+
+unsigned parse_id(const std::string& v, const char* opt) {
+  size_t used = 0;
+  unsigned long n = 0;
+  try {
+    n = std::stoul(v, &used);
+  } catch (const std::exception&) {
+  }
+  if (v.empty() || used != v.size() || n > 0xfffffffeUL)
+    throw Error(std::string(opt) + " needs a numeric id, not " + (v.empty() ? "nothing" : "`" + v + "`"));
+  return static_cast<unsigned>(n);
+}
+
+constexpr OptSpec kOptions[] = {
+    {"-v,--verbose", nullptr, "print the plan (ids, mounts, environment); twice adds timings",
+     [](ExecState& s, const std::string&) { ++s.verbose; }},
+    {"-q,--quiet", nullptr, "print errors only", [](ExecState& s, const std::string&) { s.quiet = true; }},
+    {"--uid", "UID", "user id inside the container (default: yours)",
+     [](ExecState& s, const std::string& v) { s.opts.uid = parse_id(v, "--uid"); }},
+    {"--gid", "GID", "group id inside the container (default: yours)",
+     [](ExecState& s, const std::string& v) { s.opts.gid = parse_id(v, "--gid"); }},
+    {"--root", nullptr, "be uid 0 and gid 0 inside (same as --uid 0 --gid 0)",
+     [](ExecState& s, const std::string&) { s.root = true; }},
+    {"-b,--bind", "SRC[:DST[:ro]]", "bind SRC at DST (default: SRC), read-only with :ro; repeatable",
+     [](ExecState& s, const std::string& v) { s.binds.push_back(v); }},
+    {"-w,--write", nullptr, "make a directory image writable",
+     [](ExecState& s, const std::string&) { s.opts.write = true; }},
+    {"--write-tmpfs", nullptr, "writable image with changes kept in memory and discarded at exit",
+     [](ExecState& s, const std::string&) { s.opts.write_tmpfs = true; }},
+    {"--private-tmp", nullptr, "a private empty /tmp instead of the host's",
+     [](ExecState& s, const std::string&) { s.opts.private_tmp = true; }},
+    {"--no-home", nullptr, "do not bind your home directory",
+     [](ExecState& s, const std::string&) { s.opts.no_home = true; }},
+    {"--cd", "DIR", "start in DIR inside the container", [](ExecState& s, const std::string& v) { s.opts.cd = v; }},
+    {"-e,--env", "NAME=VALUE", "set NAME=VALUE inside; repeatable",
+     [](ExecState& s, const std::string& v) { s.opts.env_set.push_back(v); }},
+    {"--env-file", "FILE", "read NAME=VALUE lines from FILE; repeatable",
+     [](ExecState& s, const std::string& v) { s.opts.env_files.push_back(v); }},
+    {"--unset-env", "GLOB", "remove variables matching GLOB; repeatable",
+     [](ExecState& s, const std::string& v) { s.opts.env_unset.push_back(v); }},
+    {"--clean-env", nullptr,
+     "start from an empty environment (keeping HOME, USER, TERM, LANG and launcher variables)",
+     [](ExecState& s, const std::string&) { s.opts.clean_env = true; }},
+    {"-n,--dry-run", nullptr, "print the plan and exit without running anything",
+     [](ExecState& s, const std::string&) { s.opts.dry_run = true; }},
+    {"--storage", "DIR", "image store (default: $RT_STORAGE or /var/tmp/$USER.rt)",
+     [](ExecState& s, const std::string& v) { s.opts.storage = v; }},
+    {"--mpi", "[openmpi|mpich|PATH]",
+     "inject the host's MPI library, its dependencies and plugins (default: the image's MPI ABI)",
+     [](ExecState& s, const std::string& v) { s.opts.mpi = v.empty() ? "auto" : v; }},
+    {"--gpu", nullptr, "inject the host's NVIDIA driver libraries and tools (automatic when the image asks)",
+     [](ExecState& s, const std::string&) { s.opts.gpu = ExecOptions::Inject::On; }},
+    {"--no-gpu", nullptr, "never inject the NVIDIA driver",
+     [](ExecState& s, const std::string&) { s.opts.gpu = ExecOptions::Inject::Off; }},
+    {"--ib", nullptr, "inject the host's InfiniBand verbs, providers and fabric plugins (automatic when present)",
+     [](ExecState& s, const std::string&) { s.opts.ib = ExecOptions::Inject::On; }},
+    {"--no-ib", nullptr, "never inject the InfiniBand stack",
+     [](ExecState& s, const std::string&) { s.opts.ib = ExecOptions::Inject::Off; }},
+    {"--join", nullptr, "share one container with the other ranks of this launch on this node (default with a launcher)",
+     [](ExecState& s, const std::string&) { s.opts.join = ExecOptions::Inject::On; }},
+    {"--no-join", nullptr, "a container of its own for this rank",
+     [](ExecState& s, const std::string&) { s.opts.join = ExecOptions::Inject::Off; }},
+    {"--device", "VENDOR/CLASS=NAME", "add a CDI device (e.g. nvidia.com/gpu=all); repeatable",
+     [](ExecState& s, const std::string& v) { s.opts.devices.push_back(v); }},
+};
+
+bool optional_value(const OptSpec& o) { return o.value && o.value[0] == '['; }
+
+// The spec whose names include `name` ("-b" or "--bind").
+const OptSpec* find_option(std::string_view name) {
+  for (const auto& o : kOptions) {
+    std::string_view names = o.names;
+    while (!names.empty()) {
+      size_t comma = names.find(',');
+      if (names.substr(0, comma) == name) return &o;
+      if (comma == std::string_view::npos) break;
+      names.remove_prefix(comma + 1);
+    }
+  }
+  return nullptr;
+}
+
+const char* verb_of(ExecMode mode) { return mode == ExecMode::Exec ? "exec" : mode == ExecMode::Run ? "run" : "shell"; }
+
+Error usage(ExecMode mode, const std::string& what) {
+  const std::string verb = verb_of(mode);
+  const char* synopsis = mode == ExecMode::Exec  ? "IMAGE [--] PROG [ARGS...]"
+                         : mode == ExecMode::Run ? "IMAGE [--] [ARGS...]"
+                                                 : "IMAGE";
+  return Error(what, "usage: rt " + verb + " [OPTIONS] " + synopsis + " (options go before IMAGE; rt " + verb +
+                         " --help lists them)");
+}
+
+} // namespace
+
+std::span<const OptSpec> exec_options() { return kOptions; }
+
+std::optional<ExecOptions> parse_exec_args(ExecMode mode, const std::vector<std::string>& w) {
+  ExecState s;
+  const std::string verb = verb_of(mode);
+  auto value_for = [&](const OptSpec& o, const std::string& shown, size_t& i) -> std::string {
+    if (i + 1 >= w.size()) throw usage(mode, "rt " + verb + ": option `" + shown + "` needs a value (" + o.value + ")");
+    return w[++i];
+  };
+  size_t i = 0;
+  for (; i < w.size(); ++i) {
+    const std::string& a = w[i];
+    if (a == "-h" || a == "--help") return std::nullopt;
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.size() < 2 || a[0] != '-') break;  // IMAGE
+    if (a[1] == '-') {
+      const size_t eq = a.find('=');
+      const std::string name = a.substr(0, eq);
+      const OptSpec* o = find_option(name);
+      if (!o) throw usage(mode, "rt " + verb + ": unknown option `" + name + "`");
+      if (!o->value && eq != std::string::npos)
+        throw usage(mode, "rt " + verb + ": option `" + name + "` takes no value");
+      if (!o->value || (optional_value(*o) && eq == std::string::npos)) o->apply(s, {});
+      else o->apply(s, eq != std::string::npos ? a.substr(eq + 1) : value_for(*o, name, i));
+      continue;
+    }
+    for (size_t c = 1; c < a.size(); ++c) {  // a cluster of short options
+      const std::string name = std::string("-") + a[c];
+      const OptSpec* o = find_option(name);
+      if (!o) throw usage(mode, "rt " + verb + ": unknown option `" + name + "`");
+      if (!o->value) {
+        o->apply(s, {});
+        continue;
+      }
+      // The first one taking a value takes the rest of the word, or the next word.
+      o->apply(s, c + 1 < a.size() ? a.substr(c + 1) : value_for(*o, name, i));
+      break;
+    }
+  }
+  if (i >= w.size()) throw usage(mode, "rt " + verb + " needs an IMAGE");
+  s.opts.image = w[i++];
+  if (i < w.size() && w[i] == "--") ++i;
+  s.opts.command.assign(w.begin() + static_cast<long>(i), w.end());
+
+  s.opts.mode = mode;
+  if (mode == ExecMode::Shell && !s.opts.command.empty())
+    throw Error("rt shell takes no command; use rt exec IMAGE PROG [ARGS...]");
+  for (const auto& b : s.binds) s.opts.binds.push_back(parse_bind(b));
+  if (s.root) {
+    s.opts.uid = 0;
+    s.opts.gid = 0;
+  }
+  s.opts.verbosity = s.quiet ? -1 : s.verbose;
+  return s.opts;
+}
+
+} // namespace rt::cli
