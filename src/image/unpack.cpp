@@ -25,31 +25,22 @@ namespace rt::image {
 
 using util::UniqueFd;
 
-bool split_entry_path(const std::string& path, std::vector<std::string>& comps) {
-  comps.clear();
-  if (!path.empty() && path.front() == '/') return false;
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    std::string c = path.substr(i, j - i);
-    if (c == "..") return false;
-    if (!c.empty() && c != ".") comps.push_back(std::move(c));
-    i = j + 1;
-  }
-  return true;
+MergeEntry merge_entry_of(archive_entry* e) {
+  MergeEntry m;
+  const char* path = archive_entry_pathname(e);
+  m.path = path ? path : "";
+  m.type = archive_entry_filetype(e);
+  if (const char* t = archive_entry_symlink(e)) m.symlink = t;
+  if (const char* t = archive_entry_hardlink(e)) m.hardlink = t;
+  m.perm = archive_entry_perm(e) & 01777;  // setuid/setgid dropped
+  m.mtime = archive_entry_mtime(e);
+  return m;
 }
 
 namespace {
 
-std::string join(const std::vector<std::string>& comps, size_t n) {
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    if (i) s += '/';
-    s += comps[i];
-  }
-  return s;
-}
+// The first `n` components as a path.
+std::string join(const std::vector<std::string>& comps, size_t n) { return util::join(std::span(comps).first(n), '/'); }
 
 // Feeds libarchive from a ReadFn, keeping any exception for the caller.
 struct Source {
@@ -74,7 +65,7 @@ la_ssize_t source_read(archive* a, void* client, const void** out) {
 } // namespace
 
 TreeWriter::TreeWriter(const std::string& root, std::string image_name, uint64_t max_bytes)
-    : root_path_(root), image_(std::move(image_name)), max_bytes_(max_bytes) {
+    : root_path_(root), image_(std::move(image_name)), max_bytes_(max_bytes), merge_(image_) {
   root_ = util::open_fd(root, O_PATH | O_DIRECTORY);
 }
 
@@ -102,7 +93,6 @@ int TreeWriter::parent_fd(const std::vector<std::string>& comps, const std::stri
         if (::mkdirat(dir.get(), comps[i].c_str(), 0700) != 0 && errno != EEXIST)
           throw Error(err_prefix(layer, path) + "cannot make directory `" + join(comps, i + 1) + "`: " +
                       std::strerror(errno));
-        dir_modes_.try_emplace(join(comps, i + 1), 0755);
         next = util::open_in_root(root_.get(), join(comps, i + 1), O_PATH | O_DIRECTORY);
       }
       if (!next.fd)
@@ -120,89 +110,61 @@ int TreeWriter::parent_fd(const std::vector<std::string>& comps, const std::stri
   return cached_parent_fd_.get();
 }
 
-// Makes room for a new entry `name`: removes what is there, except an
-// existing directory when the new entry is a directory too (they merge).
-void TreeWriter::clear_for(int dirfd, const std::string& name, bool keep_dir, const std::string& shown) {
-  struct stat st;
-  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
-  if (keep_dir && S_ISDIR(st.st_mode)) return;
-  util::remove_tree_at(dirfd, name, shown);
+// Removes what the merge took out of the tree: `key` is a path with no
+// symlink in it (the merge resolved them), opened in-root all the same.
+void TreeWriter::remove_key(const std::string& key) {
+  const std::string parent = util::dir_name("/" + key).substr(1);
+  auto r = util::open_in_root(root_.get(), parent.empty() ? "." : parent, O_PATH | O_DIRECTORY, false);
+  if (!r.fd) throw Error("image `" + image_ + "`: cannot remove `" + key + "`: " + std::strerror(r.err));
+  util::remove_tree_at(r.fd.get(), util::base_name(key), root_path_ + "/" + key);
   invalidate_parent_cache();
 }
 
-void TreeWriter::opaque(int dirfd, const std::string& dir_path, const std::string& shown) {
-  std::vector<std::string> victims;
-  for (auto& n : util::list_names(dirfd, shown))
-    if (!made_this_layer_.count(dir_path.empty() ? n : dir_path + "/" + n)) victims.push_back(std::move(n));
-  for (const auto& n : victims) util::remove_tree_at(dirfd, n, shown + "/" + n);
-  if (!victims.empty()) invalidate_parent_cache();
-}
-
-void TreeWriter::apply_entry(archive* a, archive_entry* e, const std::string& layer) {
+void TreeWriter::apply_entry(archive* a, archive_entry* e, uint64_t index, const std::string& layer) {
   const char* raw = archive_entry_pathname(e);
   if (!raw) throw Error("image `" + image_ + "` layer `" + layer + "`: an entry has no name");
   const std::string path = raw;
-  std::vector<std::string> comps;
-  if (!split_entry_path(path, comps))
-    throw Error(err_prefix(layer, path) + "absolute or `..` paths are not allowed in a layer");
   ++stats_.entries;
-  if (comps.empty()) return;  // the root itself
-  const std::string entry_path = join(comps, comps.size());
-  const std::string& name = comps.back();
-  const std::string shown = root_path_ + "/" + entry_path;
-
-  // Whiteouts (OCI image spec, layer.md "Whiteouts").
-  if (name.starts_with(".wh.")) {
-    ++stats_.whiteouts;
-    std::vector<std::string> pcomps(comps.begin(), comps.end() - 1);
-    pcomps.push_back("x");
-    int dirfd = parent_fd(pcomps, layer, path);
-    if (name == ".wh..wh..opq") {
-      opaque(dirfd, join(comps, comps.size() - 1), shown);
+  const MergeStep step = merge_.apply(merge_entry_of(e), index);
+  for (const auto& key : step.remove) remove_key(key);
+  if (step.whiteout) ++stats_.whiteouts;
+  if (step.kind == MergeStep::Kind::Skipped) {
+    const mode_t type = archive_entry_filetype(e);
+    if (type == AE_IFCHR || type == AE_IFBLK) {
+      ++stats_.devices_skipped;
+      if (!warned_devices_)
+        util::warn("image `" + image_ + "`: skipping device nodes (first: " + util::quoted(path) +
+                   "); the container uses the host's /dev");
+      warned_devices_ = true;
     } else {
-      std::string victim = name.substr(4);
-      if (victim.empty() || victim == "." || victim == "..")
-        throw Error(err_prefix(layer, path) + "malformed whiteout");
-      util::remove_tree_at(dirfd, victim, shown);
-      invalidate_parent_cache();
+      util::debug(err_prefix(layer, path) + "skipped (socket or unknown type)");
     }
     return;
   }
+  if (step.kind != MergeStep::Kind::Make) return;  // the root, a whiteout, a directory merged
 
+  std::vector<std::string> comps = util::split(step.key, '/');
   int dirfd = parent_fd(comps, layer, path);
+  const std::string& name = comps.back();
   const char* n = name.c_str();
+  const std::string shown = root_path_ + "/" + step.key;
   const mode_t type = archive_entry_filetype(e);
   const mode_t perm = archive_entry_perm(e) & 01777;  // setuid/setgid dropped
-  made_this_layer_.insert(entry_path);
 
-  if (const char* link = archive_entry_hardlink(e)) {
-    std::vector<std::string> tcomps;
-    if (!split_entry_path(link, tcomps) || tcomps.empty())
-      throw Error(err_prefix(layer, path) + "hard link target " + util::quoted(link) + " is outside the image");
-    auto t = util::open_in_root(root_.get(), join(tcomps, tcomps.size()), O_PATH, /*follow_final=*/false);
+  if (!step.hardlink.empty()) {
+    auto t = util::open_in_root(root_.get(), step.hardlink, O_PATH, /*follow_final=*/false);
     if (!t.fd)
-      throw Error(err_prefix(layer, path) + "hard link target " + util::quoted(link) + ": " + std::strerror(t.err));
-    struct stat st;
-    if (::fstat(t.fd.get(), &st) != 0 || S_ISDIR(st.st_mode))
-      throw Error(err_prefix(layer, path) + "hard link target " + util::quoted(link) + " is a directory");
-    clear_for(dirfd, name, false, shown);
-    dirfd = parent_fd(comps, layer, path);
+      throw Error(err_prefix(layer, path) + "hard link target `" + step.hardlink + "`: " + std::strerror(t.err));
     if (::linkat(AT_FDCWD, util::fd_path(t.fd.get()).c_str(), dirfd, n, AT_SYMLINK_FOLLOW) != 0)
       throw SysError("link", shown);
     return;
   }
 
   switch (type) {
-    case AE_IFDIR: {
-      clear_for(dirfd, name, true, shown);
-      dirfd = parent_fd(comps, layer, path);
-      if (::mkdirat(dirfd, n, 0700) != 0 && errno != EEXIST) throw SysError("mkdir", shown);
-      dir_modes_[entry_path] = perm;
+    case AE_IFDIR:
+      if (::mkdirat(dirfd, n, 0700) != 0) throw SysError("mkdir", shown);
       return;
-    }
     case AE_IFREG: {
-      clear_for(dirfd, name, false, shown);
-      dirfd = parent_fd(comps, layer, path);
       int fd = ::openat(dirfd, n, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
       if (fd < 0) throw SysError("create", shown);
       UniqueFd file(fd);
@@ -244,8 +206,6 @@ void TreeWriter::apply_entry(archive* a, archive_entry* e, const std::string& la
     case AE_IFLNK: {
       const char* target = archive_entry_symlink(e);
       if (!target) throw Error(err_prefix(layer, path) + "symlink without a target");
-      clear_for(dirfd, name, false, shown);
-      dirfd = parent_fd(comps, layer, path);
       // Any target is fine: links are only ever resolved inside the root
       // (here with RESOLVE_IN_ROOT, in the container after pivot_root).
       if (::symlinkat(target, dirfd, n) != 0) throw SysError("symlink", shown);
@@ -253,26 +213,11 @@ void TreeWriter::apply_entry(archive* a, archive_entry* e, const std::string& la
       ::utimensat(dirfd, n, times, AT_SYMLINK_NOFOLLOW);
       return;
     }
-    case AE_IFIFO: {
-      clear_for(dirfd, name, false, shown);
-      dirfd = parent_fd(comps, layer, path);
+    case AE_IFIFO:
       if (::mkfifoat(dirfd, n, perm & 0777) != 0) throw SysError("mkfifo", shown);
       return;
-    }
-    case AE_IFCHR:
-    case AE_IFBLK:
-      ++stats_.devices_skipped;
-      if (!warned_devices_) {
-        util::warn("image `" + image_ + "`: skipping device nodes (first: " + util::quoted(path) +
-                   "); the container uses the host's /dev");
-        warned_devices_ = true;
-      }
-      made_this_layer_.erase(entry_path);
-      return;
     default:
-      made_this_layer_.erase(entry_path);
-      util::debug(err_prefix(layer, path) + "skipped (socket or unknown type)");
-      return;
+      throw Error(err_prefix(layer, path) + "unexpected entry type");  // the merge skips the others
   }
 }
 
@@ -307,21 +252,24 @@ void for_each_tar_entry(const ReadFn& read, const std::string& image, const std:
 }
 
 void TreeWriter::apply_layer(const ReadFn& read, const std::string& layer) {
-  made_this_layer_.clear();
+  merge_.begin_layer(layer);
   invalidate_parent_cache();
-  for_each_tar_entry(read, image_, layer, [&](archive* a, archive_entry* e, uint64_t) { apply_entry(a, e, layer); });
+  for_each_tar_entry(read, image_, layer,
+                     [&](archive* a, archive_entry* e, uint64_t index) { apply_entry(a, e, index, layer); });
   invalidate_parent_cache();
 }
 
 void TreeWriter::finish() {
-  std::vector<std::pair<std::string, unsigned>> dirs(dir_modes_.begin(), dir_modes_.end());
+  std::vector<std::pair<std::string, unsigned>> dirs;
+  for (const auto& [key, node] : merge_.nodes())
+    if (node.type == AE_IFDIR) dirs.emplace_back(key, node.perm);
   // Deepest first: a parent losing its x bit must not hide its children.
   std::sort(dirs.begin(), dirs.end(), [](const auto& x, const auto& y) {
     return std::count(x.first.begin(), x.first.end(), '/') > std::count(y.first.begin(), y.first.end(), '/');
   });
   for (const auto& [path, mode] : dirs) {
     auto r = util::open_in_root(root_.get(), path, O_RDONLY | O_DIRECTORY, /*follow_final=*/false);
-    if (!r.fd) continue;  // removed by a later layer
+    if (!r.fd) throw Error("image `" + image_ + "`: directory `" + path + "`: " + std::strerror(r.err));
     if (::fchmod(r.fd.get(), mode) != 0) throw SysError("chmod", root_path_ + "/" + path);
   }
 }

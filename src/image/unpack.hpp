@@ -4,10 +4,9 @@
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
-#include <unordered_set>
 
+#include "image/merge.hpp"
 #include "util/fd.hpp"
 
 struct archive;
@@ -32,10 +31,10 @@ public:
   // files add up to more (decompression bombs); 0 means no limit.
   TreeWriter(const std::string& root, std::string image_name, uint64_t max_bytes = 0);
 
-  // Applies one layer: later entries replace earlier ones (file, directory,
-  // symlink in any combination), OCI whiteouts (.wh.NAME, .wh..wh..opq)
-  // remove what lower layers made. Throws rt::Error naming the image, the
-  // layer, the entry and the reason.
+  // Applies one layer as image/merge decides: later entries replace
+  // earlier ones, OCI whiteouts remove what lower layers made, paths go
+  // through the image's symlinks inside the image. Throws rt::Error naming
+  // the image, the layer, the entry and the reason.
   void apply_layer(const ReadFn& read, const std::string& layer_name);
 
   // Gives directories their final modes (they stay owner-writable while
@@ -45,11 +44,10 @@ public:
   const UnpackStats& stats() const { return stats_; }
 
 private:
-  void apply_entry(::archive* a, ::archive_entry* e, const std::string& layer);
+  void apply_entry(::archive* a, ::archive_entry* e, uint64_t index, const std::string& layer);
   int parent_fd(const std::vector<std::string>& comps, const std::string& layer, const std::string& path);
   void invalidate_parent_cache();
-  void clear_for(int dirfd, const std::string& name, bool keep_dir, const std::string& shown);
-  void opaque(int dirfd, const std::string& dir_path, const std::string& shown);
+  void remove_key(const std::string& key);
   std::string err_prefix(const std::string& layer, const std::string& path) const;
 
   std::string root_path_;
@@ -57,8 +55,7 @@ private:
   std::string image_;
   uint64_t max_bytes_;
   UnpackStats stats_;
-  std::map<std::string, unsigned> dir_modes_;        // entry path -> final mode
-  std::unordered_set<std::string> made_this_layer_;  // for opaque whiteouts
+  LayerMerge merge_;
   std::string cached_parent_;
   util::UniqueFd cached_parent_fd_;
   bool warned_devices_ = false;
@@ -71,8 +68,7 @@ private:
 void for_each_tar_entry(const ReadFn& read, const std::string& image, const std::string& layer,
                         const std::function<void(::archive*, ::archive_entry*, uint64_t)>& fn);
 
-// Splits a tar entry path into clean components: "./" and "." dropped.
-// Returns false for paths that are absolute or climb with "..".
-bool split_entry_path(const std::string& path, std::vector<std::string>& comps);
+// A tar entry as image/merge takes it.
+MergeEntry merge_entry_of(::archive_entry* e);
 
 } // namespace rt::image
