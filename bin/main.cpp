@@ -50,10 +50,6 @@ int forward_to_full(char** argv) {
 }
 #endif
 
-void print_error(const rt::Error& e) {
-  std::fprintf(stderr, "rt: error: %s\n", e.what());
-  if (!e.hint().empty()) std::fprintf(stderr, "rt: hint: %s\n", e.hint().c_str());
-}
 
 } // namespace
 
@@ -76,7 +72,7 @@ int main(int argc, char** argv) {
     try {
       if (auto rc = rt::cli::exec_command(words)) return *rc;
     } catch (const rt::Error& e) {
-      print_error(e);
+      rt::print_error(e);
       return e.exit_code();
     }
     words = {words[0], "--help"};  // asked for: CLI11 shows the option table
@@ -113,10 +109,10 @@ int main(int argc, char** argv) {
     for (auto& c : commands)
       if (c.app->parsed()) return c.run();
   } catch (const rt::Error& e) {
-    print_error(e);
+    rt::print_error(e);
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rt: error: %s\n", e.what());
+    rt::print_error(rt::Error(e.what()));
     return rt::kExitRtFailed;
   }
   return rt::kExitRtFailed;

@@ -34,4 +34,8 @@ private:
   int errnum_;
 };
 
+// Prints "rt: error: WHAT" and "rt: hint: HINT" to stderr, with the rank
+// ("rt[17]: ") under a launcher.
+void print_error(const Error& e);
+
 } // namespace rt

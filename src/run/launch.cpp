@@ -70,8 +70,7 @@ std::vector<std::string> command_for(ExecMode mode, const std::vector<std::strin
     if (denied && err == ENOENT) err = EACCES;
   }
   int code = err == ENOENT || err == ENOTDIR ? kExitNotFound : kExitNotExecutable;
-  util::log(util::Level::Error, "cannot run " + util::quoted(prog) + " in image `" + image_name +
-                                    "`: " + std::strerror(err));
+  util::error("cannot run " + util::quoted(prog) + " in image `" + image_name + "`: " + std::strerror(err));
   ::_exit(code);
 }
 

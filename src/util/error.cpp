@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "util/log.hpp"
+
 namespace rt {
 
 Error::Error(std::string message, std::string hint, int exit_code)
@@ -44,5 +46,7 @@ SysError::SysError(std::string call, std::string path, std::string path2)
 
 SysError::SysError(int errnum, std::string call, std::string path, std::string path2)
     : Error(sys_message(errnum, call, path, path2), sys_hint(errnum, call)), errnum_(errnum) {}
+
+void print_error(const Error& e) { util::error(e.what(), e.hint()); }
 
 } // namespace rt

@@ -14,29 +14,22 @@ namespace rt::util {
 namespace {
 
 int g_verbosity = 0;
-std::string g_prefix = "rt: ";
 timespec g_start{};
 
-const char* rank_from_env() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(var)) return v;
-  return nullptr;
+// "rt: ", or "rt[RANK]: " under a launcher; decided on first use, so that
+// errors found before log_init carry it too.
+const std::string& prefix() {
+  static const std::string p = [] {
+    for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+      if (const char* v = std::getenv(var)) return std::string("rt[") + v + "]: ";
+    return std::string("rt: ");
+  }();
+  return p;
 }
 
-} // namespace
-
-void log_init(int verbosity) {
-  g_verbosity = verbosity;
-  if (const char* rank = rank_from_env()) g_prefix = std::string("rt[") + rank + "]: ";
-  clock_gettime(CLOCK_MONOTONIC, &g_start);
-}
-
-bool log_enabled(Level level) { return static_cast<int>(level) <= g_verbosity + 1; }
-
-void log(Level level, std::string_view message) {
-  if (!log_enabled(level)) return;
-  std::string line = g_prefix;
-  if (level == Level::Warn) line += "warning: ";
+void write_line(std::string_view kind, std::string_view message) {
+  std::string line = prefix();
+  line += kind;
   line += message;
   line += '\n';
   // One write per line so that ranks' lines do not interleave mid-line.
@@ -44,13 +37,26 @@ void log(Level level, std::string_view message) {
   (void)ignored;
 }
 
+} // namespace
+
+void log_init(int verbosity) {
+  g_verbosity = verbosity;
+  clock_gettime(CLOCK_MONOTONIC, &g_start);
+}
+
+bool log_enabled(Level level) { return static_cast<int>(level) <= g_verbosity + 1; }
+
+void log(Level level, std::string_view message) {
+  if (log_enabled(level)) write_line(level == Level::Warn ? "warning: " : "", message);
+}
+
+void error(std::string_view message, std::string_view hint) {
+  write_line("error: ", message);
+  if (!hint.empty()) write_line("hint: ", hint);
+}
+
 void note(std::string_view message) {
-  if (g_verbosity < 0) return;
-  std::string line = g_prefix;
-  line += message;
-  line += '\n';
-  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
-  (void)ignored;
+  if (g_verbosity >= 0) write_line("", message);
 }
 
 bool stderr_is_tty() { return ::isatty(STDERR_FILENO) == 1; }

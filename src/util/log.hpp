@@ -16,6 +16,8 @@ double log_elapsed_ms();
 void timing(const char* stage);
 
 inline void warn(std::string_view m) { log(Level::Warn, m); }
+// A failure, always shown: "rt: error: MESSAGE" and "rt: hint: HINT".
+void error(std::string_view message, std::string_view hint = {});
 // Progress and results: shown unless -q.
 void note(std::string_view message);
 // True when stderr is a terminal (progress bars instead of lines).
