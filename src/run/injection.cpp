@@ -68,12 +68,12 @@ std::vector<Mount> select_gpus(const hpc::Injection& inj, std::vector<std::strin
   hpc::GpuMask mask = hpc::gpu_mask(selection, gpus, inj.gpu_dev);
   std::vector<Mount> hide;
   if (!mask.nodes.empty())
-    hide.push_back({Mount::Kind::Hide, util::join(mask.nodes, '/'), "/dev", false, false, "GPUs not selected"});
+    hide.push_back({.kind = Mount::Kind::Hide, .src = util::join(mask.nodes, '/'), .dst = "/dev",
+                    .why = "GPUs not selected"});
   if (!mask.buses.empty()) {
     // The kernel may refuse a mount inside /proc: then only a warning.
-    hide.push_back({Mount::Kind::Hide, util::join(mask.buses, '/'), "/proc/driver/nvidia/gpus", false, true,
-                    "GPUs not selected"});
-    hide.back().if_target = true;
+    hide.push_back({.kind = Mount::Kind::Hide, .src = util::join(mask.buses, '/'), .dst = "/proc/driver/nvidia/gpus",
+                    .optional = true, .why = "GPUs not selected", .if_target = true});
   }
   return hide;
 }
@@ -81,10 +81,19 @@ std::vector<Mount> select_gpus(const hpc::Injection& inj, std::vector<std::strin
 std::vector<Mount> injected_mounts(const hpc::Injection& inj) {
   std::vector<Mount> out;
   for (const auto& f : inj.files)
-    out.push_back({Mount::Kind::Bind, f.host, f.container, true, false, "host library"});
-  for (const auto& d : inj.dirs) out.push_back({Mount::Kind::Bind, d, d, true, true, "host MPI/fabric files"});
-  for (const auto& f : inj.cdi_mounts) out.push_back({Mount::Kind::Bind, f.host, f.container, true, false, "CDI"});
-  for (const auto& l : inj.cdi_links) out.push_back({Mount::Kind::Symlink, l.host, l.container, false, false, "CDI hook"});
+    out.push_back(
+        {.kind = Mount::Kind::Bind, .src = f.host, .dst = f.container, .readonly = true, .why = "host library"});
+  for (const auto& d : inj.dirs)
+    out.push_back({.kind = Mount::Kind::Bind,
+                   .src = d,
+                   .dst = d,
+                   .readonly = true,
+                   .optional = true,
+                   .why = "host MPI/fabric files"});
+  for (const auto& f : inj.cdi_mounts)
+    out.push_back({.kind = Mount::Kind::Bind, .src = f.host, .dst = f.container, .readonly = true, .why = "CDI"});
+  for (const auto& l : inj.cdi_links)
+    out.push_back({.kind = Mount::Kind::Symlink, .src = l.host, .dst = l.container, .why = "CDI hook"});
   return out;
 }
 

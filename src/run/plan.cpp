@@ -52,7 +52,12 @@ MountPlan build_plan(const PlanInputs& in) {
 
   auto bind = [&](std::string src, std::string dst, const char* why, bool optional = false,
                   bool ro = false) {
-    p.mounts.push_back({Mount::Kind::Bind, std::move(src), std::move(dst), ro, optional, why});
+    p.mounts.push_back({.kind = Mount::Kind::Bind,
+                        .src = std::move(src),
+                        .dst = std::move(dst),
+                        .readonly = ro,
+                        .optional = optional,
+                        .why = why});
   };
   // Host devices, processes and kernel state; /dev brings /dev/shm and
   // /dev/pts (MPI shared memory needs the host's /dev/shm).
@@ -60,7 +65,7 @@ MountPlan build_plan(const PlanInputs& in) {
   bind("/proc", "/proc", "default");
   bind("/sys", "/sys", "default");
   if (o.private_tmp)
-    p.mounts.push_back({Mount::Kind::Tmpfs, "tmpfs", "/tmp", false, false, "--private-tmp"});
+    p.mounts.push_back({.kind = Mount::Kind::Tmpfs, .src = "tmpfs", .dst = "/tmp", .why = "--private-tmp"});
   else
     bind("/tmp", "/tmp", "default");  // Open MPI's session directory lives here
   // Without /etc/hosts MPI_Init stalls on a DNS timeout, so these two are
@@ -69,8 +74,10 @@ MountPlan build_plan(const PlanInputs& in) {
     bind(f, f, "default", /*optional=*/true);
   p.mounts.back().if_target = true;
   p.staged = {{"passwd", in.passwd}, {"group", in.group}};
-  p.mounts.push_back({Mount::Kind::Staged, "passwd", "/etc/passwd", true, false, "synthesized"});
-  p.mounts.push_back({Mount::Kind::Staged, "group", "/etc/group", true, false, "synthesized"});
+  p.mounts.push_back(
+      {.kind = Mount::Kind::Staged, .src = "passwd", .dst = "/etc/passwd", .readonly = true, .why = "synthesized"});
+  p.mounts.push_back(
+      {.kind = Mount::Kind::Staged, .src = "group", .dst = "/etc/group", .readonly = true, .why = "synthesized"});
 
   if (!o.no_home && !h.home.empty() && h.home.front() == '/') {
     std::string home = util::normalize_path(h.home);
