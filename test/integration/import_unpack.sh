@@ -37,6 +37,17 @@ expect_eq "$(cat "$R/usr/lib/viasymlink")" "lib/viasymlink" "a later layer write
 expect_eq "$(stat -c %a "$R/ro")" "555" "a 0555 directory keeps its mode"
 [ -f "$R/ro/inside" ] && pass "and was filled" || fail "ro/inside missing"
 expect_eq "$(stat -c %a "$R/suid")" "755" "setuid bit cleared"
+
+# A whiteout applies to lower layers only: an entry of its own layer stays
+# (OCI image spec, layer.md), in a directory and in a SquashFS file alike.
+$OCI tar "$L/l3.tar" dir:w file:w/lower file:w/same
+$OCI tar "$L/l4.tar" file:w/same file:w/.wh.same file:w/.wh.lower file:w/.wh.new file:w/new
+$OCI layout "$T/lay3" --tag v1 "$base" "$L/l3.tar" "$L/l4.tar" >/dev/null
+"$RT" import -q "$T/lay3" samelayer
+R3=$("$RT" inspect samelayer | sed -n 's/.*"path": "\(.*\)".*/\1/p')/rootfs
+expect_eq "$(ls "$R3/w" | tr '\n' ' ')" "new same " "a whiteout leaves its own layer's entries, before or after it (directory)"
+"$RT" import -q --squash "$T/samelayer.sqfs" "$T/lay3"
+expect_eq "$("$RT" exec "$T/samelayer.sqfs" ls /w | tr '\n' ' ')" "new same " "and in a SquashFS file written from the layers"
 [ ! -e "$R/dev/evil" ] && pass "device node not created" || fail "device node exists"
 [ -p "$R/pipe" ] && pass "fifo created" || fail "fifo missing"
 expect_eq "$(stat -c %i "$R/a/hl")" "$(stat -c %i "$R/a/sub/keep")" "hard link inside the image"
