@@ -63,7 +63,7 @@ std::string url_escape(const std::string& s) {
   return out;
 }
 
-// key="value" pairs of a WWW-Authenticate challenge.
+// key="value" pairs of a WWW-Authenticate challenge's parameters.
 std::map<std::string, std::string> challenge_params(const std::string& s) {
   std::map<std::string, std::string> out;
   size_t i = 0;
@@ -92,11 +92,36 @@ std::string home_docker_config() {
   return std::string(h ? h : "") + "/.docker/config.json";
 }
 
-std::vector<std::string> config_keys(const std::string& registry) {
+} // namespace
+
+std::vector<std::string> docker_config_keys(const std::string& registry) {
   if (registry == "docker.io")
     return {"https://index.docker.io/v1/", "index.docker.io", "docker.io", "registry-1.docker.io"};
   return {registry, "https://" + registry, "http://" + registry};
 }
+
+Challenge parse_challenge(const std::string& header) {
+  Challenge c;
+  const size_t space = header.find(' ');
+  c.scheme = lower(header.substr(0, space));
+  if (space != std::string::npos) c.params = challenge_params(header.substr(space + 1));
+  return c;
+}
+
+std::string token_url(const Challenge& c, const std::string& repository) {
+  auto param = [&](const char* k) {
+    auto it = c.params.find(k);
+    return it == c.params.end() ? std::string() : it->second;
+  };
+  std::string url = param("realm");
+  url += url.find('?') == std::string::npos ? "?" : "&";
+  url += "service=" + url_escape(param("service"));
+  std::string scope = c.params.count("scope") ? param("scope") : "repository:" + repository + ":pull";
+  url += "&scope=" + url_escape(scope);
+  return url;
+}
+
+namespace {
 
 struct CurlDeleter {
   void operator()(CURL* c) const { curl_easy_cleanup(c); }
@@ -118,7 +143,7 @@ std::string docker_config_credentials(const std::string& registry) {
   if (!text) return {};
   auto j = nlohmann::json::parse(*text, nullptr, false);
   if (!j.is_object() || !j.contains("auths") || !j["auths"].is_object()) return {};
-  for (const auto& key : config_keys(registry)) {
+  for (const auto& key : docker_config_keys(registry)) {
     auto it = j["auths"].find(key);
     if (it == j["auths"].end() || !it->is_object()) continue;
     if (it->contains("auth") && (*it)["auth"].is_string()) return unbase64((*it)["auth"].get<std::string>());
@@ -272,9 +297,10 @@ Registry::Response Registry::request(const std::string& url, const std::string& 
   return r;
 }
 
-bool Registry::authenticate(const std::string& challenge) {
-  std::string scheme = lower(challenge.substr(0, challenge.find(' ')));
-  auto params = challenge_params(challenge.substr(std::min(challenge.size(), challenge.find(' ') + 1)));
+bool Registry::authenticate(const std::string& header) {
+  const Challenge challenge = parse_challenge(header);
+  const std::string& scheme = challenge.scheme;
+  auto params = challenge.params;
   if (scheme == "basic") {
     if (basic_.empty()) return false;
     std::lock_guard<std::mutex> g(auth_mutex_);
@@ -282,11 +308,7 @@ bool Registry::authenticate(const std::string& challenge) {
     return true;
   }
   if (scheme != "bearer" || params["realm"].empty()) return false;
-  std::string url = params["realm"];
-  url += url.find('?') == std::string::npos ? "?" : "&";
-  url += "service=" + url_escape(params["service"]);
-  std::string scope = params.count("scope") ? params["scope"] : "repository:" + ref_.repository + ":pull";
-  url += "&scope=" + url_escape(scope);
+  const std::string url = token_url(challenge, ref_.repository);
   // The token request carries the basic credentials, if any, and nothing else.
   {
     std::lock_guard<std::mutex> g(auth_mutex_);

@@ -5,7 +5,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "image/manifest.hpp"
 #include "store/ref.hpp"
@@ -56,6 +58,19 @@ private:
   std::string authorization_;  // header value, never printed
   std::string basic_;          // "user:password" when known
 };
+
+// A WWW-Authenticate challenge: its scheme (lowercase) and parameters
+// (keys lowercase, values unquoted).
+struct Challenge {
+  std::string scheme;
+  std::map<std::string, std::string> params;
+};
+Challenge parse_challenge(const std::string& header);
+// The token service's URL for a Bearer challenge: realm, service and scope
+// (default: pull of `repository`), escaped.
+std::string token_url(const Challenge& challenge, const std::string& repository);
+// The keys ~/.docker/config.json may file `registry`'s credentials under.
+std::vector<std::string> docker_config_keys(const std::string& registry);
 
 // Credentials for `registry` from ~/.docker/config.json ("auths"), as
 // "user:password"; empty when none.
