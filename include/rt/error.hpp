@@ -21,12 +21,13 @@ private:
   int exit_code_;
 };
 
-// A failed system call. Construct it right after the call: it reads errno
-// first. The message is "CALL `PATH`[ on `PATH2`]: strerror", plus a hint
-// for errnos whose usual cause is known.
+// A failed system call: "CALL `PATH`[ on `PATH2`]: strerror", plus a hint
+// for errnos whose usual cause is known. It takes the errno saved right
+// after the call; with braces, `throw SysError{errno, "mkdir", dir + "/x"}`
+// reads errno before the paths are built (list-initialisation evaluates
+// left to right), so no allocation on the way can change it.
 class SysError : public Error {
 public:
-  SysError(std::string call, std::string path = {}, std::string path2 = {});
   SysError(int errnum, std::string call, std::string path = {}, std::string path2 = {});
   int errnum() const noexcept { return errnum_; }
 

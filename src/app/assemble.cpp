@@ -47,7 +47,7 @@ void assemble_image(store::Store& store, const ImageSource& src, const AssembleO
 
 void assemble_bundle(const std::string& dir, const ImageSource& src, const AssembleOptions& opts) {
   const std::string rootfs = dir + "/rootfs";
-  if (::mkdir(rootfs.c_str(), 0755) != 0) throw SysError("mkdir", rootfs);
+  if (::mkdir(rootfs.c_str(), 0755) != 0) throw SysError{errno, "mkdir", rootfs};
   TreeWriter writer(rootfs, src.name, opts.max_bytes);
   const size_t n = src.layers.size();
   for (size_t i = 0; i < n; ++i) {
@@ -99,7 +99,7 @@ void store_from_layers(store::Store& store, const ImageSource& src, const image:
   const std::string file = work.path() + "/" + store::kSquashFile;
   image::write_from_layers(src, file, options);
   struct stat st;
-  if (::stat(file.c_str(), &st) != 0) throw SysError("stat", file);
+  if (::stat(file.c_str(), &st) != 0) throw SysError{errno, "stat", file};
   write_image_files(work.path(), src, static_cast<uint64_t>(st.st_size));
   store.commit_image(src.name, work);
 }

@@ -49,7 +49,7 @@ Target target_of(const std::string& to, const std::string& dst) {
 // program must have exited 0 (a truncated or corrupt input shows there).
 image::ReadFn program_reader(const std::vector<std::string>& argv, const std::string& what) {
   int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) throw SysError("pipe");
+  if (::pipe2(p, O_CLOEXEC) != 0) throw SysError{errno, "pipe"};
   util::UniqueFd r(p[0]), w(p[1]);
   auto child = std::make_shared<util::Child>(argv, util::Child::Fds{.out = w.get()});
   auto out = std::make_shared<util::UniqueFd>(std::move(r));
@@ -83,10 +83,10 @@ image::ImageSource tree_source(const std::string& name, const std::string& what,
 void write_bundle_dir(const image::ImageSource& src, const std::string& dst, const ConvertOptions& o) {
   util::TempDirBeside work(dst);
   const std::string tmp = work.path("bundle");
-  if (::mkdir(tmp.c_str(), 0755) != 0) throw SysError("mkdir", tmp);
+  if (::mkdir(tmp.c_str(), 0755) != 0) throw SysError{errno, "mkdir", tmp};
   app::assemble_bundle(tmp, src, {kDefaultMaxBytes, o.verbosity < 0});
   if (util::path_exists(dst)) util::remove_tree(dst);  // --force was checked
-  if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError("rename", tmp, dst);
+  if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
   util::note("wrote the bundle `" + dst + "` (rootfs/ and image-config.json)");
 }
 
@@ -118,7 +118,7 @@ void copy_file(const std::string& from, const std::string& to) {
   std::error_code ec;
   std::filesystem::copy_file(from, tmp, ec);
   if (ec) throw Error("cannot copy `" + from + "` to `" + tmp + "`: " + ec.message());
-  if (::rename(tmp.c_str(), to.c_str()) != 0) throw SysError("rename", tmp, to);
+  if (::rename(tmp.c_str(), to.c_str()) != 0) throw SysError{errno, "rename", tmp, to};
   util::note("wrote `" + to + "`");
 }
 
@@ -228,7 +228,7 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
   }());
   int rc = util::run_program(argv, {.in = config_in.get()});
   if (rc != 0) throw Error("mksquashfs failed (status " + std::to_string(rc) + ") making `" + dst + "` from `" + src + "`");
-  if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError("rename", tmp, dst);
+  if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
   struct stat st;
   ::stat(dst.c_str(), &st);
   util::note("wrote `" + dst + "` (" + std::to_string(st.st_size / 1000000) + " MB, " + o.compression + ")");

@@ -74,7 +74,7 @@ int compare_glibc(const std::string& a, const std::string& b) {
 
 std::optional<ElfInfo> read_elf(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw SysError("open", path);
+  if (fd < 0) throw SysError{errno, "open", path};
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
     ::close(fd);
@@ -83,7 +83,7 @@ std::optional<ElfInfo> read_elf(const std::string& path) {
   size_t size = static_cast<size_t>(st.st_size);
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
-  if (p == MAP_FAILED) throw SysError("mmap", path);
+  if (p == MAP_FAILED) throw SysError{errno, "mmap", path};
   struct Unmap {
     void* p;
     size_t n;

@@ -77,7 +77,7 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
 
   // tar2sqfs reads the merged stream on its standard input.
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw SysError("pipe");
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw SysError{errno, "pipe"};
   util::UniqueFd rd(fds[0]), wr(fds[1]);
   int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::string> argv = {"tar2sqfs", "--quiet", "--no-keep-time", "--no-xattr", "--force",
@@ -110,7 +110,7 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
   wr.reset();
   if (tar2sqfs.wait() != 0)
     throw Error("tar2sqfs failed making `" + out + "` from image `" + src.name + "`");
-  if (::rename(tmp.c_str(), out.c_str()) != 0) throw SysError("rename", tmp, out);
+  if (::rename(tmp.c_str(), out.c_str()) != 0) throw SysError{errno, "rename", tmp, out};
   struct stat sb;
   ::stat(out.c_str(), &sb);
   util::note("wrote `" + out + "` (" + util::human_bytes(static_cast<uint64_t>(sb.st_size)) + ", " +

@@ -163,13 +163,13 @@ void save_docker_config_credentials(const std::string& registry, const std::stri
   std::string key = registry == "docker.io" ? "https://index.docker.io/v1/" : registry;
   j["auths"][key] = {{"auth", base64(user + ":" + pass)}};
   std::string dir = path.substr(0, path.rfind('/'));
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", dir);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", dir};
   std::string tmp = path + ".rt-tmp";
   {
     util::UniqueFd fd = util::open_fd(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     util::write_all(fd.get(), j.dump(2) + "\n", tmp);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw SysError("rename", tmp, path);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw SysError{errno, "rename", tmp, path};
 }
 
 struct Registry::Response {
@@ -410,7 +410,7 @@ void Registry::download_blob(const Descriptor& d, const std::string& file,
     if (r.curl == CURLE_OK && r.status == 200 && have > 0) {
       // The server ignored the range and sent everything again.
       util::warn(where + ": the server cannot resume; restarting");
-      if (::ftruncate(fd.get(), 0) != 0 || ::lseek(fd.get(), 0, SEEK_SET) != 0) throw SysError("truncate", file);
+      if (::ftruncate(fd.get(), 0) != 0 || ::lseek(fd.get(), 0, SEEK_SET) != 0) throw SysError{errno, "truncate", file};
       have = 0;
       hasher = std::make_unique<image::Sha256>();
       --attempt;

@@ -156,17 +156,17 @@ void TreeWriter::apply_entry(archive* a, archive_entry* e, uint64_t index, const
     if (!t.fd)
       throw Error(err_prefix(layer, path) + "hard link target `" + step.hardlink + "`: " + std::strerror(t.err));
     if (::linkat(AT_FDCWD, util::fd_path(t.fd.get()).c_str(), dirfd, n, AT_SYMLINK_FOLLOW) != 0)
-      throw SysError("link", shown);
+      throw SysError{errno, "link", shown};
     return;
   }
 
   switch (type) {
     case AE_IFDIR:
-      if (::mkdirat(dirfd, n, 0700) != 0) throw SysError("mkdir", shown);
+      if (::mkdirat(dirfd, n, 0700) != 0) throw SysError{errno, "mkdir", shown};
       return;
     case AE_IFREG: {
       int fd = ::openat(dirfd, n, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-      if (fd < 0) throw SysError("create", shown);
+      if (fd < 0) throw SysError{errno, "create", shown};
       UniqueFd file(fd);
       const void* buf;
       size_t size;
@@ -187,7 +187,7 @@ void TreeWriter::apply_entry(archive* a, archive_entry* e, uint64_t index, const
           ssize_t w = ::pwrite(fd, p, size, offset);
           if (w < 0) {
             if (errno == EINTR) continue;
-            throw SysError("write", shown);
+            throw SysError{errno, "write", shown};
           }
           p += w;
           offset += w;
@@ -197,8 +197,8 @@ void TreeWriter::apply_entry(archive* a, archive_entry* e, uint64_t index, const
       }
       // Sparse files end in a hole: the size comes from the header.
       if (archive_entry_size(e) > end && ::ftruncate(fd, archive_entry_size(e)) != 0)
-        throw SysError("truncate", shown);
-      if (::fchmod(fd, perm) != 0) throw SysError("chmod", shown);
+        throw SysError{errno, "truncate", shown};
+      if (::fchmod(fd, perm) != 0) throw SysError{errno, "chmod", shown};
       timespec times[2] = {{0, UTIME_OMIT}, {archive_entry_mtime(e), archive_entry_mtime_nsec(e)}};
       ::futimens(fd, times);
       return;
@@ -208,13 +208,13 @@ void TreeWriter::apply_entry(archive* a, archive_entry* e, uint64_t index, const
       if (!target) throw Error(err_prefix(layer, path) + "symlink without a target");
       // Any target is fine: links are only ever resolved inside the root
       // (here with RESOLVE_IN_ROOT, in the container after pivot_root).
-      if (::symlinkat(target, dirfd, n) != 0) throw SysError("symlink", shown);
+      if (::symlinkat(target, dirfd, n) != 0) throw SysError{errno, "symlink", shown};
       timespec times[2] = {{0, UTIME_OMIT}, {archive_entry_mtime(e), archive_entry_mtime_nsec(e)}};
       ::utimensat(dirfd, n, times, AT_SYMLINK_NOFOLLOW);
       return;
     }
     case AE_IFIFO:
-      if (::mkfifoat(dirfd, n, perm & 0777) != 0) throw SysError("mkfifo", shown);
+      if (::mkfifoat(dirfd, n, perm & 0777) != 0) throw SysError{errno, "mkfifo", shown};
       return;
     default:
       throw Error(err_prefix(layer, path) + "unexpected entry type");  // the merge skips the others
@@ -270,7 +270,7 @@ void TreeWriter::finish() {
   for (const auto& [path, mode] : dirs) {
     auto r = util::open_in_root(root_.get(), path, O_RDONLY | O_DIRECTORY, /*follow_final=*/false);
     if (!r.fd) throw Error("image `" + image_ + "`: directory `" + path + "`: " + std::strerror(r.err));
-    if (::fchmod(r.fd.get(), mode) != 0) throw SysError("chmod", root_path_ + "/" + path);
+    if (::fchmod(r.fd.get(), mode) != 0) throw SysError{errno, "chmod", root_path_ + "/" + path};
   }
 }
 

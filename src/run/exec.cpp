@@ -161,7 +161,7 @@ void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, cons
 
 // Container: no privilege can be gained from here on; the program replaces rt.
 [[noreturn]] void launch(const Prepared& p, const std::string& image) {
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw SysError("prctl(PR_SET_NO_NEW_PRIVS)");
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw SysError{errno, "prctl(PR_SET_NO_NEW_PRIVS)"};
   if (util::log_enabled(util::Level::Debug)) {
     // rt's own peak memory (VmHWM counts this process image only, unlike
     // getrusage, which also counts whatever exec'd into rt).

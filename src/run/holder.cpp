@@ -68,7 +68,7 @@ Address address_of(const std::string& key) {
 
 UniqueFd new_socket(bool nonblock) {
   int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
-  if (fd < 0) throw SysError("socket(AF_UNIX)");
+  if (fd < 0) throw SysError{errno, "socket(AF_UNIX)"};
   return UniqueFd(fd);
 }
 
@@ -285,7 +285,7 @@ private:
   UniqueFd userns, mntns;
   try {
     build();
-    if (::chdir("/") != 0) throw SysError("chdir", "/");
+    if (::chdir("/") != 0) throw SysError{errno, "chdir", "/"};
     userns = util::open_fd("/proc/self/ns/user", O_RDONLY);
     mntns = util::open_fd("/proc/self/ns/mnt", O_RDONLY);
     // The containers' processes share this uid (and, under Share, this
@@ -293,7 +293,7 @@ private:
     // or fds through /proc (for a server: the host's /), which takes
     // CAP_SYS_PTRACE where rt was started once the holder is not dumpable
     // (ptrace(2), "Ptrace access mode checking").
-    if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) throw SysError("prctl(PR_SET_DUMPABLE)");
+    if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) throw SysError{errno, "prctl(PR_SET_DUMPABLE)"};
   } catch (const Error& e) {
     util::write_all(report.get(), std::string(e.what()) + '\n' + e.hint(), "holder report");
     ::_exit(kExitRtFailed);
@@ -319,11 +319,11 @@ private:
 void start_holder(UniqueFd sock, const HolderPolicy& policy, const std::string& proof,
                   const std::function<void()>& build) {
   int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) throw SysError("pipe");
+  if (::pipe2(p, O_CLOEXEC) != 0) throw SysError{errno, "pipe"};
   UniqueFd rd(p[0]), wr(p[1]);
   std::fflush(nullptr);
   pid_t pid = ::fork();
-  if (pid < 0) throw SysError("fork");
+  if (pid < 0) throw SysError{errno, "fork"};
   if (pid == 0) {
     rd.reset();
     ::setsid();
@@ -354,7 +354,7 @@ bool receive_namespaces(int conn, UniqueFd& userns, UniqueFd& mntns, Clock::time
     int r = ::poll(&p, 1, static_cast<int>(std::max<long long>(left, 0)));
     if (r > 0) break;
     if (r == 0) throw Error("timed out waiting for " + policy.what, policy.hint);
-    if (errno != EINTR) throw SysError("poll", policy.what);
+    if (errno != EINTR) throw SysError{errno, "poll", policy.what};
   }
   FdMessage m;
   msghdr& msg = m.msg;
@@ -402,7 +402,7 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
       ucred cred{};
       socklen_t len = sizeof cred;
       if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-        throw SysError("getsockopt(SO_PEERCRED)");
+        throw SysError{errno, "getsockopt(SO_PEERCRED)"};
       if (cred.uid != ::getuid()) {
         util::info("`@" + name + "` is held by uid " + std::to_string(cred.uid) + ", not by you; trying another name");
         return Tried::Foreign;
@@ -414,18 +414,18 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
       // Nobody serves the name: take it, or wait for whoever has it.
       UniqueFd mine = new_socket(true);
       if (::bind(mine.get(), reinterpret_cast<const sockaddr*>(&addr.sa), addr.len) == 0) {
-        if (::listen(mine.get(), SOMAXCONN) != 0) throw SysError("listen", "@" + name);
+        if (::listen(mine.get(), SOMAXCONN) != 0) throw SysError{errno, "listen", "@" + name};
         util::debug("starting " + policy.what);
         start_holder(std::move(mine), policy, proof, build);
         continue;
       }
-      if (errno != EADDRINUSE) throw SysError("bind", "@" + name);
+      if (errno != EADDRINUSE) throw SysError{errno, "bind", "@" + name};
       if (++refused > kBoundNotListening) {
         util::info("`@" + name + "` is bound by somebody who does not serve it; trying another name");
         return Tried::Foreign;
       }
     } else if (errno != EAGAIN && errno != EINTR) {
-      throw SysError("connect", "@" + name);
+      throw SysError{errno, "connect", "@" + name};
     }
     if (Clock::now() > deadline) throw Error("timed out waiting for " + policy.what, policy.hint);
     std::this_thread::sleep_for(backoff);
@@ -444,10 +444,10 @@ bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::f
     entered = try_name(name, key.proof(name), policy, build, deadline, conn, userns, mntns) == Tried::Entered;
   }
   if (!entered) return false;
-  if (::setns(userns.get(), CLONE_NEWUSER) != 0) throw SysError("setns(CLONE_NEWUSER)", policy.what);
-  if (::setns(mntns.get(), CLONE_NEWNS) != 0) throw SysError("setns(CLONE_NEWNS)", policy.what);
+  if (::setns(userns.get(), CLONE_NEWUSER) != 0) throw SysError{errno, "setns(CLONE_NEWUSER)", policy.what};
+  if (::setns(mntns.get(), CLONE_NEWNS) != 0) throw SysError{errno, "setns(CLONE_NEWNS)", policy.what};
   if (policy.entry == HolderPolicy::Entry::Copy) {
-    if (::unshare(CLONE_NEWNS) != 0) throw SysError("unshare(CLONE_NEWNS)", policy.what);
+    if (::unshare(CLONE_NEWNS) != 0) throw SysError{errno, "unshare(CLONE_NEWNS)", policy.what};
     std::string ns = mount_namespace_of("self");
     ::send(conn.get(), ns.data(), ns.size(), MSG_NOSIGNAL);
   }

@@ -42,7 +42,7 @@ Image open_image(const std::string& ref, const std::string& cwd, const std::stri
       throw Error("image `" + ref + "` not found: no directory `" + path + "`, and no image of that name in store `" +
                   (root ? root->path() : store::store_path(storage)) + "`");
     path = *dir;
-    if (::stat(path.c_str(), &st) != 0) throw SysError("stat", path);
+    if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
   }
   if (S_ISREG(st.st_mode)) {
     if (!squash::is_squashfs(path))

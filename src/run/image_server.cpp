@@ -48,7 +48,7 @@ util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, con
                                const std::string& secret) {
   // One server per file version, mount point and id mapping.
   struct stat st;
-  if (::stat(plan.rootfs.c_str(), &st) != 0) throw SysError("stat", plan.rootfs);
+  if (::stat(plan.rootfs.c_str(), &st) != 0) throw SysError{errno, "stat", plan.rootfs};
   std::string text = plan.rootfs + '\0' + plan.staging + '\0' + util::file_stamp(st) + '\0' +
                      std::to_string(plan.outer_uid) + ':' + std::to_string(plan.inner_uid) + ':' +
                      std::to_string(plan.outer_gid) + ':' + std::to_string(plan.inner_gid);
@@ -77,9 +77,9 @@ util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, con
   // the mount point (the home directory, with the store in it) must not
   // show the image inside the container.
   int fd = ::open_tree(AT_FDCWD, plan.staging.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-  if (fd < 0) throw SysError("open_tree", plan.rootfs);
+  if (fd < 0) throw SysError{errno, "open_tree", plan.rootfs};
   util::UniqueFd tree(fd);
-  if (::umount2(plan.staging.c_str(), MNT_DETACH) != 0) throw SysError("umount2", plan.staging);
+  if (::umount2(plan.staging.c_str(), MNT_DETACH) != 0) throw SysError{errno, "umount2", plan.staging};
   return tree;
 }
 

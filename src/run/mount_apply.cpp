@@ -47,7 +47,7 @@ using util::UniqueFd;
 // for the atime flags.
 unsigned long locked_flags(int fd, const std::string& name) {
   struct statvfs sv;
-  if (::fstatvfs(fd, &sv) != 0) throw SysError("statvfs", name);
+  if (::fstatvfs(fd, &sv) != 0) throw SysError{errno, "statvfs", name};
   unsigned long f = 0;
   if (sv.f_flag & ST_RDONLY) f |= MS_RDONLY;
   if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
@@ -64,7 +64,7 @@ void do_mount(const std::string& src, const std::string& dst, const char* type, 
               const std::string& shown_dst) {
   if (::mount(src.empty() ? nullptr : src.c_str(), dst.c_str(), type, flags,
               data.empty() ? nullptr : data.c_str()) != 0)
-    throw SysError(std::string("mount(") + what + ")", shown_src, shown_dst);
+    throw SysError{errno, std::string("mount(") + what + ")", shown_src, shown_dst};
 }
 
 void stage(const char* what) {
@@ -79,11 +79,11 @@ void stage(const char* what) {
 // file. Throws SysError naming `shown`.
 void make_mount_point(int dir, const std::string& name, bool is_dir, const std::string& shown) {
   if (is_dir) {
-    if (::mkdirat(dir, name.c_str(), 0755) != 0) throw SysError("mkdir", shown);
+    if (::mkdirat(dir, name.c_str(), 0755) != 0) throw SysError{errno, "mkdir", shown};
     return;
   }
   int f = ::openat(dir, name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-  if (f < 0) throw SysError("create", shown);
+  if (f < 0) throw SysError{errno, "create", shown};
   ::close(f);
 }
 
@@ -136,7 +136,7 @@ private:
       if (m.kind != Mount::Kind::Bind || !util::path_within(plan_.staging, m.src)) continue;
       int fd = ::open_tree(AT_FDCWD, m.src.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
       if (fd >= 0) clones_[i] = UniqueFd(fd);
-      else if (errno != ENOSYS && errno != ENOENT && errno != EACCES) throw SysError("open_tree", m.src);
+      else if (errno != ENOSYS && errno != ENOENT && errno != EACCES) throw SysError{errno, "open_tree", m.src};
     }
   }
 
@@ -154,22 +154,22 @@ private:
 
     do_mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m", "tmpfs", "tmpfs", staging);
     staging_ = util::open_fd(staging, O_PATH | O_DIRECTORY);
-    if (::mkdirat(staging_.get(), "root", 0755) != 0) throw SysError("mkdir", staging + "/root");
+    if (::mkdirat(staging_.get(), "root", 0755) != 0) throw SysError{errno, "mkdir", staging + "/root"};
     for (const auto& f : plan_.staged) {
       UniqueFd fd = util::open_fd_at(staging_.get(), f.name, O_WRONLY | O_CREAT | O_EXCL, 0644);
       util::write_all(fd.get(), f.content, "synthesized " + f.name);
     }
     if (image_tree_ >= 0) {
-      if (::mkdirat(staging_.get(), "image", 0755) != 0) throw SysError("mkdir", staging + "/image");
+      if (::mkdirat(staging_.get(), "image", 0755) != 0) throw SysError{errno, "mkdir", staging + "/image"};
       if (::move_mount(image_tree_, "", staging_.get(), "image", MOVE_MOUNT_F_EMPTY_PATH) != 0)
-        throw SysError("move_mount", rootfs, staging + "/image");
+        throw SysError{errno, "move_mount", rootfs, staging + "/image"};
       image_ = util::open_fd(stage_path("image"), O_PATH | O_DIRECTORY);
     }
     const unsigned long image_locked = locked_flags(image_.get(), rootfs);
     const std::string root_path = stage_path("root");
     if (plan_.root_mode == RootMode::Overlay) {
       for (const char* d : {"upper", "work"})
-        if (::mkdirat(staging_.get(), d, 0755) != 0) throw SysError("mkdir", rootfs + "/" + d);
+        if (::mkdirat(staging_.get(), d, 0755) != 0) throw SysError{errno, "mkdir", rootfs + "/" + d};
       std::string opts = "lowerdir=" + fd_path(image_.get()) + ",upperdir=" + stage_path("upper") +
                          ",workdir=" + stage_path("work");
       // userxattr (Linux 5.11) is what makes an unprivileged overlay mount possible.
@@ -197,7 +197,7 @@ private:
 
   static dev_t dev_of(int fd, const std::string& name) {
     struct stat st;
-    if (::fstat(fd, &st) != 0) throw SysError("stat", name);
+    if (::fstat(fd, &st) != 0) throw SysError{errno, "stat", name};
     return st.st_dev;
   }
 
@@ -252,10 +252,10 @@ private:
       bool last = i + 1 == comps.size();
       if (!last || want_dir) {
         if (::mkdirat(dir.get(), name.c_str(), 0755) != 0 && errno != EEXIST)
-          throw SysError("mkdir", shown(dst));
+          throw SysError{errno, "mkdir", shown(dst)};
         dir = util::open_fd_at(dir.get(), name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
       } else if (link) {
-        if (::symlinkat(link->c_str(), dir.get(), name.c_str()) != 0) throw SysError("symlink", shown(dst));
+        if (::symlinkat(link->c_str(), dir.get(), name.c_str()) != 0) throw SysError{errno, "symlink", shown(dst)};
         dir = util::open_fd_at(dir.get(), name, O_PATH | O_NOFOLLOW);
       } else {
         make_mount_point(dir.get(), name, false, shown(dst));
@@ -304,11 +304,11 @@ private:
     struct stat st;
     if (::fstat(r.fd.get(), &st) != 0) return;
     const std::string layer = "o" + std::to_string(layers_++);
-    if (::mkdirat(staging_.get(), layer.c_str(), 0700) != 0) throw SysError("mkdir", "staging " + layer);
+    if (::mkdirat(staging_.get(), layer.c_str(), 0700) != 0) throw SysError{errno, "mkdir", "staging " + layer};
     UniqueFd l = util::open_fd_at(staging_.get(), layer, O_PATH | O_DIRECTORY);
     for (const auto& [name, is_dir] : names) make_mount_point(l.get(), name, is_dir, "staging " + layer + "/" + name);
     if (::fchmodat(staging_.get(), layer.c_str(), st.st_mode & 07777, 0) != 0)
-      throw SysError("chmod", "staging " + layer);
+      throw SysError{errno, "chmod", "staging " + layer};
     const std::string target = fd_path(r.fd.get());
     const std::string opts = "lowerdir=" + stage_path(layer) + ":" + target + ",userxattr";
     const unsigned long flags = MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(r.fd.get(), shown(dir));
@@ -326,13 +326,13 @@ private:
   UniqueFd underlay(const UniqueFd& old, const std::string& path, const std::set<std::string>& skip) {
     util::debug("underlay `" + path + "` without " + listed(skip));
     struct stat st;
-    if (::fstat(old.get(), &st) != 0) throw SysError("stat", shown(path));
+    if (::fstat(old.get(), &st) != 0) throw SysError{errno, "stat", shown(path)};
     int list_fd = ::open(fd_path(old.get()).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (list_fd < 0) throw SysError("open", shown(path));
+    if (list_fd < 0) throw SysError{errno, "open", shown(path)};
     DIR* dir = ::fdopendir(list_fd);
     if (!dir) {
       ::close(list_fd);
-      throw SysError("fdopendir", shown(path));
+      throw SysError{errno, "fdopendir", shown(path)};
     }
     struct Entry {
       std::string name;
@@ -356,9 +356,9 @@ private:
     // original: a bind is cheaper than a new tmpfs, and freezing the staging
     // tmpfs at the end makes every underlay read-only at once.
     const std::string under = "u" + std::to_string(underlays_++);
-    if (::mkdirat(staging_.get(), under.c_str(), 0700) != 0) throw SysError("mkdir", "staging " + under);
+    if (::mkdirat(staging_.get(), under.c_str(), 0700) != 0) throw SysError{errno, "mkdir", "staging " + under};
     if (::fchmodat(staging_.get(), under.c_str(), st.st_mode & 07777, 0) != 0)
-      throw SysError("chmod", "staging " + under);
+      throw SysError{errno, "chmod", "staging " + under};
     do_mount(stage_path(under), fd_path(old.get()), nullptr, MS_BIND, "", "MS_BIND", "underlay",
              shown(path));
     if (path == "/") {
@@ -376,9 +376,9 @@ private:
       if (e.type == DT_LNK) {
         std::string target(4096, '\0');
         ssize_t len = ::readlinkat(old.get(), n, target.data(), target.size());
-        if (len < 0) throw SysError("readlink", shown(child(path, e.name)));
+        if (len < 0) throw SysError{errno, "readlink", shown(child(path, e.name))};
         target.resize(static_cast<size_t>(len));
-        if (::symlinkat(target.c_str(), nd, n) != 0) throw SysError("symlink", shown(child(path, e.name)));
+        if (::symlinkat(target.c_str(), nd, n) != 0) throw SysError{errno, "symlink", shown(child(path, e.name))};
         continue;
       }
       make_mount_point(nd, e.name, e.type == DT_DIR, shown(child(path, e.name)));
@@ -406,7 +406,7 @@ private:
         struct stat st;
         if (::stat(src.c_str(), &st) != 0) {
           if (m.optional && source_missing(errno)) return skip_missing(m);
-          throw SysError("stat", src);
+          throw SysError{errno, "stat", src};
         }
         want_dir = S_ISDIR(st.st_mode);
       }
@@ -419,7 +419,7 @@ private:
     }
     if (auto c = clones_.find(index); c != clones_.end()) {
       if (::move_mount(c->second.get(), "", t.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
-        throw SysError("move_mount", shown_src, shown(m.dst));
+        throw SysError{errno, "move_mount", shown_src, shown(m.dst)};
     } else if (::mount(src.c_str(), tp.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
       // Sources are not stat'ed beforehand: one syscall fewer per mount on
       // the per-rank path; a missing optional source shows up as ENOENT here.
@@ -480,10 +480,10 @@ private:
   void pivot() {
     // pivot_root(".", ".") stacks the old root on the new one; detaching it
     // leaves the new root alone (pivot_root(2), NOTES).
-    if (::fchdir(root_.get()) != 0) throw SysError("chdir", shown("/"));
-    if (::syscall(SYS_pivot_root, ".", ".") != 0) throw SysError("pivot_root", shown("/"));
-    if (::umount2(".", MNT_DETACH) != 0) throw SysError("umount2", "old root");
-    if (::chdir("/") != 0) throw SysError("chdir", "/");
+    if (::fchdir(root_.get()) != 0) throw SysError{errno, "chdir", shown("/")};
+    if (::syscall(SYS_pivot_root, ".", ".") != 0) throw SysError{errno, "pivot_root", shown("/")};
+    if (::umount2(".", MNT_DETACH) != 0) throw SysError{errno, "umount2", "old root"};
+    if (::chdir("/") != 0) throw SysError{errno, "chdir", "/"};
     image_.reset();
     staging_.reset();
     root_.reset();
@@ -496,7 +496,7 @@ void build_tree(const MountPlan& plan, int image_tree) { Builder(plan, image_tre
 
 void enter_cwd(const MountPlan& plan) {
   if (::chdir(plan.cwd.c_str()) != 0) {
-    if (plan.cwd_explicit) throw SysError("chdir", plan.cwd);
+    if (plan.cwd_explicit) throw SysError{errno, "chdir", plan.cwd};
     util::warn("cannot enter `" + plan.cwd + "` in the container; starting in `/`");
   }
 }

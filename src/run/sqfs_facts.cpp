@@ -58,7 +58,7 @@ std::optional<SquashFacts> parse(const std::string& text, const std::string& hea
 
 SquashFacts squash_facts(const std::string& path, int cache_dir, const std::function<squash::Image&()>& open) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) throw SysError("stat", path);
+  if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
   const std::string head = std::string(kVersion) + "\n" + path + "\n" + util::file_stamp(st) + "\n";
   const std::string name = util::hash_hex(path);
   const bool cacheable = path.find('\n') == std::string::npos;  // the header holds it on one line

@@ -73,7 +73,7 @@ bool is_squashfs(const std::string& path) {
 
 Image::Image(const std::string& path) : path_(path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) throw SysError("stat", path);
+  if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
   if (!S_ISREG(st.st_mode)) throw Error("image `" + path + "` is not a regular file");
   if (!is_squashfs(path)) throw Error("image `" + path + "` is not a SquashFS file (no `hsqs` magic)");
   if (st.st_size < static_cast<off_t>(sizeof(squashfs_super_block)))

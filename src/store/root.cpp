@@ -40,7 +40,7 @@ std::string absolute(const std::string& path) {
 std::string real_path(int fd, const std::string& shown) {
   char buf[4096];
   ssize_t n = ::readlink(util::fd_path(fd).c_str(), buf, sizeof buf - 1);
-  if (n <= 0 || buf[0] != '/') throw SysError("readlink", util::fd_path(fd) + " (" + shown + ")");
+  if (n <= 0 || buf[0] != '/') throw SysError{errno, "readlink", util::fd_path(fd) + " (" + shown + ")"};
   return std::string(buf, static_cast<size_t>(n));
 }
 
@@ -53,7 +53,7 @@ void check_ancestors(const std::string& real, const struct stat& st, const std::
     size_t slash = path.rfind('/');
     std::string parent = slash == 0 ? "/" : path.substr(0, slash);
     struct stat pst;
-    if (::lstat(parent.c_str(), &pst) != 0) throw SysError("stat", parent);
+    if (::lstat(parent.c_str(), &pst) != 0) throw SysError{errno, "stat", parent};
     if (std::string why = distrust_parent(pst, child, me); !why.empty())
       throw Error("store `" + shown + "` lies in `" + parent + "`, " + why + ": they could replace it", kWhatToDo);
     path = parent;
@@ -90,7 +90,7 @@ std::optional<Root> Root::open(const std::string& given, bool create) {
   // Opened first: the store is there on every run but the first.
   int fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT && create) {
-    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", path);
+    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", path};
     fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   }
   if (fd < 0) {
@@ -102,7 +102,7 @@ std::optional<Root> Root::open(const std::string& given, bool create) {
   }
   util::UniqueFd dir(fd);
   struct stat st;
-  if (::fstat(fd, &st) != 0) throw SysError("stat", path);
+  if (::fstat(fd, &st) != 0) throw SysError{errno, "stat", path};
   if (std::string why = distrust(st, me); !why.empty()) throw Error("store `" + path + "` " + why, kWhatToDo);
   std::string real = real_path(fd, path);
   check_ancestors(real, st, path, me);
@@ -134,7 +134,7 @@ util::UniqueFd Root::dir(std::string_view rel, bool create) const {
     shown += "/" + part;
     int fd = ::openat(parent, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT && create) {
-      if (::mkdirat(parent, part.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", shown);
+      if (::mkdirat(parent, part.c_str(), 0700) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", shown};
       fd = ::openat(parent, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
     if (fd < 0) {
@@ -147,7 +147,7 @@ util::UniqueFd Root::dir(std::string_view rel, bool create) const {
     }
     util::UniqueFd next(fd);
     struct stat st;
-    if (::fstat(fd, &st) != 0) throw SysError("stat", shown);
+    if (::fstat(fd, &st) != 0) throw SysError{errno, "stat", shown};
     if (std::string why = distrust(st, me); !why.empty())
       throw Error("store directory `" + shown + "` " + why, "remove it; rt makes it again");
     at = std::move(next);
@@ -173,7 +173,7 @@ const std::string& Root::secret() const {
     // Made whole under a private name, then linked into place: of ranks
     // racing to make it, the first link wins and the others read it.
     unsigned char raw[kSecretFileHex / 2];
-    if (::getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) throw SysError("getrandom");
+    if (::getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) throw SysError{errno, "getrandom"};
     std::string made;
     for (unsigned char c : raw) {
       made += "0123456789abcdef"[c >> 4];

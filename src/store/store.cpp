@@ -26,7 +26,7 @@ namespace rt::store {
 namespace {
 
 void make_dir(const std::string& p) {
-  if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) throw SysError("mkdir", p);
+  if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", p};
 }
 
 // The names in the store's directory `rel`, sorted (opened by Root::dir:
@@ -118,16 +118,16 @@ void Store::commit_image(const std::string& name, WorkDir& staged) {
     staged.release();
     return;
   }
-  if (errno != EEXIST && errno != ENOTEMPTY) throw SysError("rename", staged.path(), dst);
+  if (errno != EEXIST && errno != ENOTEMPTY) throw SysError{errno, "rename", staged.path(), dst};
   // Swap atomically: readers see the old image or the new one, never none.
   if (::syscall(SYS_renameat2, AT_FDCWD, staged.path().c_str(), AT_FDCWD, dst.c_str(), RENAME_EXCHANGE) != 0)
-    throw SysError("renameat2(RENAME_EXCHANGE)", staged.path(), dst);
+    throw SysError{errno, "renameat2(RENAME_EXCHANGE)", staged.path(), dst};
   // The work directory now holds the old image; its destructor removes it.
 }
 
 void Store::commit_blob(const std::string& digest, const std::string& file) {
   std::string dst = blob_path(digest);
-  if (::rename(file.c_str(), dst.c_str()) != 0) throw SysError("rename", file, dst);
+  if (::rename(file.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", file, dst};
 }
 
 std::optional<ImageInfo> Store::info(const std::string& name) const {
@@ -165,7 +165,7 @@ void Store::remove(const std::string& name) {
   // Move it out of sight first so that a half-removed image is never found.
   WorkDir trash(tmp_dir(), "rm");
   std::string target = trash.path() + "/image";
-  if (::rename(dir.c_str(), target.c_str()) != 0) throw SysError("rename", dir, target);
+  if (::rename(dir.c_str(), target.c_str()) != 0) throw SysError{errno, "rename", dir, target};
 }
 
 uint64_t Store::prune() {

@@ -41,7 +41,7 @@ Child::~Child() {
 int Child::wait() {
   int st = 0;
   while (::waitpid(pid_, &st, 0) < 0)
-    if (errno != EINTR) throw SysError("waitpid", name_);
+    if (errno != EINTR) throw SysError{errno, "waitpid", name_};
   pid_ = -1;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

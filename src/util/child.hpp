@@ -17,14 +17,14 @@ struct ChildFds {
 class Child {
 public:
   using Fds = ChildFds;
-  // Throws SysError("spawn", argv[0]).
+  // Throws SysError{errno, "spawn", argv[0]}.
   explicit Child(const std::vector<std::string>& argv, Fds fds = {});
   ~Child();  // SIGKILL and reap, unless waited for
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
 
   // Waits for it; its exit status as the shell reports it (128+N for
-  // signal N). Throws SysError("waitpid").
+  // signal N). Throws SysError{errno, "waitpid"}.
   int wait();
   bool running() const { return pid_ > 0; }
 

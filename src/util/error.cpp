@@ -41,9 +41,6 @@ std::string sys_hint(int errnum, const std::string& call) {
 
 } // namespace
 
-SysError::SysError(std::string call, std::string path, std::string path2)
-    : SysError(errno, std::move(call), std::move(path), std::move(path2)) {}
-
 SysError::SysError(int errnum, std::string call, std::string path, std::string path2)
     : Error(sys_message(errnum, call, path, path2), sys_hint(errnum, call)), errnum_(errnum) {}
 

@@ -23,13 +23,13 @@ std::string file_stamp(const struct stat& st) {
 
 UniqueFd open_fd(const std::string& path, int flags, unsigned mode) {
   int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
-  if (fd < 0) throw SysError("open", path);
+  if (fd < 0) throw SysError{errno, "open", path};
   return UniqueFd(fd);
 }
 
 UniqueFd open_fd_at(int dirfd, const std::string& path, int flags, unsigned mode) {
   int fd = ::openat(dirfd, path.c_str(), flags | O_CLOEXEC, mode);
-  if (fd < 0) throw SysError("openat", path);
+  if (fd < 0) throw SysError{errno, "openat", path};
   return UniqueFd(fd);
 }
 
@@ -40,7 +40,7 @@ std::string read_fd(int fd, const std::string& name, size_t limit) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw SysError("read", name);
+      throw SysError{errno, "read", name};
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -53,7 +53,7 @@ std::optional<std::string> read_file_if_exists(const std::string& path, size_t l
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
-    throw SysError("open", path);
+    throw SysError{errno, "open", path};
   }
   UniqueFd owner(fd);
   return read_fd(fd, path, limit);
@@ -64,7 +64,7 @@ void write_all(int fd, std::string_view data, const std::string& name) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw SysError("write", name);
+      throw SysError{errno, "write", name};
     }
     data.remove_prefix(static_cast<size_t>(n));
   }
@@ -172,11 +172,11 @@ namespace rt::util {
 std::vector<std::string> list_names(int dirfd, const std::string& shown) {
   // A fresh fd: readdir needs one opened for reading, and closedir closes it.
   int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw SysError("open", shown);
+  if (fd < 0) throw SysError{errno, "open", shown};
   DIR* d = ::fdopendir(fd);
   if (!d) {
     ::close(fd);
-    throw SysError("fdopendir", shown);
+    throw SysError{errno, "fdopendir", shown};
   }
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d)) {
@@ -191,19 +191,19 @@ void remove_tree_at(int dirfd, const std::string& name, const std::string& shown
   struct stat st;
   if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return;
-    throw SysError("stat", shown);
+    throw SysError{errno, "stat", shown};
   }
   if (S_ISDIR(st.st_mode)) {
     int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == EACCES && ::fchmodat(dirfd, name.c_str(), 0700, 0) == 0)
       fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) throw SysError("open", shown);
+    if (fd < 0) throw SysError{errno, "open", shown};
     UniqueFd dir(fd);
     if ((st.st_mode & 0700) != 0700) ::fchmod(fd, 0700);
     for (const auto& n : list_names(fd, shown)) remove_tree_at(fd, n, shown + "/" + n);
-    if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) throw SysError("rmdir", shown);
+    if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) throw SysError{errno, "rmdir", shown};
   } else if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) {
-    throw SysError("unlink", shown);
+    throw SysError{errno, "unlink", shown};
   }
 }
 
@@ -214,7 +214,7 @@ void remove_tree(const std::string& path) {
   UniqueFd dir(::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dir) {
     if (errno == ENOENT) return;
-    throw SysError("open", parent);
+    throw SysError{errno, "open", parent};
   }
   remove_tree_at(dir.get(), norm.substr(slash + 1), norm);
 }
@@ -226,7 +226,7 @@ size_t read_some(int fd, void* buf, size_t size, const std::string& name) {
   for (;;) {
     ssize_t n = ::read(fd, buf, size);
     if (n >= 0) return static_cast<size_t>(n);
-    if (errno != EINTR) throw SysError("read", name);
+    if (errno != EINTR) throw SysError{errno, "read", name};
   }
 }
 } // namespace rt::util
@@ -268,7 +268,7 @@ TempDirBeside::TempDirBeside(const std::string& dst) {
   if (!is_directory(parent))
     throw Error("cannot write `" + dst + "`: there is no directory `" + parent + "`", "make it first");
   std::string tmpl = (parent == "/" ? "" : parent) + "/.rt-tmp.XXXXXX";
-  if (!::mkdtemp(tmpl.data())) throw SysError("mkdtemp", parent + "/.rt-tmp.XXXXXX");
+  if (!::mkdtemp(tmpl.data())) throw SysError{errno, "mkdtemp", parent + "/.rt-tmp.XXXXXX"};
   dir_ = tmpl;
 }
 

@@ -10,7 +10,7 @@
 
 namespace rt::util {
 
-// Opens with O_CLOEXEC always added; throws SysError("open", path).
+// Opens with O_CLOEXEC always added; throws SysError{errno, "open", path}.
 UniqueFd open_fd(const std::string& path, int flags, unsigned mode = 0);
 // "dev:ino:size:mtime_ns": changes when the file does (for caches).
 std::string file_stamp(const struct stat& st);

@@ -12,10 +12,10 @@ namespace rt::util {
 
 FileLock::FileLock(const std::string& path, Mode mode) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) throw SysError("open", path);
+  if (fd < 0) throw SysError{errno, "open", path};
   fd_.reset(fd);
   while (::flock(fd, mode == Mode::Exclusive ? LOCK_EX : LOCK_SH) != 0)
-    if (errno != EINTR) throw SysError("flock", path);
+    if (errno != EINTR) throw SysError{errno, "flock", path};
 }
 
 FileLock FileLock::try_lock(const std::string& path, Mode mode) {

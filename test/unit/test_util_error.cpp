@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cerrno>
+#include <string>
 
 #include "rt/error.hpp"
 
@@ -23,8 +24,11 @@ TEST_CASE("SysError hints at the usual cause of known errnos") {
   CHECK(rt::SysError(ENOENT, "open", "/x").hint().empty());
 }
 
-TEST_CASE("SysError reads errno when it is not given") {
+TEST_CASE("SysError in braces takes errno before its paths are built") {
   errno = ENOTDIR;
-  rt::SysError e("stat", "/a/b");
+  rt::SysError e{errno, "stat", [] {
+                   errno = 0;  // as an allocation building the path could
+                   return std::string("/a/b");
+                 }()};
   CHECK(e.errnum() == ENOTDIR);
 }
