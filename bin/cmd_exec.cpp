@@ -23,8 +23,10 @@ private:
 void add_one(CLI::App& app, std::vector<Command>& out, const char* name, const char* help, ExecMode mode) {
   CLI::App* sub = app.add_subcommand(name, help);
   for (const auto& o : exec_options()) {
-    if (o.value) sub->add_option(o.names, o.help)->type_name(o.value);
-    else sub->add_flag(o.names, o.help);
+    if (o.value)
+      sub->add_option(o.names, o.help)->type_name(o.value);
+    else
+      sub->add_flag(o.names, o.help);
   }
   sub->add_option("image", "image directory, SquashFS file or stored image name")->type_name("IMAGE");
   sub->formatter(std::make_shared<Usage>(mode == ExecMode::Exec  ? "rt exec [OPTIONS] IMAGE [--] PROG [ARGS...]"
@@ -40,7 +42,7 @@ ExecMode mode_of(const std::string& verb) {
   return verb == "exec" ? ExecMode::Exec : verb == "run" ? ExecMode::Run : ExecMode::Shell;
 }
 
-} // namespace
+}  // namespace
 
 bool is_exec_verb(const std::string& w) { return w == "exec" || w == "run" || w == "shell"; }
 
@@ -68,4 +70,4 @@ void add_exec_commands(CLI::App& app, std::vector<Command>& out, const std::stri
     if (!known || only == v.name) add_one(app, out, v.name, v.help, v.mode);
 }
 
-} // namespace rt::cli
+}  // namespace rt::cli

@@ -46,16 +46,18 @@ void add_import_options(CLI::App* app, ImportOptions& o) {
       ->type_name("BYTES");
   app->add_option("--squash", o.squash, "write the image as this SquashFS file, straight from the layers")
       ->type_name("FILE");
-  app->add_option("--format", o.format,
-                  "keep it in the store as dir (a tree, default) or sqfs (one SquashFS file; default: $RT_STORE_FORMAT)")
+  app->add_option(
+         "--format", o.format,
+         "keep it in the store as dir (a tree, default) or sqfs (one SquashFS file; default: $RT_STORE_FORMAT)")
       ->type_name("FORMAT");
-  app->add_option("--compression", o.compression, "with --squash or --format sqfs: zstd (default), gzip, lz4, xz or lzo")
+  app->add_option("--compression", o.compression,
+                  "with --squash or --format sqfs: zstd (default), gzip, lz4, xz or lzo")
       ->type_name("ALG");
   app->add_option("--level", o.level, "with --squash or --format sqfs: compression level (default: zstd 3, gzip 6)")
       ->type_name("N");
 }
 
-} // namespace
+}  // namespace
 
 void add_image_commands(CLI::App& app, std::vector<Command>& out) {
   {
@@ -90,17 +92,20 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       std::string source;
     };
     auto s = std::make_shared<S>();
-    Command c = make<S>(app, "import", "store an image from a docker-archive, OCI layout or root-filesystem tar", s,
-                        [](S& st) {
-                          st.common.fill(st.o);
-                          import_image(st.source, st.o);
-                          return 0;
-                        });
+    Command c =
+        make<S>(app, "import", "store an image from a docker-archive, OCI layout or root-filesystem tar", s, [](S& st) {
+          st.common.fill(st.o);
+          import_image(st.source, st.o);
+          return 0;
+        });
     add_import_options(c.app, s->o);
-    c.app->add_option("source", s->source, "docker save tarball, OCI layout directory or archive[:TAG], or rootfs tar(.gz)")
+    c.app
+        ->add_option("source", s->source,
+                     "docker save tarball, OCI layout directory or archive[:TAG], or rootfs tar(.gz)")
         ->required()
         ->type_name("SOURCE");
-    c.app->add_option("name", s->o.name, "store it under NAME (default: its tag, else the file name)")->type_name("NAME");
+    c.app->add_option("name", s->o.name, "store it under NAME (default: its tag, else the file name)")
+        ->type_name("NAME");
     out.push_back(std::move(c));
   }
   {
@@ -110,21 +115,27 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       std::string src, dst;
     };
     auto s = std::make_shared<S>();
-    Command c = make<S>(app, "convert", "convert an image between SquashFS, directory, store and archive forms", s, [](S& st) {
-      st.common.fill(st.o);
-      convert(st.src, st.dst, st.o);
-      return 0;
-    });
+    Command c =
+        make<S>(app, "convert", "convert an image between SquashFS, directory, store and archive forms", s, [](S& st) {
+          st.common.fill(st.o);
+          convert(st.src, st.dst, st.o);
+          return 0;
+        });
     c.app->add_option("--compression", s->o.compression, "zstd (default), gzip, lz4, xz or lzo")->type_name("ALG");
     c.app->add_option("--level", s->o.level, "compression level (default: zstd 3, gzip 6)")->type_name("N");
     c.app->add_option("-j,--jobs", s->o.jobs, "compression threads (default: all processors)")->type_name("N");
     c.app->add_flag("-f,--force", s->o.force, "replace DST if it exists");
-    c.app->add_option("--to", s->o.to, "sqfs, dir or store (default: from DST: *.sqfs, a path, a name)")->type_name("FORM");
-    c.app->add_option("--format", s->o.format,
-                      "into the store: keep it as dir (a tree, default) or sqfs (one SquashFS file; default: $RT_STORE_FORMAT)")
+    c.app->add_option("--to", s->o.to, "sqfs, dir or store (default: from DST: *.sqfs, a path, a name)")
+        ->type_name("FORM");
+    c.app
+        ->add_option(
+            "--format", s->o.format,
+            "into the store: keep it as dir (a tree, default) or sqfs (one SquashFS file; default: $RT_STORE_FORMAT)")
         ->type_name("FORMAT");
-    c.app->add_option("src", s->src,
-                      "store name, bundle or root-filesystem directory, SquashFS file, docker-archive, OCI layout or rootfs tar")
+    c.app
+        ->add_option(
+            "src", s->src,
+            "store name, bundle or root-filesystem directory, SquashFS file, docker-archive, OCI layout or rootfs tar")
         ->required()
         ->type_name("SRC");
     c.app->add_option("dst", s->dst, "SquashFS file (*.sqfs), bundle directory (a path) or store name")
@@ -145,8 +156,13 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       if (st.json) {
         nlohmann::json a = nlohmann::json::array();
         for (const auto& i : list)
-          a.push_back({{"name", i.name}, {"ref", i.ref}, {"manifest_digest", i.manifest_digest},
-                       {"config_digest", i.config_digest}, {"size", i.size}, {"created", i.created}, {"path", i.dir}});
+          a.push_back({{"name", i.name},
+                       {"ref", i.ref},
+                       {"manifest_digest", i.manifest_digest},
+                       {"config_digest", i.config_digest},
+                       {"size", i.size},
+                       {"created", i.created},
+                       {"path", i.dir}});
         std::cout << a.dump(2) << "\n";
         return 0;
       }
@@ -176,8 +192,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       std::cout << "{\n  \"name\": " << json_escape(i.name) << ",\n  \"ref\": " << json_escape(i.ref)
                 << ",\n  \"manifest_digest\": " << json_escape(i.manifest_digest)
                 << ",\n  \"config_digest\": " << json_escape(i.config_digest) << ",\n  \"size\": " << i.size
-                << ",\n  \"created\": " << json_escape(i.created) << ",\n  \"path\": " << json_escape(i.dir)
-                << "\n}\n";
+                << ",\n  \"created\": " << json_escape(i.created) << ",\n  \"path\": " << json_escape(i.dir) << "\n}\n";
       return 0;
     });
     c.app->add_option("name", s->name, "image name")->required()->type_name("NAME");
@@ -237,4 +252,4 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
   }
 }
 
-} // namespace rt::cli
+}  // namespace rt::cli

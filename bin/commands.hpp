@@ -33,4 +33,4 @@ bool is_exec_verb(const std::string& word);
 // Throws rt::Error for words it cannot read.
 std::optional<int> exec_command(const std::vector<std::string>& words);
 
-} // namespace rt::cli
+}  // namespace rt::cli

@@ -56,8 +56,7 @@ constexpr OptSpec kOptions[] = {
      [](ExecState& s, const std::string& v) { s.opts.env_files.push_back(v); }},
     {"--unset-env", "GLOB", "remove variables matching GLOB; repeatable",
      [](ExecState& s, const std::string& v) { s.opts.env_unset.push_back(v); }},
-    {"--clean-env", nullptr,
-     "start from an empty environment (keeping HOME, USER, TERM, LANG and launcher variables)",
+    {"--clean-env", nullptr, "start from an empty environment (keeping HOME, USER, TERM, LANG and launcher variables)",
      [](ExecState& s, const std::string&) { s.opts.clean_env = true; }},
     {"-n,--dry-run", nullptr, "print the plan and exit without running anything",
      [](ExecState& s, const std::string&) { s.opts.dry_run = true; }},
@@ -74,7 +73,8 @@ constexpr OptSpec kOptions[] = {
      [](ExecState& s, const std::string&) { s.opts.ib = ExecOptions::Inject::On; }},
     {"--no-ib", nullptr, "never inject the InfiniBand stack",
      [](ExecState& s, const std::string&) { s.opts.ib = ExecOptions::Inject::Off; }},
-    {"--join", nullptr, "share one container with the other ranks of this launch on this node (default with a launcher)",
+    {"--join", nullptr,
+     "share one container with the other ranks of this launch on this node (default with a launcher)",
      [](ExecState& s, const std::string&) { s.opts.join = ExecOptions::Inject::On; }},
     {"--no-join", nullptr, "a container of its own for this rank",
      [](ExecState& s, const std::string&) { s.opts.join = ExecOptions::Inject::Off; }},
@@ -109,7 +109,7 @@ Error usage(ExecMode mode, const std::string& what) {
                          " --help lists them)");
 }
 
-} // namespace
+}  // namespace
 
 std::span<const OptSpec> exec_options() { return kOptions; }
 
@@ -136,8 +136,10 @@ std::optional<ExecOptions> parse_exec_args(ExecMode mode, const std::vector<std:
       if (!o) throw usage(mode, "rt " + verb + ": unknown option `" + name + "`");
       if (!o->value && eq != std::string::npos)
         throw usage(mode, "rt " + verb + ": option `" + name + "` takes no value");
-      if (!o->value || (optional_value(*o) && eq == std::string::npos)) o->apply(s, {});
-      else o->apply(s, eq != std::string::npos ? a.substr(eq + 1) : value_for(*o, name, i));
+      if (!o->value || (optional_value(*o) && eq == std::string::npos))
+        o->apply(s, {});
+      else
+        o->apply(s, eq != std::string::npos ? a.substr(eq + 1) : value_for(*o, name, i));
       continue;
     }
     for (size_t c = 1; c < a.size(); ++c) {  // a cluster of short options
@@ -170,4 +172,4 @@ std::optional<ExecOptions> parse_exec_args(ExecMode mode, const std::vector<std:
   return s.opts;
 }
 
-} // namespace rt::cli
+}  // namespace rt::cli

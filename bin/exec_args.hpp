@@ -31,4 +31,4 @@ std::span<const OptSpec> exec_options();
 // option, a missing value or IMAGE, a bad id, and a command given to shell.
 std::optional<ExecOptions> parse_exec_args(ExecMode mode, const std::vector<std::string>& words);
 
-} // namespace rt::cli
+}  // namespace rt::cli

@@ -50,8 +50,7 @@ int forward_to_full(char** argv) {
 }
 #endif
 
-
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
   if (installed_privileged()) {

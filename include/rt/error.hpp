@@ -6,7 +6,7 @@
 namespace rt {
 
 // Exit codes are interface (documented in rt-exec(1)).
-inline constexpr int kExitRtFailed = 125;    // rt failed before exec
+inline constexpr int kExitRtFailed = 125;  // rt failed before exec
 inline constexpr int kExitNotExecutable = 126;
 inline constexpr int kExitNotFound = 127;
 
@@ -39,4 +39,4 @@ private:
 // ("rt[17]: ") under a launcher.
 void print_error(const Error& e);
 
-} // namespace rt
+}  // namespace rt

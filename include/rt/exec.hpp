@@ -43,19 +43,19 @@ struct ExecOptions {
   bool clean_env = false;
   std::vector<std::string> env_unset;  // globs
   std::vector<std::string> env_files;
-  std::vector<std::string> env_set;    // K=V
+  std::vector<std::string> env_set;  // K=V
 
   // Host injection (HPC): "" none, "auto", "openmpi", "mpich" or a libmpi path.
   std::string mpi;
   enum class Inject { Auto, On, Off };
-  Inject gpu = Inject::Auto;  // Auto: when the image sets NVIDIA_VISIBLE_DEVICES
-  Inject ib = Inject::Auto;   // Auto: when the host has /dev/infiniband
+  Inject gpu = Inject::Auto;         // Auto: when the image sets NVIDIA_VISIBLE_DEVICES
+  Inject ib = Inject::Auto;          // Auto: when the host has /dev/infiniband
   std::vector<std::string> devices;  // CDI device names
   // One container per node shared by the ranks of a launch (run/join).
   // Auto: when the launcher reports more than one rank on this node.
   Inject join = Inject::Auto;
 
-  int verbosity = 0;  // -1 quiet, 0 default, 1 plan, 2 plan + timings
+  int verbosity = 0;     // -1 quiet, 0 default, 1 plan, 2 plan + timings
   bool dry_run = false;  // print the plan, change nothing
 };
 
@@ -65,4 +65,4 @@ struct ExecOptions {
 // starts.
 void exec(const ExecOptions& options);
 
-} // namespace rt
+}  // namespace rt

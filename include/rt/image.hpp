@@ -12,9 +12,9 @@ struct StoreOptions {
 };
 
 struct ImportOptions : StoreOptions {
-  std::string name;             // store name; default: from the source
-  uint64_t max_bytes = 0;       // unpacked size limit; 0: the default limit
-  std::string squash;           // write this SquashFS file from the layers instead of storing a tree
+  std::string name;                  // store name; default: from the source
+  uint64_t max_bytes = 0;            // unpacked size limit; 0: the default limit
+  std::string squash;                // write this SquashFS file from the layers instead of storing a tree
   std::string compression = "zstd";  // for --squash: zstd, gzip, lz4, xz, lzo
   int level = 0;                     // for --squash: 0 = zstd 3, gzip 6
   std::string format;                // how the store keeps it: "dir", "sqfs"; "": $RT_STORE_FORMAT, else dir
@@ -25,11 +25,11 @@ struct ImportOptions : StoreOptions {
 std::string store_format(const std::string& format);
 
 struct PullOptions : ImportOptions {
-  std::string platform;         // OS/ARCH[/VARIANT]; empty: the host's
-  std::string ca_file;          // extra CA bundle for TLS
-  bool insecure = false;        // do not verify TLS certificates (test registries only)
-  bool plain_http = false;      // http:// instead of https:// (test registries only)
-  int jobs = 4;                 // parallel layer downloads
+  std::string platform;     // OS/ARCH[/VARIANT]; empty: the host's
+  std::string ca_file;      // extra CA bundle for TLS
+  bool insecure = false;    // do not verify TLS certificates (test registries only)
+  bool plain_http = false;  // http:// instead of https:// (test registries only)
+  int jobs = 4;             // parallel layer downloads
 };
 
 // Default unpacked-size limit: 64 GiB (a guard against decompression bombs).
@@ -68,4 +68,4 @@ uint64_t prune_store(const StoreOptions& options);
 // registry is meant) in ~/.docker/config.json; returns the registry host.
 std::string login(const std::string& registry, const std::string& user, const std::string& password);
 
-} // namespace rt
+}  // namespace rt

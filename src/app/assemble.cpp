@@ -37,7 +37,7 @@ void write_file(const std::string& path, const std::string& text) {
   util::write_all(fd.get(), text, path);
 }
 
-} // namespace
+}  // namespace
 
 void assemble_image(store::Store& store, const ImageSource& src, const AssembleOptions& opts) {
   store::WorkDir work(store.tmp_dir(), "image");
@@ -52,8 +52,8 @@ void assemble_bundle(const std::string& dir, const ImageSource& src, const Assem
   const size_t n = src.layers.size();
   for (size_t i = 0; i < n; ++i) {
     const LayerInput& l = src.layers[i];
-    const std::string where = "image `" + src.name + "` layer " + std::to_string(i + 1) + "/" +
-                              std::to_string(n) + " `" + l.name + "`";
+    const std::string where =
+        "image `" + src.name + "` layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " `" + l.name + "`";
     LayerStream stream(l.open(), l.name);
     uint64_t before = writer.stats().bytes;
     writer.apply_layer([&](void* buf, size_t size) { return stream.read(buf, size); }, l.name);
@@ -104,4 +104,4 @@ void store_from_layers(store::Store& store, const ImageSource& src, const image:
   store.commit_image(src.name, work);
 }
 
-} // namespace rt::app
+}  // namespace rt::app

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "image/source.hpp"
 #include "image/from_layers.hpp"
+#include "image/source.hpp"
 #include "store/store.hpp"
 
 namespace rt::app {
@@ -34,4 +34,4 @@ void write_image_files(const std::string& dir, const ImageSource& src, uint64_t 
 // image-config.json and rt-image.json, written straight from the layers.
 void store_from_layers(store::Store& store, const ImageSource& src, const image::SquashOptions& options);
 
-} // namespace rt::app
+}  // namespace rt::app

@@ -15,14 +15,14 @@
 
 #include "app/assemble.hpp"
 #include "app/import.hpp"
+#include "image/from_layers.hpp"
+#include "image/sha256.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
-#include "store/store.hpp"
-#include "image/sha256.hpp"
 #include "run/image.hpp"
-#include "image/from_layers.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
+#include "store/store.hpp"
 #include "util/child.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
@@ -32,7 +32,6 @@ namespace rt {
 namespace {
 
 enum class Target { Sqfs, Dir, Store };
-
 
 Target target_of(const std::string& to, const std::string& dst) {
   if (to == "sqfs") return Target::Sqfs;
@@ -106,7 +105,8 @@ void store_source(image::ImageSource src, const std::string& name, const Convert
   src.name = name;
   store::Store store(o.storage);
   auto lock = store.lock_name(name);
-  if (store.info(name) && !o.force) throw Error("image `" + name + "` is already in the store", "give --force to replace it");
+  if (store.info(name) && !o.force)
+    throw Error("image `" + name + "` is already in the store", "give --force to replace it");
   app::deliver(store, src, import_options(o));
   util::note("stored `" + name + "` in " + store.root());
 }
@@ -134,7 +134,7 @@ bool importable(const std::string& path) {
 
 void tree_to_squashfs(const run::Image& img, const std::string& src, const std::string& dst, const ConvertOptions& o);
 
-} // namespace
+}  // namespace
 
 void convert(const std::string& src, const std::string& dst_arg, const ConvertOptions& o) {
   util::log_init(o.verbosity);
@@ -181,8 +181,8 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   if (target == Target::Sqfs) return tree_to_squashfs(img, src, dst, o);
   std::optional<std::string> config;
   if (img.config) config = util::read_file_if_exists(img.rootfs + "/../" + run::kBundleConfig);
-  auto s = tree_source(util::base_name(dst), img.rootfs,
-                       {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."}, config);
+  auto s = tree_source(util::base_name(dst), img.rootfs, {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."},
+                       config);
   if (target == Target::Store) return store_source(std::move(s), dst, o);
   return write_bundle_dir(s, dst, o);
 }
@@ -195,8 +195,8 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
   util::TempDirBeside work(dst);
   const std::string tmp = work.path("image.sqfs"), pseudo = work.path("pseudo"), config = work.path("config.json");
 
-  std::vector<std::string> argv = {"mksquashfs", img.rootfs, tmp, "-noappend", "-no-progress", "-quiet",
-                                   "-all-root", "-no-xattrs", "-comp", o.compression};
+  std::vector<std::string> argv = {"mksquashfs", img.rootfs,  tmp,          "-noappend", "-no-progress",
+                                   "-quiet",     "-all-root", "-no-xattrs", "-comp",     o.compression};
   if (o.compression == "zstd" || o.compression == "gzip" || o.compression == "xz") {
     int level = o.level ? o.level : (o.compression == "zstd" ? 3 : o.compression == "gzip" ? 6 : 0);
     if (level && o.compression != "xz") argv.insert(argv.end(), {"-Xcompression-level", std::to_string(level)});
@@ -227,12 +227,13 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
     return s;
   }());
   int rc = util::run_program(argv, {.in = config_in.get()});
-  if (rc != 0) throw Error("mksquashfs failed (status " + std::to_string(rc) + ") making `" + dst + "` from `" + src + "`");
+  if (rc != 0)
+    throw Error("mksquashfs failed (status " + std::to_string(rc) + ") making `" + dst + "` from `" + src + "`");
   if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
   struct stat st;
   ::stat(dst.c_str(), &st);
   util::note("wrote `" + dst + "` (" + std::to_string(st.st_size / 1000000) + " MB, " + o.compression + ")");
 }
 
-} // namespace
-} // namespace rt
+}  // namespace
+}  // namespace rt

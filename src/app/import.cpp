@@ -11,16 +11,16 @@
 
 #include "app/assemble.hpp"
 #include "app/import.hpp"
+#include "image/from_layers.hpp"
 #include "image/manifest.hpp"
+#include "image/sha256.hpp"
 #include "image/tar_member.hpp"
 #include "rt/error.hpp"
-#include "image/from_layers.hpp"
 #include "rt/image.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
-#include "image/sha256.hpp"
 
 namespace rt {
 namespace app {
@@ -145,13 +145,13 @@ ImageSource from_docker_archive(const std::string& tar, const std::string& sourc
     // <id>/layer.tar (uncompressed: its digest is the diff_id).
     std::string blob = member.starts_with("blobs/sha256/") ? "sha256:" + member.substr(13) : "";
     if (!blob.empty() && !util::is_valid_digest(blob)) blob.clear();
-    src.layers.push_back({diff_ids[i], blob, -1, diff_ids[i], [tar, member] { return tar_member_reader(tar, member); }});
+    src.layers.push_back(
+        {diff_ids[i], blob, -1, diff_ids[i], [tar, member] { return tar_member_reader(tar, member); }});
   }
   if (auto tags = m.find("RepoTags"); tags != m.end() && tags->is_array() && !tags->empty() && (*tags)[0].is_string())
     src.name = (*tags)[0].get<std::string>();
   return src;
 }
-
 
 ImageSource from_rootfs_tar(const std::string& tar) {
   ImageSource src;
@@ -161,8 +161,8 @@ ImageSource from_rootfs_tar(const std::string& tar) {
   return src;
 }
 
-} // namespace
-} // namespace app
+}  // namespace
+}  // namespace app
 
 namespace app {
 
@@ -187,9 +187,12 @@ ImageSource import_source(const std::string& source_arg) {
   } else {
     auto members = image::tar_members(source);
     auto has = [&](const char* m) { return std::find(members.begin(), members.end(), m) != members.end(); };
-    if (has("manifest.json")) src = app::from_docker_archive(source, source);
-    else if (has("index.json") && has("oci-layout")) src = app::from_oci_layout({"", source}, tag, source);
-    else src = app::from_rootfs_tar(source);
+    if (has("manifest.json"))
+      src = app::from_docker_archive(source, source);
+    else if (has("index.json") && has("oci-layout"))
+      src = app::from_oci_layout({"", source}, tag, source);
+    else
+      src = app::from_rootfs_tar(source);
   }
   if (src.name.empty()) src.name = app::base_name(source);
   src.ref = "import:" + util::normalize_path(source_arg, "/");
@@ -204,7 +207,7 @@ std::string default_config() {
   return cfg.dump();
 }
 
-} // namespace app
+}  // namespace app
 
 namespace app {
 
@@ -220,7 +223,7 @@ bool deliver(store::Store& store, const ImageSource& src, const ImportOptions& o
   return true;
 }
 
-} // namespace app
+}  // namespace app
 
 std::string store_format(const std::string& format) {
   std::string f = format;
@@ -242,4 +245,4 @@ std::string import_image(const std::string& source_arg, const ImportOptions& o) 
   return src.name;
 }
 
-} // namespace rt
+}  // namespace rt

@@ -19,4 +19,4 @@ std::string default_config();
 // the chosen format (--format, RT_STORE_FORMAT). True when it was stored.
 bool deliver(store::Store& store, const ImageSource& src, const ImportOptions& o);
 
-} // namespace rt::app
+}  // namespace rt::app

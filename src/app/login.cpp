@@ -13,4 +13,4 @@ std::string login(const std::string& registry, const std::string& user, const st
   return reg;
 }
 
-} // namespace rt
+}  // namespace rt

@@ -12,18 +12,18 @@
 #include <nlohmann/json.hpp>
 
 #include "app/assemble.hpp"
+#include "app/import.hpp"
 #include "image/manifest.hpp"
-#include "store/ref.hpp"
 #include "image/registry.hpp"
 #include "rt/error.hpp"
-#include "app/import.hpp"
 #include "rt/image.hpp"
 #include "store/lookup.hpp"
+#include "store/ref.hpp"
 #include "store/store.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
-#include "util/work_queue.hpp"
 #include "util/strings.hpp"
+#include "util/work_queue.hpp"
 
 namespace rt {
 namespace {
@@ -62,7 +62,7 @@ private:
   std::chrono::steady_clock::time_point last_{};
 };
 
-} // namespace
+}  // namespace
 
 std::string pull(const std::string& ref_text, const PullOptions& o) {
   util::log_init(o.verbosity);
@@ -149,18 +149,17 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
   src.manifest_digest = manifest_digest;
   for (size_t i = 0; i < n; ++i) {
     std::string path = store.blob_path(m.layers[i].digest);
-    src.layers.push_back({m.layers[i].digest, m.layers[i].digest, m.layers[i].size, diff_ids[i],
-                          [f = ready_f[i], path] {
-                            f.get();  // rethrows a failed download
-                            auto fd = std::make_shared<util::UniqueFd>(util::open_fd(path, O_RDONLY));
-                            return image::ReadFn([fd, path](void* buf, size_t size) {
-                              return util::read_some(fd->get(), buf, size, path);
-                            });
-                          }});
+    src.layers.push_back(
+        {m.layers[i].digest, m.layers[i].digest, m.layers[i].size, diff_ids[i], [f = ready_f[i], path] {
+           f.get();  // rethrows a failed download
+           auto fd = std::make_shared<util::UniqueFd>(util::open_fd(path, O_RDONLY));
+           return image::ReadFn(
+               [fd, path](void* buf, size_t size) { return util::read_some(fd->get(), buf, size, path); });
+         }});
   }
   if (!app::deliver(store, src, o)) return src.name;
   util::note("pulled `" + shown + "` as `" + name + "` (" + manifest_digest.substr(0, 19) + ")");
   return name;
 }
 
-} // namespace rt
+}  // namespace rt

@@ -25,7 +25,7 @@ std::string resolve_name(const store::Store& s, const std::string& name) {
   return store::unescape_name(dir->substr(dir->rfind('/') + 1));
 }
 
-} // namespace
+}  // namespace
 
 std::vector<ImageSummary> list_images(const StoreOptions& o) {
   std::vector<ImageSummary> out;
@@ -54,4 +54,4 @@ uint64_t prune_store(const StoreOptions& o) {
   return freed;
 }
 
-} // namespace rt
+}  // namespace rt

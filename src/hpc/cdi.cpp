@@ -52,8 +52,10 @@ json parse_spec(const std::string& file, const std::string& text) {
 std::vector<std::string> option_values(const std::vector<std::string>& args, const std::string& name) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == name && i + 1 < args.size()) out.push_back(args[++i]);
-    else if (args[i].starts_with(name + "=")) out.push_back(args[i].substr(name.size() + 1));
+    if (args[i] == name && i + 1 < args.size())
+      out.push_back(args[++i]);
+    else if (args[i].starts_with(name + "="))
+      out.push_back(args[i].substr(name.size() + 1));
   }
   return out;
 }
@@ -82,7 +84,8 @@ void apply_hook(const json& hook, const std::string& spec, Injection& out) {
     }
   } else if (name == "update-ldcache") {
     for (const auto& dir : option_values(args, "--folder"))
-      if (!dir.empty() && dir.front() == '/' && std::find(out.lib_path.begin(), out.lib_path.end(), dir) == out.lib_path.end())
+      if (!dir.empty() && dir.front() == '/' &&
+          std::find(out.lib_path.begin(), out.lib_path.end(), dir) == out.lib_path.end())
         out.lib_path.push_back(dir);
   } else if (name == "enable-cuda-compat") {
     // Needs the image: plan_injection does it (the image's compat libraries).
@@ -117,7 +120,7 @@ void apply_edits(const json& edits, const std::string& spec, Injection& out) {
   for (const auto& h : edits.value("hooks", json::array())) apply_hook(h, spec, out);
 }
 
-} // namespace
+}  // namespace
 
 void apply_cdi(const std::vector<std::string>& names, const std::vector<std::string>& dirs, Injection& out) try {
   // kind -> (spec file, parsed)
@@ -140,7 +143,8 @@ void apply_cdi(const std::vector<std::string>& names, const std::vector<std::str
   }
   for (const auto& name : names) {
     size_t eq = name.find('=');
-    if (eq == std::string::npos) throw Error("--device `" + name + "`: expected VENDOR/CLASS=NAME (e.g. nvidia.com/gpu=all)");
+    if (eq == std::string::npos)
+      throw Error("--device `" + name + "`: expected VENDOR/CLASS=NAME (e.g. nvidia.com/gpu=all)");
     std::string kind = name.substr(0, eq), dev = name.substr(eq + 1);
     auto it = specs.find(kind);
     if (it == specs.end())
@@ -161,4 +165,4 @@ void apply_cdi(const std::vector<std::string>& names, const std::vector<std::str
   throw Error(std::string("a CDI spec has a field of the wrong type: ") + e.what());
 }
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

@@ -13,4 +13,4 @@ namespace rt::hpc {
 // Throws rt::Error for an unknown kind or device, or a broken spec.
 void apply_cdi(const std::vector<std::string>& names, const std::vector<std::string>& dirs, Injection& out);
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

@@ -36,9 +36,7 @@ public:
     const char* s = reinterpret_cast<const char*>(m_.data + off);
     return std::string(s, strnlen(s, m_.size - off));
   }
-  [[noreturn]] void bad(const char* why) const {
-    throw Error("`" + path_ + "` is not a valid ELF file: " + why);
-  }
+  [[noreturn]] void bad(const char* why) const { throw Error("`" + path_ + "` is not a valid ELF file: " + why); }
 
 private:
   const Mapped& m_;
@@ -64,7 +62,7 @@ void raise_to(std::string& best, const std::string& v) {
   if (v.starts_with("GLIBC_") && v != "GLIBC_PRIVATE" && compare_glibc(v, best) > 0) best = v;
 }
 
-} // namespace
+}  // namespace
 
 int compare_glibc(const std::string& a, const std::string& b) {
   auto x = version_numbers(a), y = version_numbers(b);
@@ -123,16 +121,35 @@ std::optional<ElfInfo> parse_elf(std::string_view data, const std::string& path)
     auto d = r.at<Elf64_Dyn>(off);
     if (d.d_tag == DT_NULL) break;
     switch (d.d_tag) {
-      case DT_STRTAB: strtab = d.d_un.d_ptr; break;
-      case DT_NEEDED: needed.push_back(d.d_un.d_val); break;
-      case DT_SONAME: soname = d.d_un.d_val; break;
-      case DT_RUNPATH: runpath = d.d_un.d_val; break;
-      case DT_RPATH: rpath = d.d_un.d_val; break;
-      case DT_VERNEED: verneed = d.d_un.d_ptr; break;
-      case DT_VERNEEDNUM: verneednum = d.d_un.d_val; break;
-      case DT_VERDEF: verdef = d.d_un.d_ptr; break;
-      case DT_VERDEFNUM: verdefnum = d.d_un.d_val; break;
-      default: break;
+      case DT_STRTAB:
+        strtab = d.d_un.d_ptr;
+        break;
+      case DT_NEEDED:
+        needed.push_back(d.d_un.d_val);
+        break;
+      case DT_SONAME:
+        soname = d.d_un.d_val;
+        break;
+      case DT_RUNPATH:
+        runpath = d.d_un.d_val;
+        break;
+      case DT_RPATH:
+        rpath = d.d_un.d_val;
+        break;
+      case DT_VERNEED:
+        verneed = d.d_un.d_ptr;
+        break;
+      case DT_VERNEEDNUM:
+        verneednum = d.d_un.d_val;
+        break;
+      case DT_VERDEF:
+        verdef = d.d_un.d_ptr;
+        break;
+      case DT_VERDEFNUM:
+        verdefnum = d.d_un.d_val;
+        break;
+      default:
+        break;
     }
   }
   if (!strtab) r.bad("no string table");
@@ -170,4 +187,4 @@ std::optional<ElfInfo> parse_elf(std::string_view data, const std::string& path)
   return info;
 }
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

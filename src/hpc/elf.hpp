@@ -27,4 +27,4 @@ std::optional<ElfInfo> parse_elf(std::string_view data, const std::string& name)
 // Compares "GLIBC_2.34"-style version names by their numbers; "" is lowest.
 int compare_glibc(const std::string& a, const std::string& b);
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

@@ -22,7 +22,7 @@ std::vector<std::string> split_list(const std::string& s) {
   return util::split(s, kList);
 }
 
-} // namespace
+}  // namespace
 
 ElfCache::ElfCache(int dirfd, std::string name) : dirfd_(dirfd), name_(std::move(name)) {
   if (dirfd_ < 0) return;
@@ -102,4 +102,4 @@ void ElfCache::save() const {
   util::write_file_atomic_at(dirfd_, name_, text);
 }
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

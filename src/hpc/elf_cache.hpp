@@ -39,4 +39,4 @@ private:
   bool dirty_ = false;
 };
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

@@ -26,26 +26,37 @@ namespace {
 // glibc's own libraries come from the image, never from the host: mixing
 // two glibcs in one process does not work.
 const std::set<std::string> kGlibc = {
-    "libc.so.6",     "libm.so.6",       "libpthread.so.0",        "libdl.so.2",  "librt.so.1",
-    "libresolv.so.2", "libutil.so.1",   "ld-linux-x86-64.so.2",   "libanl.so.1", "libnsl.so.1",
-    "ld-linux-aarch64.so.1", "libBrokenLocale.so.1", "libmvec.so.1", "libthread_db.so.1"};
+    "libc.so.6",    "libm.so.6",        "libpthread.so.0",       "libdl.so.2",
+    "librt.so.1",   "libresolv.so.2",   "libutil.so.1",          "ld-linux-x86-64.so.2",
+    "libanl.so.1",  "libnsl.so.1",      "ld-linux-aarch64.so.1", "libBrokenLocale.so.1",
+    "libmvec.so.1", "libthread_db.so.1"};
 
 // The NVIDIA container toolkit's list of driver libraries for compute and
 // utility work; "name.so.*" stands for any version.
-const std::vector<std::string> kGpuLibraries = {
-    "libcuda.so.1",           "libnvidia-ml.so.1",         "libnvidia-ptxjitcompiler.so.1",
-    "libnvidia-nvvm.so.4",    "libnvidia-cfg.so.1",        "libnvidia-opencl.so.1",
-    "libcudadebugger.so.1",   "libnvidia-allocator.so.1",  "libnvidia-gpucomp.so.*",
-    "libnvidia-compiler.so.*", "libnvidia-pkcs11.so.*",    "libnvidia-pkcs11-openssl3.so.*",
-    "libnvidia-opticalflow.so.1", "libnvcuvid.so.1",       "libnvidia-encode.so.1"};
+const std::vector<std::string> kGpuLibraries = {"libcuda.so.1",
+                                                "libnvidia-ml.so.1",
+                                                "libnvidia-ptxjitcompiler.so.1",
+                                                "libnvidia-nvvm.so.4",
+                                                "libnvidia-cfg.so.1",
+                                                "libnvidia-opencl.so.1",
+                                                "libcudadebugger.so.1",
+                                                "libnvidia-allocator.so.1",
+                                                "libnvidia-gpucomp.so.*",
+                                                "libnvidia-compiler.so.*",
+                                                "libnvidia-pkcs11.so.*",
+                                                "libnvidia-pkcs11-openssl3.so.*",
+                                                "libnvidia-opticalflow.so.1",
+                                                "libnvcuvid.so.1",
+                                                "libnvidia-encode.so.1"};
 // Where the image's own MPI would be.
-constexpr const char* kImageLibDirs[] = {"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64",
-                                         "/usr/lib", "/usr/local/lib", "/usr/lib/aarch64-linux-gnu"};
+constexpr const char* kImageLibDirs[] = {
+    "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib",
+    "/usr/lib/aarch64-linux-gnu"};
 const std::vector<std::string> kGpuBinaries = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
                                                "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"};
-const std::vector<std::string> kIbLibraries = {
-    "libibverbs.so.1", "librdmacm.so.1", "libibumad.so.3", "libmlx5.so.1", "libmlx4.so.1",
-    "libefa.so.1",     "libfabric.so.1", "libucp.so.0",    "libuct.so.0",  "libucs.so.0", "libucm.so.0"};
+const std::vector<std::string> kIbLibraries = {"libibverbs.so.1", "librdmacm.so.1", "libibumad.so.3", "libmlx5.so.1",
+                                               "libmlx4.so.1",    "libefa.so.1",    "libfabric.so.1", "libucp.so.0",
+                                               "libuct.so.0",     "libucs.so.0",    "libucm.so.0"};
 
 using util::base_name;
 using util::dir_name;
@@ -190,13 +201,14 @@ public:
       if (!util::path_exists(lib)) throw Error("--mpi: `" + lib + "` does not exist");
       auto info = elf_.get(lib);
       flavor = mpi_abi(info && !info->soname.empty() ? info->soname : base_name(lib));
-      if (flavor.empty()) throw Error("--mpi: `" + lib + "` is not an MPI library (soname libmpi.so.40, libmpi.so.12 or libmpich.so.12)");
+      if (flavor.empty())
+        throw Error("--mpi: `" + lib + "` is not an MPI library (soname libmpi.so.40, libmpi.so.12 or libmpich.so.12)");
     } else {
       if (flavor != "openmpi" && flavor != "mpich")
         throw Error("--mpi: unknown MPI `" + which + "`", "use --mpi=openmpi, --mpi=mpich or --mpi=/path/to/libmpi.so");
-      auto names = conf_.get(flavor + ".library",
-                             flavor == "openmpi" ? std::vector<std::string>{"libmpi.so.40"}
-                                                 : std::vector<std::string>{"libmpi.so.12", "libmpich.so.12"});
+      auto names = conf_.get(flavor + ".library", flavor == "openmpi"
+                                                      ? std::vector<std::string>{"libmpi.so.40"}
+                                                      : std::vector<std::string>{"libmpi.so.12", "libmpich.so.12"});
       for (const auto& n : names)
         if (auto f = find(n)) {
           lib = *f;
@@ -213,10 +225,9 @@ public:
     // paths compiled into it.
     std::string libdir = dir_name(lib);
     std::vector<std::string> defaults =
-        flavor == "openmpi"
-            ? std::vector<std::string>{libdir + "/openmpi", libdir + "/pmix2", libdir + "/pmix", "/etc/openmpi",
-                                       "/usr/share/openmpi", "/usr/share/pmix"}
-            : std::vector<std::string>{"/etc/mpich", libdir + "/mpich", libdir + "/ucx"};
+        flavor == "openmpi" ? std::vector<std::string>{libdir + "/openmpi", libdir + "/pmix2",    libdir + "/pmix",
+                                                       "/etc/openmpi",      "/usr/share/openmpi", "/usr/share/pmix"}
+                            : std::vector<std::string>{"/etc/mpich", libdir + "/mpich", libdir + "/ucx"};
     for (const auto& d : conf_.get(flavor + ".paths", defaults)) {
       if (!util::is_directory(d)) continue;
       add_dir(d);
@@ -243,8 +254,8 @@ public:
     auto libs = conf_.get("gpu.libraries", kGpuLibraries);
     if (libs.empty() || !find(libs.front())) {
       if (required)
-        throw Error("--gpu: no NVIDIA driver on this host: `" + (libs.empty() ? std::string("libcuda.so.1") : libs.front()) +
-                    "` is not in `" + cache_file_ + "`");
+        throw Error("--gpu: no NVIDIA driver on this host: `" +
+                    (libs.empty() ? std::string("libcuda.so.1") : libs.front()) + "` is not in `" + cache_file_ + "`");
       out.notes.push_back("GPU: the image asks for one, but this host has no NVIDIA driver");
       return;
     }
@@ -285,7 +296,8 @@ public:
     if (std::find(names.begin(), names.end(), "libcuda.so.1") == names.end()) return;
     std::string best;
     for (const auto& n : names)
-      if (std::string v = libcuda_version(n); !v.empty() && (best.empty() || std::atoi(v.c_str()) > std::atoi(best.c_str())))
+      if (std::string v = libcuda_version(n);
+          !v.empty() && (best.empty() || std::atoi(v.c_str()) > std::atoi(best.c_str())))
         best = v;
     if (best.empty()) return;
     if (std::atoi(best.c_str()) > std::atoi(host_version.c_str())) {
@@ -304,8 +316,8 @@ public:
     auto verbs = libs.empty() ? std::nullopt : find(libs.front());
     if (!verbs) {
       if (required)
-        throw Error("--ib: `" + (libs.empty() ? std::string("libibverbs.so.1") : libs.front()) +
-                    "` is not in `" + cache_file_ + "`");
+        throw Error("--ib: `" + (libs.empty() ? std::string("libibverbs.so.1") : libs.front()) + "` is not in `" +
+                    cache_file_ + "`");
       return;
     }
     for (const auto& l : libs)
@@ -374,7 +386,7 @@ private:
   std::string glibc_needed_, glibc_needed_by_;
 };
 
-} // namespace
+}  // namespace
 
 std::string mpi_abi(const std::string& soname) {
   if (soname.starts_with("libmpi.so.40")) return "openmpi";
@@ -401,8 +413,8 @@ std::vector<HostGpu> host_gpus(const std::string& gpus_dir) {
     if (!text) continue;
     for (const auto& line : util::split(*text, '\n')) {
       if (auto v = value(line, "GPU UUID:")) g.uuid = *v;
-      if (auto v = value(line, "Device Minor:"); v && !v->empty() && v->size() <= 4 &&
-                                                 std::all_of(v->begin(), v->end(), ::isdigit))
+      if (auto v = value(line, "Device Minor:");
+          v && !v->empty() && v->size() <= 4 && std::all_of(v->begin(), v->end(), ::isdigit))
         g.minor = std::stoi(*v);
     }
   }
@@ -417,7 +429,7 @@ bool is_index(const std::string& item) {
   return !item.empty() && item.size() <= 6 && std::all_of(item.begin(), item.end(), ::isdigit);
 }
 
-} // namespace
+}  // namespace
 
 std::optional<std::string> cuda_visible_devices(const std::string& nvidia_visible, const std::vector<HostGpu>& gpus) {
   if (selects_all_gpus(nvidia_visible) || nvidia_visible == "none") return std::nullopt;
@@ -454,8 +466,7 @@ GpuMask gpu_mask(const std::string& nvidia_visible, const std::vector<HostGpu>& 
   return mask;
 }
 
-Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image,
-                         ElfCache* elf) {
+Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image, ElfCache* elf) {
   ElfCache memory(-1, "");
   Planner p(conf, image, elf ? *elf : memory);
   if (!req.mpi.empty()) p.mpi(req.mpi);
@@ -468,4 +479,4 @@ Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const
   return std::move(p.out);
 }
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

@@ -18,8 +18,8 @@ inline constexpr const char* kLibDir = "/run/rt-host/lib";
 inline constexpr const char* kBinDir = "/run/rt-host/bin";
 
 struct InjectRequest {
-  std::string mpi;   // "", "openmpi", "mpich", or the path of a host libmpi
-  bool gpu = false;  // --gpu, or the image asks (NVIDIA_VISIBLE_DEVICES)
+  std::string mpi;            // "", "openmpi", "mpich", or the path of a host libmpi
+  bool gpu = false;           // --gpu, or the image asks (NVIDIA_VISIBLE_DEVICES)
   bool gpu_required = false;  // asked on the command line: a missing driver is an error
   bool ib = false;
   bool ib_required = false;
@@ -45,16 +45,16 @@ struct Injection {
     std::string host;       // path on the host
     std::string container;  // path inside
   };
-  std::vector<File> files;          // libraries and programs, bound read-only one by one
-  std::vector<std::string> dirs;    // host directories bound read-only at the same path
-  std::vector<File> cdi_mounts;     // from CDI specs
-  std::vector<File> cdi_links;      // links a CDI spec's hook asks for: host = target, container = link
-  std::vector<std::string> env_set;      // K=V
-  std::vector<std::string> lib_path;     // prepended to LD_LIBRARY_PATH
-  std::vector<std::string> bin_path;     // prepended to PATH
-  std::vector<std::string> notes;        // for -v
-  std::string cuda_compat_host;          // a CDI enable-cuda-compat hook's host driver version
-  bool gpu = false;                      // the NVIDIA driver is injected
+  std::vector<File> files;            // libraries and programs, bound read-only one by one
+  std::vector<std::string> dirs;      // host directories bound read-only at the same path
+  std::vector<File> cdi_mounts;       // from CDI specs
+  std::vector<File> cdi_links;        // links a CDI spec's hook asks for: host = target, container = link
+  std::vector<std::string> env_set;   // K=V
+  std::vector<std::string> lib_path;  // prepended to LD_LIBRARY_PATH
+  std::vector<std::string> bin_path;  // prepended to PATH
+  std::vector<std::string> notes;     // for -v
+  std::string cuda_compat_host;       // a CDI enable-cuda-compat hook's host driver version
+  bool gpu = false;                   // the NVIDIA driver is injected
   std::string gpu_procfs = "/proc/driver/nvidia/gpus";  // the driver's GPUs (site config gpu.procfs)
   std::string gpu_dev = "/dev";                         // their device nodes (site config gpu.dev)
 };
@@ -103,4 +103,4 @@ struct GpuMask {
 };
 GpuMask gpu_mask(const std::string& nvidia_visible, const std::vector<HostGpu>& gpus, const std::string& dev_dir);
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

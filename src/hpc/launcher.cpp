@@ -15,7 +15,7 @@ int to_int(const char* s, int fallback) {
   return end && *end == '\0' && v >= 0 && v < (1 << 24) ? static_cast<int>(v) : fallback;
 }
 
-} // namespace
+}  // namespace
 
 int slurm_tasks_on_node(const std::string& spec, int node) {
   // "4", "2(x3),1": counts, each repeated for a number of nodes.
@@ -83,4 +83,4 @@ Launcher detect_launcher(const std::function<const char*(const char*)>& get) {
   return l;
 }
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

@@ -42,7 +42,7 @@ struct NewEntry {
   uint64_t hwcap;
 };
 
-} // namespace
+}  // namespace
 
 std::map<std::string, std::string> read_ld_cache(const std::string& path) {
   auto text = util::read_file_if_exists(path, 64u << 20);
@@ -80,4 +80,4 @@ std::map<std::string, std::string> read_ld_cache(const std::string& path) {
   return out;
 }
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

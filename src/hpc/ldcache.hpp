@@ -9,4 +9,4 @@ namespace rt::hpc {
 // linker's choice). Throws rt::Error naming the file when it is not a cache.
 std::map<std::string, std::string> read_ld_cache(const std::string& path);
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

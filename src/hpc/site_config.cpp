@@ -11,14 +11,14 @@
 namespace rt::hpc {
 namespace {
 
-const std::set<std::string> kKeys = {"ld_cache",      "openmpi.library", "openmpi.paths", "mpich.library",
-                                     "mpich.paths",   "gpu.libraries",   "gpu.binaries",  "gpu.paths",
-                                     "gpu.procfs",    "gpu.dev",         "ib.libraries",  "ib.paths",
-                                     "cdi.dirs",      "squashfs.linger"};
+const std::set<std::string> kKeys = {"ld_cache",    "openmpi.library", "openmpi.paths", "mpich.library",
+                                     "mpich.paths", "gpu.libraries",   "gpu.binaries",  "gpu.paths",
+                                     "gpu.procfs",  "gpu.dev",         "ib.libraries",  "ib.paths",
+                                     "cdi.dirs",    "squashfs.linger"};
 
 std::string trim(const std::string& s) { return util::trim(s, " \t\r"); }
 
-} // namespace
+}  // namespace
 
 std::vector<std::string> SiteConfig::get(const std::string& key, std::vector<std::string> fallback) const {
   auto it = values.find(key);
@@ -58,4 +58,4 @@ SiteConfig load_site_config() {
   return parse_site_config(*text, file);
 }
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

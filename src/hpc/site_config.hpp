@@ -25,4 +25,4 @@ SiteConfig parse_site_config(const std::string& text, const std::string& file);
 // $RT_CONF, else /etc/rt/rt.conf, else built-in defaults only.
 SiteConfig load_site_config();
 
-} // namespace rt::hpc
+}  // namespace rt::hpc

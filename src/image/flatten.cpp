@@ -17,15 +17,15 @@ struct EntryDeleter {
   void operator()(archive_entry* e) const { archive_entry_free(e); }
 };
 
-} // namespace
+}  // namespace
 
 void Flattener::scan_layer(const image::ReadFn& read, const std::string& layer) {
   merge_.begin_layer(layer);
   image::for_each_tar_entry(read, image_, layer, [&](archive*, archive_entry* e, uint64_t index) {
     const MergeStep step = merge_.apply(merge_entry_of(e), index);
     if (step.kind == MergeStep::Kind::Skipped && !warned_devices_) {
-      util::warn("image `" + image_ + "`: skipping device nodes and sockets (first: " +
-                 util::quoted(archive_entry_pathname(e)) + ")");
+      util::warn("image `" + image_ +
+                 "`: skipping device nodes and sockets (first: " + util::quoted(archive_entry_pathname(e)) + ")");
       warned_devices_ = true;
     }
   });
@@ -54,8 +54,10 @@ void Flattener::write_header(archive* out, const std::string& key, const Node& n
 void Flattener::begin(archive* out) {
   keep_.clear();
   for (const auto& [key, n] : merge_.nodes()) {
-    if (n.type == AE_IFDIR) write_header(out, key, n, 0);
-    else if (n.type != 0) keep_[{n.layer, n.index}] = key;
+    if (n.type == AE_IFDIR)
+      write_header(out, key, n, 0);
+    else if (n.type != 0)
+      keep_[{n.layer, n.index}] = key;
   }
 }
 
@@ -110,4 +112,4 @@ void Flattener::finish(archive* out, const std::map<std::string, std::string>& e
   }
 }
 
-} // namespace rt::image
+}  // namespace rt::image

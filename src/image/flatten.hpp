@@ -42,4 +42,4 @@ private:
   bool warned_devices_ = false;
 };
 
-} // namespace rt::image
+}  // namespace rt::image

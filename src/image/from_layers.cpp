@@ -12,17 +12,16 @@
 #include <memory>
 #include <thread>
 
-#include "image/layer_stream.hpp"
-#include "rt/error.hpp"
 #include "image/flatten.hpp"
 #include "image/from_layers.hpp"
+#include "image/layer_stream.hpp"
+#include "rt/error.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
 #include "util/child.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
-
 
 namespace rt::image {
 namespace {
@@ -47,7 +46,7 @@ struct WriterDeleter {
   void operator()(archive* a) const { archive_write_free(a); }
 };
 
-} // namespace
+}  // namespace
 
 void check_compression(const std::string& name) {
   for (const char* a : {"zstd", "gzip", "lz4", "xz", "lzo"})
@@ -80,10 +79,12 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
   if (::pipe2(fds, O_CLOEXEC) != 0) throw SysError{errno, "pipe"};
   util::UniqueFd rd(fds[0]), wr(fds[1]);
   int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::string> argv = {"tar2sqfs", "--quiet", "--no-keep-time", "--no-xattr", "--force",
-                                   "--compressor", o.compression, "--num-jobs", std::to_string(jobs)};
+  std::vector<std::string> argv = {"tar2sqfs",     "--quiet",     "--no-keep-time", "--no-xattr",        "--force",
+                                   "--compressor", o.compression, "--num-jobs",     std::to_string(jobs)};
   if (o.compression == "zstd" || o.compression == "gzip")
-    argv.insert(argv.end(), {"--comp-extra", "level=" + std::to_string(o.level ? o.level : o.compression == "zstd" ? 3 : 6)});
+    argv.insert(argv.end(), {"--comp-extra", "level=" + std::to_string(o.level                   ? o.level
+                                                                       : o.compression == "zstd" ? 3
+                                                                                                 : 6)});
   argv.push_back(tmp);
   util::Child tar2sqfs(argv, {.in = rd.get()});
   rd.reset();
@@ -108,8 +109,7 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
       throw Error("writing the SquashFS stream: " + std::string(archive_error_string(w.get())));
   }
   wr.reset();
-  if (tar2sqfs.wait() != 0)
-    throw Error("tar2sqfs failed making `" + out + "` from image `" + src.name + "`");
+  if (tar2sqfs.wait() != 0) throw Error("tar2sqfs failed making `" + out + "` from image `" + src.name + "`");
   if (::rename(tmp.c_str(), out.c_str()) != 0) throw SysError{errno, "rename", tmp, out};
   struct stat sb;
   ::stat(out.c_str(), &sb);
@@ -117,4 +117,4 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
              std::to_string(flat.entries()) + " entries, " + o.compression + ") straight from the layers");
 }
 
-} // namespace rt::image
+}  // namespace rt::image

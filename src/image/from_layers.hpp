@@ -19,4 +19,4 @@ void check_compression(const std::string& name);
 // image config inside at /.rt/image-config.json. Throws rt::Error.
 void write_from_layers(const ImageSource& src, const std::string& out, const SquashOptions& options);
 
-} // namespace rt::image
+}  // namespace rt::image

@@ -27,10 +27,14 @@ LayerStream::~LayerStream() = default;
 
 const char* LayerStream::compression() const {
   switch (kind_) {
-    case Kind::Gzip: return "gzip";
-    case Kind::Zstd: return "zstd";
-    case Kind::None: return "none";
-    default: return "unknown";
+    case Kind::Gzip:
+      return "gzip";
+    case Kind::Zstd:
+      return "zstd";
+    case Kind::None:
+      return "none";
+    default:
+      return "unknown";
   }
 }
 
@@ -65,8 +69,9 @@ size_t LayerStream::read(void* buf, size_t size) {
       kind_ = Kind::None;
     }
   }
-  size_t n = kind_ == Kind::Gzip ? read_gzip(buf, size) : kind_ == Kind::Zstd ? read_zstd(buf, size)
-                                                                                : read_plain(buf, size);
+  size_t n = kind_ == Kind::Gzip   ? read_gzip(buf, size)
+             : kind_ == Kind::Zstd ? read_zstd(buf, size)
+                                   : read_plain(buf, size);
   if (n == 0) done_ = true;
   tar_hash_.update(buf, n);
   return n;
@@ -123,4 +128,4 @@ size_t LayerStream::read_zstd(void* buf, size_t size) {
 std::string LayerStream::blob_digest() { return blob_hash_.digest(); }
 std::string LayerStream::diff_id() { return tar_hash_.digest(); }
 
-} // namespace rt::image
+}  // namespace rt::image

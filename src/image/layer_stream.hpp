@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "image/unpack.hpp"
 #include "image/sha256.hpp"
+#include "image/unpack.hpp"
 
 namespace rt::image {
 
@@ -47,4 +47,4 @@ private:
   bool done_ = false;
 };
 
-} // namespace rt::image
+}  // namespace rt::image

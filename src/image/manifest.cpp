@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rt/error.hpp"
 #include "image/sha256.hpp"
+#include "rt/error.hpp"
 #include "util/strings.hpp"
 
 namespace rt::image {
@@ -63,7 +63,7 @@ Descriptor parse_descriptor(const json& j, const std::string& what) {
   return d;
 }
 
-} // namespace
+}  // namespace
 
 bool is_index(const json& doc) {
   std::string mt = doc.value("mediaType", "");
@@ -133,10 +133,14 @@ Platform host_platform() {
   ::uname(&u);
   std::string m = u.machine;
   Platform p{"linux", m, ""};
-  if (m == "x86_64") p.architecture = "amd64";
-  else if (m == "aarch64") p = {"linux", "arm64", "v8"};
-  else if (m == "ppc64le") p.architecture = "ppc64le";
-  else if (m.starts_with("armv7")) p = {"linux", "arm", "v7"};
+  if (m == "x86_64")
+    p.architecture = "amd64";
+  else if (m == "aarch64")
+    p = {"linux", "arm64", "v8"};
+  else if (m == "ppc64le")
+    p.architecture = "ppc64le";
+  else if (m.starts_with("armv7"))
+    p = {"linux", "arm", "v7"};
   return p;
 }
 
@@ -161,9 +165,9 @@ const Descriptor& select_platform(const std::vector<Descriptor>& ms, const Platf
     have += have.empty() ? "" : ", ";
     have += d.platform.str();
   }
-  throw Error("image `" + image + "` has no manifest for platform " + want.str(),
-              "platforms available: " + (have.empty() ? std::string("none listed") : have) +
-                  " (choose one with --platform)");
+  throw Error(
+      "image `" + image + "` has no manifest for platform " + want.str(),
+      "platforms available: " + (have.empty() ? std::string("none listed") : have) + " (choose one with --platform)");
 }
 
-} // namespace rt::image
+}  // namespace rt::image

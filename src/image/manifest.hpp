@@ -57,4 +57,4 @@ Platform parse_platform(std::string_view text);
 const Descriptor& select_platform(const std::vector<Descriptor>& manifests, const Platform& want,
                                   const std::string& image);
 
-} // namespace rt::image
+}  // namespace rt::image

@@ -17,10 +17,11 @@ std::string child_of(const std::string& parent, const std::string& name) {
 
 // True when `key` is `top` or lies below it.
 bool at_or_under(const std::string& key, const std::string& top) {
-  return top.empty() || key == top || (key.size() > top.size() && key.compare(0, top.size(), top) == 0 && key[top.size()] == '/');
+  return top.empty() || key == top ||
+         (key.size() > top.size() && key.compare(0, top.size(), top) == 0 && key[top.size()] == '/');
 }
 
-} // namespace
+}  // namespace
 
 bool split_entry_path(const std::string& path, std::vector<std::string>& comps) {
   comps.clear();
@@ -195,4 +196,4 @@ MergeStep LayerMerge::apply(const MergeEntry& e, uint64_t index) {
   return step;
 }
 
-} // namespace rt::image
+}  // namespace rt::image

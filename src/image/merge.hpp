@@ -31,8 +31,8 @@ bool split_entry_path(const std::string& path, std::vector<std::string>& comps);
 
 // One tar entry as the merge sees it.
 struct MergeEntry {
-  std::string path;  // as written in the tar
-  unsigned type = 0; // AE_IF* (libarchive's file types: S_IF*)
+  std::string path;      // as written in the tar
+  unsigned type = 0;     // AE_IF* (libarchive's file types: S_IF*)
   std::string symlink;   // a symlink's target
   std::string hardlink;  // a hard link's target path, as written; not empty: a hard link
   unsigned perm = 0644;
@@ -82,7 +82,8 @@ public:
 
 private:
   std::string where(const std::string& path) const;
-  std::string resolve(const std::vector<std::string>& comps, size_t upto, const std::string& where, int depth = 0) const;
+  std::string resolve(const std::vector<std::string>& comps, size_t upto, const std::string& where,
+                      int depth = 0) const;
   // Removes from the model what lower layers made at or under `key` (or
   // only under it), keeping this layer's entries and the directories that
   // lead to them; returns the subtrees removed.
@@ -97,4 +98,4 @@ private:
   std::set<std::string> this_layer_;
 };
 
-} // namespace rt::image
+}  // namespace rt::image

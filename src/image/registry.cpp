@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "image/sha256.hpp"
 #include "rt/error.hpp"
-#include "util/strings.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
-#include "image/sha256.hpp"
+#include "util/strings.hpp"
 
 namespace rt::image {
 namespace {
@@ -53,7 +53,8 @@ std::string unbase64(const std::string& in) {
 std::string url_escape(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
+      out += static_cast<char>(c);
     else {
       char b[4];
       std::snprintf(b, sizeof b, "%%%02X", c);
@@ -92,7 +93,7 @@ std::string home_docker_config() {
   return std::string(h ? h : "") + "/.docker/config.json";
 }
 
-} // namespace
+}  // namespace
 
 std::vector<std::string> docker_config_keys(const std::string& registry) {
   if (registry == "docker.io")
@@ -132,11 +133,9 @@ struct SlistDeleter {
 
 bool retryable_status(long s) { return s == 429 || s == 408 || (s >= 500 && s <= 599); }
 
-void backoff(int attempt) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(250 << attempt));
-}
+void backoff(int attempt) { std::this_thread::sleep_for(std::chrono::milliseconds(250 << attempt)); }
 
-} // namespace
+}  // namespace
 
 std::string docker_config_credentials(const std::string& registry) {
   auto text = util::read_file_if_exists(home_docker_config(), 1 << 20);
@@ -185,8 +184,10 @@ struct Registry::Response {
 
 Registry::Registry(store::Reference ref, RegistryOptions opts) : ref_(std::move(ref)), opts_(std::move(opts)) {
   std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  if (!opts_.username.empty()) basic_ = opts_.username + ":" + opts_.password;
-  else basic_ = docker_config_credentials(ref_.registry);
+  if (!opts_.username.empty())
+    basic_ = opts_.username + ":" + opts_.password;
+  else
+    basic_ = docker_config_credentials(ref_.registry);
 }
 
 Registry::~Registry() = default;
@@ -218,9 +219,12 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   if (colon != std::string::npos) {
     std::string k = lower(line.substr(0, colon));
     std::string v = trim(line.substr(colon + 1));
-    if (k == "content-type") t->resp->content_type = v.substr(0, v.find(';'));
-    else if (k == "www-authenticate") t->resp->www_authenticate = v;
-    else if (k == "docker-content-digest") t->resp->docker_digest = v;
+    if (k == "content-type")
+      t->resp->content_type = v.substr(0, v.find(';'));
+    else if (k == "www-authenticate")
+      t->resp->www_authenticate = v;
+    else if (k == "docker-content-digest")
+      t->resp->docker_digest = v;
   }
   return size * n;
 }
@@ -250,7 +254,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   return len;
 }
 
-} // namespace
+}  // namespace
 
 Registry::Response Registry::request(const std::string& url, const std::string& accept, int out_fd,
                                      uint64_t resume_from, void* hasher,
@@ -328,8 +332,10 @@ bool Registry::authenticate(const std::string& header) {
   auto j = nlohmann::json::parse(r.body, nullptr, false);
   std::string token;
   if (j.is_object()) {
-    if (j.contains("token") && j["token"].is_string()) token = j["token"];
-    else if (j.contains("access_token") && j["access_token"].is_string()) token = j["access_token"];
+    if (j.contains("token") && j["token"].is_string())
+      token = j["token"];
+    else if (j.contains("access_token") && j["access_token"].is_string())
+      token = j["access_token"];
   }
   if (token.empty()) throw Error("token service `" + params["realm"] + "` returned no token");
   authorization_ = "Bearer " + token;
@@ -356,12 +362,15 @@ Registry::Response Registry::request_with_retries(const std::string& url, const 
       if (r.curl != CURLE_OK) {
         std::string hint;
         if (r.curl == CURLE_PEER_FAILED_VERIFICATION || r.curl == CURLE_SSL_CACERT)
-          hint = "the registry's certificate is not trusted: give its CA with --ca-file, or --insecure for a test registry";
+          hint =
+              "the registry's certificate is not trusted: give its CA with --ca-file, or --insecure for a test "
+              "registry";
         throw Error("cannot reach `" + url + "`: " + r.curl_error, hint);
       }
       return r;
     }
-    util::debug("retrying `" + url + "` (" + (r.curl != CURLE_OK ? r.curl_error : "HTTP " + std::to_string(r.status)) + ")");
+    util::debug("retrying `" + url + "` (" + (r.curl != CURLE_OK ? r.curl_error : "HTTP " + std::to_string(r.status)) +
+                ")");
     backoff(attempt);
   }
 }
@@ -372,7 +381,8 @@ Registry::Document Registry::get_manifest(const std::string& reference) {
   std::string url = base_url() + "/manifests/" + reference;
   Response r = request_with_retries(url, accept);
   if (r.status == 404)
-    throw Error("image `" + ref_.str() + "` not found in registry `" + ref_.registry + "` (no manifest `" + reference + "`)");
+    throw Error("image `" + ref_.str() + "` not found in registry `" + ref_.registry + "` (no manifest `" + reference +
+                "`)");
   if (r.status != 200) throw Error("`" + url + "` answered HTTP " + std::to_string(r.status));
   Document d{r.body, r.content_type, image::sha256_digest(r.body)};
   if (reference.starts_with("sha256:") && d.digest != reference)
@@ -422,8 +432,8 @@ void Registry::download_blob(const Descriptor& d, const std::string& file,
     if (r.curl == CURLE_OK && !retryable_status(r.status))
       throw Error(where + ": `" + url + "` answered HTTP " + std::to_string(r.status));
     if (attempt + 1 >= kTries)
-      throw Error(where + ": download failed after " + std::to_string(kTries) + " tries: " +
-                  (r.curl != CURLE_OK ? r.curl_error : "HTTP " + std::to_string(r.status)));
+      throw Error(where + ": download failed after " + std::to_string(kTries) +
+                  " tries: " + (r.curl != CURLE_OK ? r.curl_error : "HTTP " + std::to_string(r.status)));
     util::warn(where + ": " + (r.curl != CURLE_OK ? r.curl_error : "HTTP " + std::to_string(r.status)) +
                "; resuming at byte " + std::to_string(have));
     backoff(attempt);
@@ -435,4 +445,4 @@ void Registry::download_blob(const Descriptor& d, const std::string& file,
   if (got != d.digest) throw Error(where + ": digest mismatch: the blob hashes to " + got);
 }
 
-} // namespace rt::image
+}  // namespace rt::image

@@ -3,9 +3,9 @@
 #pragma once
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -39,15 +39,14 @@ public:
   std::string get_blob(const Descriptor& d);
   // A blob into `file`, hashed while streaming and verified; resumes a
   // partial file after a dropped connection. `progress` gets byte counts.
-  void download_blob(const Descriptor& d, const std::string& file,
-                     const std::function<void(uint64_t)>& progress = {});
+  void download_blob(const Descriptor& d, const std::string& file, const std::function<void(uint64_t)>& progress = {});
 
   const store::Reference& ref() const { return ref_; }
   struct Response;
 
 private:
-  Response request(const std::string& url, const std::string& accept, int out_fd, uint64_t resume_from,
-                   void* hasher, const std::function<void(uint64_t)>& progress);
+  Response request(const std::string& url, const std::string& accept, int out_fd, uint64_t resume_from, void* hasher,
+                   const std::function<void(uint64_t)>& progress);
   Response request_with_retries(const std::string& url, const std::string& accept);
   bool authenticate(const std::string& challenge);
   std::string base_url() const;
@@ -78,4 +77,4 @@ std::string docker_config_credentials(const std::string& registry);
 // Saves credentials for `registry` into ~/.docker/config.json (mode 0600).
 void save_docker_config_credentials(const std::string& registry, const std::string& user, const std::string& password);
 
-} // namespace rt::image
+}  // namespace rt::image

@@ -5,7 +5,6 @@
 
 #include "rt/error.hpp"
 
-
 namespace rt::image {
 
 struct Sha256::Impl {
@@ -41,4 +40,4 @@ std::string sha256_digest(std::string_view data) {
   return h.digest();
 }
 
-} // namespace rt::image
+}  // namespace rt::image

@@ -25,4 +25,4 @@ private:
 
 std::string sha256_digest(std::string_view data);
 
-} // namespace rt::image
+}  // namespace rt::image

@@ -20,13 +20,13 @@ struct LayerInput {
 };
 
 struct ImageSource {
-  std::string name;             // store name
-  std::string ref;              // where it came from, for rt images
-  std::string config_text;      // the OCI image config, stored verbatim
+  std::string name;         // store name
+  std::string ref;          // where it came from, for rt images
+  std::string config_text;  // the OCI image config, stored verbatim
   std::string config_digest;
   std::string manifest_digest;  // may be empty
   std::vector<LayerInput> layers;
   std::vector<std::string> drop;  // top-level names removed from the tree at the end
 };
 
-} // namespace rt::image
+}  // namespace rt::image

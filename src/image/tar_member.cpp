@@ -44,7 +44,7 @@ bool seek_member(archive* a, const std::string& tar, const std::string& member) 
   }
 }
 
-} // namespace
+}  // namespace
 
 std::vector<std::string> tar_members(const std::string& tar) {
   ArchivePtr a = open_tar(tar);
@@ -69,7 +69,8 @@ std::optional<std::string> tar_read_small(const std::string& tar, const std::str
     if (n < 0) throw Error("`" + tar + "` member `" + member + "`: " + archive_error_string(a.get()));
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
-    if (out.size() > limit) throw Error("`" + tar + "` member `" + member + "` is larger than " + std::to_string(limit) + " bytes");
+    if (out.size() > limit)
+      throw Error("`" + tar + "` member `" + member + "` is larger than " + std::to_string(limit) + " bytes");
   }
   return out;
 }
@@ -84,4 +85,4 @@ ReadFn tar_member_reader(const std::string& tar, const std::string& member) {
   };
 }
 
-} // namespace rt::image
+}  // namespace rt::image

@@ -16,4 +16,4 @@ std::optional<std::string> tar_read_small(const std::string& tar, const std::str
 // A streaming reader of one member; throws rt::Error if it is absent.
 ReadFn tar_member_reader(const std::string& tar, const std::string& member);
 
-} // namespace rt::image
+}  // namespace rt::image

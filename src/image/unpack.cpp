@@ -62,7 +62,7 @@ la_ssize_t source_read(archive* a, void* client, const void** out) {
   }
 }
 
-} // namespace
+}  // namespace
 
 TreeWriter::TreeWriter(const std::string& root, std::string image_name, uint64_t max_bytes)
     : root_path_(root), image_(std::move(image_name)), max_bytes_(max_bytes), merge_(image_) {
@@ -79,8 +79,7 @@ void TreeWriter::invalidate_parent_cache() {
 }
 
 // The directory that will hold comps.back(), made (mkdir -p) when missing.
-int TreeWriter::parent_fd(const std::vector<std::string>& comps, const std::string& layer,
-                          const std::string& path) {
+int TreeWriter::parent_fd(const std::vector<std::string>& comps, const std::string& layer, const std::string& path) {
   std::string parent = join(comps, comps.size() - 1);
   if (cached_parent_fd_ && parent == cached_parent_) return cached_parent_fd_.get();
   auto r = util::open_in_root(root_.get(), parent, O_PATH | O_DIRECTORY);
@@ -91,20 +90,20 @@ int TreeWriter::parent_fd(const std::vector<std::string>& comps, const std::stri
       auto next = util::open_in_root(root_.get(), join(comps, i + 1), O_PATH | O_DIRECTORY);
       if (!next.fd && next.err == ENOENT) {
         if (::mkdirat(dir.get(), comps[i].c_str(), 0700) != 0 && errno != EEXIST)
-          throw Error(err_prefix(layer, path) + "cannot make directory `" + join(comps, i + 1) + "`: " +
-                      std::strerror(errno));
+          throw Error(err_prefix(layer, path) + "cannot make directory `" + join(comps, i + 1) +
+                      "`: " + std::strerror(errno));
         next = util::open_in_root(root_.get(), join(comps, i + 1), O_PATH | O_DIRECTORY);
       }
       if (!next.fd)
         throw Error(err_prefix(layer, path) + "`" + join(comps, i + 1) + "` is not a directory" +
-                    (next.err == ENOENT ? " (a symlink to a path the image lacks)" : ": " + std::string(std::strerror(next.err))));
+                    (next.err == ENOENT ? " (a symlink to a path the image lacks)"
+                                        : ": " + std::string(std::strerror(next.err))));
       dir = std::move(next.fd);
     }
     r.fd = std::move(dir);
     r.err = 0;
   }
-  if (!r.fd)
-    throw Error(err_prefix(layer, path) + "parent `" + parent + "`: " + std::strerror(r.err));
+  if (!r.fd) throw Error(err_prefix(layer, path) + "parent `" + parent + "`: " + std::strerror(r.err));
   cached_parent_ = parent;
   cached_parent_fd_ = std::move(r.fd);
   return cached_parent_fd_.get();
@@ -180,7 +179,7 @@ void TreeWriter::apply_entry(archive* a, archive_entry* e, uint64_t index, const
         stats_.bytes += size;
         if (max_bytes_ && stats_.bytes > max_bytes_)
           throw Error("image `" + image_ + "` is larger than the limit of " + std::to_string(max_bytes_) +
-                      " bytes unpacked (at layer `" + layer + "` entry " + util::quoted(path) + ")",
+                          " bytes unpacked (at layer `" + layer + "` entry " + util::quoted(path) + ")",
                       "raise it with --max-size if the image is genuine");
         const char* p = static_cast<const char*>(buf);
         while (size > 0) {
@@ -240,8 +239,8 @@ void for_each_tar_entry(const ReadFn& read, const std::string& image, const std:
     if (src.error) std::rethrow_exception(src.error);
     if (r == ARCHIVE_EOF) break;
     if (r < ARCHIVE_WARN)
-      throw Error("image `" + image + "` layer `" + layer + "` is not a valid tar archive: " +
-                  archive_error_string(a.get()));
+      throw Error("image `" + image + "` layer `" + layer +
+                  "` is not a valid tar archive: " + archive_error_string(a.get()));
     fn(a.get(), e, i);
     if (src.error) std::rethrow_exception(src.error);
   }
@@ -274,4 +273,4 @@ void TreeWriter::finish() {
   }
 }
 
-} // namespace rt::image
+}  // namespace rt::image

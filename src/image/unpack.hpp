@@ -71,4 +71,4 @@ void for_each_tar_entry(const ReadFn& read, const std::string& image, const std:
 // A tar entry as image/merge takes it.
 MergeEntry merge_entry_of(::archive_entry* e);
 
-} // namespace rt::image
+}  // namespace rt::image

@@ -23,4 +23,4 @@ BindSpec parse_bind(std::string_view spec) {
   return b;
 }
 
-} // namespace rt
+}  // namespace rt

@@ -10,9 +10,8 @@
 namespace rt::run {
 namespace {
 
-constexpr std::array kLauncherPrefixes = {
-    "SLURM_", "SLURMD_", "PMI",    "OMPI_", "OPAL_", "PRTE_", "ORTE_", "HYDRA_",
-    "MPIR_",  "I_MPI_",  "MPICH_", "UCX_",  "FI_",   "HWLOC_"};
+constexpr std::array kLauncherPrefixes = {"SLURM_", "SLURMD_", "PMI",    "OMPI_",  "OPAL_", "PRTE_", "ORTE_",
+                                          "HYDRA_", "MPIR_",   "I_MPI_", "MPICH_", "UCX_",  "FI_",   "HWLOC_"};
 
 // Kept by --clean-env besides the launcher variables.
 constexpr std::array kEssentials = {"HOME", "USER", "LOGNAME", "TERM", "LANG", "TZ"};
@@ -32,7 +31,8 @@ public:
     auto it = find(k);
     if (it != vars_.end()) {
       if (*it == kv) return;
-      if (changes) changes->push_back("env " + std::string(why) + ": " + kv + " (was " + it->substr(k.size() + 1) + ")");
+      if (changes)
+        changes->push_back("env " + std::string(why) + ": " + kv + " (was " + it->substr(k.size() + 1) + ")");
       *it = kv;
     } else {
       if (changes) changes->push_back("env " + std::string(why) + ": " + kv);
@@ -55,9 +55,7 @@ private:
       return kv.size() > k.size() && kv[k.size()] == '=' && kv.compare(0, k.size(), k) == 0;
     });
   }
-  std::vector<std::string>::const_iterator find(const std::string& k) const {
-    return const_cast<Env*>(this)->find(k);
-  }
+  std::vector<std::string>::const_iterator find(const std::string& k) const { return const_cast<Env*>(this)->find(k); }
   std::vector<std::string> vars_;
 };
 
@@ -67,7 +65,7 @@ void check_kv(const std::string& kv, const std::string& where) {
     throw Error("bad environment assignment " + util::quoted(kv) + " in " + where + ": expected NAME=VALUE");
 }
 
-} // namespace
+}  // namespace
 
 bool is_launcher_var(const std::string& name) {
   return std::any_of(kLauncherPrefixes.begin(), kLauncherPrefixes.end(),
@@ -79,8 +77,7 @@ std::vector<std::string> compute_env(const EnvInputs& in, std::vector<std::strin
   for (const auto& kv : in.host) {
     if (kv.find('=') == std::string::npos) continue;
     std::string k = key_of(kv);
-    if (in.clean && !is_launcher_var(k) &&
-        std::find(kEssentials.begin(), kEssentials.end(), k) == kEssentials.end())
+    if (in.clean && !is_launcher_var(k) && std::find(kEssentials.begin(), kEssentials.end(), k) == kEssentials.end())
       continue;
     env.set(kv, nullptr, "");
   }
@@ -121,13 +118,11 @@ std::vector<std::string> parse_env_file(const std::string& text, const std::stri
     line.erase(0, first);
     if (line.starts_with("export ")) line.erase(0, 7);
     size_t eq = line.find('=');
-    if (eq == std::string::npos || !valid_name(std::string_view(line).substr(0, eq)) ||
-        line.find_first_of(" \t") < eq)
-      throw Error("`" + file + "` line " + std::to_string(lineno) + ": expected NAME=VALUE, got " +
-                  util::quoted(line));
+    if (eq == std::string::npos || !valid_name(std::string_view(line).substr(0, eq)) || line.find_first_of(" \t") < eq)
+      throw Error("`" + file + "` line " + std::to_string(lineno) + ": expected NAME=VALUE, got " + util::quoted(line));
     out.push_back(line);
   }
   return out;
 }
 
-} // namespace rt::run
+}  // namespace rt::run

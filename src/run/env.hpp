@@ -31,7 +31,6 @@ bool is_launcher_var(const std::string& name);
 // naming the file and line.
 std::vector<std::string> parse_env_file(const std::string& text, const std::string& file);
 
-inline constexpr const char* kDefaultPath =
-    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+inline constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-} // namespace rt::run
+}  // namespace rt::run

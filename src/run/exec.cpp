@@ -47,8 +47,7 @@ run::Identity identity(const ExecOptions& o, const HostInfo& h) {
 void check_bind_sources(const ExecOptions& o, const HostInfo& h) {
   for (const auto& b : o.binds) {
     std::string src = util::normalize_path(b.src, h.cwd.empty() ? "/" : h.cwd);
-    if (!util::path_exists(src))
-      throw Error("bind source `" + src + "` does not exist (from --bind " + b.src + ")");
+    if (!util::path_exists(src)) throw Error("bind source `" + src + "` does not exist (from --bind " + b.src + ")");
   }
 }
 
@@ -119,8 +118,10 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
 // changes and the command.
 void show(const ExecOptions& o, const Prepared& p, const hpc::Launcher& launcher, const hpc::Injection& injection) {
   auto out = [&](const std::string& line) {
-    if (o.dry_run) std::printf("%s\n", line.c_str());
-    else util::info(line);
+    if (o.dry_run)
+      std::printf("%s\n", line.c_str());
+    else
+      util::info(line);
   };
   if (launcher.kind != hpc::Launcher::Kind::None)
     out("launcher: " + launcher.name + (launcher.job.empty() ? "" : ", job " + launcher.job) +
@@ -141,8 +142,8 @@ void show(const ExecOptions& o, const Prepared& p, const hpc::Launcher& launcher
 void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, const hpc::Launcher& launcher) {
   auto secret = [&]() -> const std::string& { return store::Root::user(o.storage).secret(); };
   auto build = [&] { image.build(p.plan, secret); };
-  if (p.join && run::join_container(run::join_key(p.plan, launcher, secret()), launcher.local_size, p.plan.rootfs,
-                                    build)) {
+  if (p.join &&
+      run::join_container(run::join_key(p.plan, launcher, secret()), launcher.local_size, p.plan.rootfs, build)) {
     util::timing("joined");
   } else {
     if (p.join) util::info("other users hold the names of this launch's shared container: running one of its own");
@@ -167,15 +168,14 @@ void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, cons
     // getrusage, which also counts whatever exec'd into rt).
     if (auto status = util::read_file_if_exists("/proc/self/status")) {
       size_t at = status->find("VmHWM:");
-      if (at != std::string::npos)
-        util::debug("peak RSS" + status->substr(at + 5, status->find('\n', at) - at - 5));
+      if (at != std::string::npos) util::debug("peak RSS" + status->substr(at + 5, status->find('\n', at) - at - 5));
     }
   }
   util::timing("exec");
   run::exec_program(p.argv, p.env, image);
 }
 
-} // namespace
+}  // namespace
 
 void exec(const ExecOptions& o) {
   util::log_init(o.verbosity);
@@ -196,4 +196,4 @@ void exec(const ExecOptions& o) {
   launch(p, image->name());
 }
 
-} // namespace rt
+}  // namespace rt

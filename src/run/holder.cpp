@@ -173,8 +173,13 @@ struct Client {
 class Holder {
 public:
   Holder(UniqueFd sock, const HolderPolicy& policy, std::string proof, int userns, int mntns)
-      : sock_(std::move(sock)), policy_(policy), proof_(std::move(proof)), userns_(userns), mntns_(mntns),
-        own_(mount_namespace_of("self")), spaces_{own_} {}
+      : sock_(std::move(sock)),
+        policy_(policy),
+        proof_(std::move(proof)),
+        userns_(userns),
+        mntns_(mntns),
+        own_(mount_namespace_of("self")),
+        spaces_{own_} {}
 
   // Serves clients until nothing is left; never returns.
   [[noreturn]] void run() {
@@ -191,8 +196,8 @@ public:
       for (size_t i = 0; i < clients_.size() && 1 + 2 * i < fds.size(); ++i) {
         Client& c = clients_[i];
         if (fds[2 + 2 * i].revents) copied(c);
-        bool gone = c.pidfd ? (fds[1 + 2 * i].revents & (POLLIN | POLLHUP)) != 0
-                            : (::kill(c.pid, 0) != 0 && errno == ESRCH);
+        bool gone =
+            c.pidfd ? (fds[1 + 2 * i].revents & (POLLIN | POLLHUP)) != 0 : (::kill(c.pid, 0) != 0 && errno == ESRCH);
         if (gone) c.pid = 0;
       }
       std::erase_if(clients_, [](const Client& c) { return c.pid == 0; });
@@ -363,8 +368,7 @@ bool receive_namespaces(int conn, UniqueFd& userns, UniqueFd& mntns, Clock::time
   }
   if (n <= 0) return false;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int)))
-      continue;
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int))) continue;
     int fds[2];
     std::memcpy(fds, CMSG_DATA(c), sizeof fds);
     userns.reset(fds[0]);
@@ -373,7 +377,7 @@ bool receive_namespaces(int conn, UniqueFd& userns, UniqueFd& mntns, Clock::time
   return userns && mntns;
 }
 
-} // namespace
+}  // namespace
 
 std::string HolderKey::name(int i) const {
   return prefix + "-" + util::keyed_hash_hex(secret, text + '\0' + std::to_string(i));
@@ -433,7 +437,7 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
   }
 }
 
-} // namespace
+}  // namespace
 
 bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build) {
   const auto deadline = Clock::now() + kEnterTimeout;
@@ -455,4 +459,4 @@ bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::f
   return true;
 }
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -39,8 +39,8 @@ struct HolderPolicy {
     Copy,   // clients make a private copy of it and report the copy's identity
   };
   Entry entry = Entry::Share;
-  std::string what;  // for messages: "the node's shared container `KEY`"
-  std::string hint;  // for errors a client can avoid: "run with --no-join"
+  std::string what;                // for messages: "the node's shared container `KEY`"
+  std::string hint;                // for errors a client can avoid: "run with --no-join"
   const char* comm = "rt-holder";  // the holder's process name
   std::string title;               // its command line: "rt-sqfs IMAGE", none of the rank's
   // How long to wait for another client once nothing is left, given how
@@ -69,4 +69,4 @@ struct HolderKey {
 // of the key is held by somebody else. The caller must be single-threaded.
 bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build);
 
-} // namespace rt::run
+}  // namespace rt::run

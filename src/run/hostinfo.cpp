@@ -63,4 +63,4 @@ HostInfo gather_host_info() {
   return h;
 }
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -10,11 +10,11 @@ namespace rt::run {
 struct HostInfo {
   uid_t uid = 0;
   gid_t gid = 0;
-  std::string user;        // $USER, else /etc/passwd, else "user<uid>"
-  std::string home;        // $HOME, else /etc/passwd; may be empty
-  std::string shell;       // $SHELL; may be empty
-  std::string group;       // name of gid from /etc/group, else the user name
-  std::string cwd;         // getcwd(); empty when it cannot be determined
+  std::string user;              // $USER, else /etc/passwd, else "user<uid>"
+  std::string home;              // $HOME, else /etc/passwd; may be empty
+  std::string shell;             // $SHELL; may be empty
+  std::string group;             // name of gid from /etc/group, else the user name
+  std::string cwd;               // getcwd(); empty when it cannot be determined
   std::vector<std::string> env;  // the caller's environment, "K=V"
 };
 
@@ -27,4 +27,4 @@ HostInfo gather_host_info();
 // Returns the line's fields for the first line whose field 2 (the id) is id.
 std::vector<std::string> find_id_line(const std::string& text, unsigned long id);
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -25,7 +25,7 @@ bool looks_like_rootfs(const std::string& dir) {
   return false;
 }
 
-} // namespace
+}  // namespace
 
 Image open_image(const std::string& ref, const std::string& cwd, const std::string& storage) {
   if (ref.empty()) throw Error("no image given");
@@ -51,12 +51,11 @@ Image open_image(const std::string& ref, const std::string& cwd, const std::stri
     img.squashfs = true;
     return img;
   }
-  if (!S_ISDIR(st.st_mode))
-    throw Error("image `" + ref + "`: `" + path + "` is not a directory");
+  if (!S_ISDIR(st.st_mode)) throw Error("image `" + ref + "`: `" + path + "` is not a directory");
 
   // A store image kept as one SquashFS file (--format sqfs).
-  if (std::string file = path + "/" + store::kSquashFile; !util::is_directory(path + "/" + kBundleRootfs) &&
-                                                          util::path_exists(file) && squash::is_squashfs(file)) {
+  if (std::string file = path + "/" + store::kSquashFile;
+      !util::is_directory(path + "/" + kBundleRootfs) && util::path_exists(file) && squash::is_squashfs(file)) {
     img.rootfs = file;
     img.squashfs = true;
     return img;
@@ -65,8 +64,7 @@ Image open_image(const std::string& ref, const std::string& cwd, const std::stri
   std::string bundle_config = path + "/" + kBundleConfig;
   if (auto text = util::read_file_if_exists(bundle_config)) {
     if (!is_dir_at(bundle_rootfs))
-      throw Error("image `" + ref + "`: has `" + kBundleConfig + "` but no `" + kBundleRootfs +
-                  "/` directory");
+      throw Error("image `" + ref + "`: has `" + kBundleConfig + "` but no `" + kBundleRootfs + "/` directory");
     img.rootfs = bundle_rootfs;
     img.config = parse_image_config(*text, bundle_config);
     return img;
@@ -76,11 +74,10 @@ Image open_image(const std::string& ref, const std::string& cwd, const std::stri
       img.rootfs = bundle_rootfs;
       return img;
     }
-    throw Error("image `" + ref + "`: `" + path +
-                "` is not a root filesystem (it has no bin, usr or etc)");
+    throw Error("image `" + ref + "`: `" + path + "` is not a root filesystem (it has no bin, usr or etc)");
   }
   img.rootfs = path;
   return img;
 }
 
-} // namespace rt::run
+}  // namespace rt::run

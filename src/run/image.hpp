@@ -16,8 +16,8 @@ namespace rt::run {
 //   FILE            a SquashFS file (its config at /.rt/image-config.json inside)
 //   NAME            an image in the store (a bundle there)
 struct Image {
-  std::string name;    // what the user typed, for RT_CONTAINER and messages
-  std::string rootfs;  // absolute host path of the root filesystem (or the .sqfs file)
+  std::string name;       // what the user typed, for RT_CONTAINER and messages
+  std::string rootfs;     // absolute host path of the root filesystem (or the .sqfs file)
   bool squashfs = false;  // rootfs is a SquashFS file; its config is inside it
   std::optional<ImageConfig> config;
 };
@@ -30,4 +30,4 @@ inline constexpr const char* kBundleConfig = "image-config.json";
 // wrong with it.
 Image open_image(const std::string& ref, const std::string& cwd, const std::string& storage);
 
-} // namespace rt::run
+}  // namespace rt::run

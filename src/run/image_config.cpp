@@ -29,12 +29,11 @@ std::string string_field(const json& obj, const char* key, const std::string& so
   return it->get<std::string>();
 }
 
-} // namespace
+}  // namespace
 
 ImageConfig parse_image_config(std::string_view text, const std::string& source) {
   json doc = json::parse(text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object())
-    throw Error("`" + source + "` is not a JSON image configuration");
+  if (doc.is_discarded() || !doc.is_object()) throw Error("`" + source + "` is not a JSON image configuration");
   ImageConfig c;
   auto it = doc.find("config");
   if (it == doc.end() || it->is_null()) return c;
@@ -48,4 +47,4 @@ ImageConfig parse_image_config(std::string_view text, const std::string& source)
   return c;
 }
 
-} // namespace rt::run
+}  // namespace rt::run

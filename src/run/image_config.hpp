@@ -21,4 +21,4 @@ struct ImageConfig {
 // errors. Throws rt::Error on malformed JSON or wrongly typed fields.
 ImageConfig parse_image_config(std::string_view json, const std::string& source);
 
-} // namespace rt::run
+}  // namespace rt::run

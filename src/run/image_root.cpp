@@ -66,9 +66,8 @@ public:
     const store::Root& store = store::Root::user(storage);
     store.dir(store::kMountDir, true);
     staging_ = store.sub(store::kMountDir);
-    facts_ = squash_facts(image_.rootfs, store.dir(store::kSqfsFactsDir, true).get(), [this]() -> squash::Image& {
-      return opened();
-    });
+    facts_ = squash_facts(image_.rootfs, store.dir(store::kSqfsFactsDir, true).get(),
+                          [this]() -> squash::Image& { return opened(); });
     if (facts_.config) image_.config = parse_image_config(*facts_.config, image_.rootfs + ":" + squash::kConfigPath);
   }
 
@@ -103,13 +102,12 @@ private:
   std::string staging_;
 };
 
-} // namespace
+}  // namespace
 
-std::unique_ptr<ImageRoot> ImageRoot::open(const std::string& ref, const std::string& cwd,
-                                           const std::string& storage) {
+std::unique_ptr<ImageRoot> ImageRoot::open(const std::string& ref, const std::string& cwd, const std::string& storage) {
   Image image = open_image(ref, cwd, storage);
   if (image.squashfs) return std::make_unique<SquashRoot>(std::move(image), storage);
   return std::make_unique<DirectoryRoot>(std::move(image));
 }
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -47,4 +47,4 @@ protected:
   Image image_;
 };
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -29,7 +29,7 @@ double parse_seconds(const std::string& text, const std::string& where) {
   return v;
 }
 
-} // namespace
+}  // namespace
 
 std::chrono::milliseconds squashfs_linger() {
   double s = kDefaultLingerSeconds;
@@ -38,8 +38,10 @@ std::chrono::milliseconds squashfs_linger() {
   } else {
     hpc::SiteConfig site = hpc::load_site_config();
     auto v = site.get("squashfs.linger");
-    if (v.size() == 1) s = parse_seconds(v[0], "site configuration `" + site.file + "`, squashfs.linger");
-    else if (!v.empty()) throw Error("site configuration `" + site.file + "`: squashfs.linger takes one number");
+    if (v.size() == 1)
+      s = parse_seconds(v[0], "site configuration `" + site.file + "`, squashfs.linger");
+    else if (!v.empty())
+      throw Error("site configuration `" + site.file + "`: squashfs.linger takes one number");
   }
   return std::chrono::milliseconds(static_cast<long long>(s * 1000));
 }
@@ -83,4 +85,4 @@ util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, con
   return tree;
 }
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -38,4 +38,4 @@ std::chrono::milliseconds squashfs_linger();
 util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan,
                                const std::string& secret);
 
-} // namespace rt::run
+}  // namespace rt::run

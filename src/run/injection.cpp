@@ -23,7 +23,7 @@ bool image_env_asks_gpu(const ImageConfig* config) {
   return false;
 }
 
-} // namespace
+}  // namespace
 
 hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, const hpc::ImageView& view) {
   hpc::InjectRequest req;
@@ -68,12 +68,16 @@ std::vector<Mount> select_gpus(const hpc::Injection& inj, std::vector<std::strin
   hpc::GpuMask mask = hpc::gpu_mask(selection, gpus, inj.gpu_dev);
   std::vector<Mount> hide;
   if (!mask.nodes.empty())
-    hide.push_back({.kind = Mount::Kind::Hide, .src = util::join(mask.nodes, '/'), .dst = "/dev",
-                    .why = "GPUs not selected"});
+    hide.push_back(
+        {.kind = Mount::Kind::Hide, .src = util::join(mask.nodes, '/'), .dst = "/dev", .why = "GPUs not selected"});
   if (!mask.buses.empty()) {
     // The kernel may refuse a mount inside /proc: then only a warning.
-    hide.push_back({.kind = Mount::Kind::Hide, .src = util::join(mask.buses, '/'), .dst = "/proc/driver/nvidia/gpus",
-                    .optional = true, .why = "GPUs not selected", .if_target = true});
+    hide.push_back({.kind = Mount::Kind::Hide,
+                    .src = util::join(mask.buses, '/'),
+                    .dst = "/proc/driver/nvidia/gpus",
+                    .optional = true,
+                    .why = "GPUs not selected",
+                    .if_target = true});
   }
   return hide;
 }
@@ -119,4 +123,4 @@ void apply_injected_env(const hpc::Injection& inj, std::vector<std::string>& env
   }
 }
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -32,4 +32,4 @@ void apply_injected_env(const hpc::Injection& inj, std::vector<std::string>& env
 // launcher or the user set it.
 std::vector<Mount> select_gpus(const hpc::Injection& inj, std::vector<std::string>& env);
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -48,7 +48,7 @@ std::string launch_of(const hpc::Launcher& launcher) {
   return "parent " + std::to_string(::getppid());
 }
 
-} // namespace
+}  // namespace
 
 HolderKey join_key(const MountPlan& plan, const hpc::Launcher& launcher, const std::string& secret) {
   std::string s = launch_of(launcher);
@@ -65,8 +65,7 @@ HolderKey join_key(const MountPlan& plan, const hpc::Launcher& launcher, const s
   return {"rt-join", secret, s};
 }
 
-bool join_container(const HolderKey& key, int expected, const std::string& image,
-                    const std::function<void()>& build) {
+bool join_container(const HolderKey& key, int expected, const std::string& image, const std::function<void()>& build) {
   HolderPolicy policy;
   policy.entry = HolderPolicy::Entry::Share;
   policy.what = "the node's shared container of `" + image + "`";
@@ -80,4 +79,4 @@ bool join_container(const HolderKey& key, int expected, const std::string& image
   return enter_holder(key, policy, build);
 }
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -37,7 +37,6 @@ HolderKey join_key(const MountPlan& plan, const hpc::Launcher& launcher, const s
 // single-threaded (setns(2) into a user namespace). False, with nothing
 // entered, when other users hold every name of the key: the caller runs
 // unshared. `image` (its path) names the holder's process (rt-join IMAGE).
-bool join_container(const HolderKey& key, int expected, const std::string& image,
-                    const std::function<void()>& build);
+bool join_container(const HolderKey& key, int expected, const std::string& image, const std::function<void()>& build);
 
-} // namespace rt::run
+}  // namespace rt::run

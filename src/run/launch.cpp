@@ -13,9 +13,8 @@
 
 namespace rt::run {
 
-std::vector<std::string> command_for(ExecMode mode, const std::vector<std::string>& args,
-                                     const ImageConfig* config, const std::string& image_name,
-                                     const std::string& shell) {
+std::vector<std::string> command_for(ExecMode mode, const std::vector<std::string>& args, const ImageConfig* config,
+                                     const std::string& image_name, const std::string& shell) {
   switch (mode) {
     case ExecMode::Exec:
       if (args.empty()) throw Error("no program given to run in image `" + image_name + "`");
@@ -38,8 +37,8 @@ std::vector<std::string> command_for(ExecMode mode, const std::vector<std::strin
   return args;
 }
 
-[[noreturn]] void exec_program(const std::vector<std::string>& argv,
-                               const std::vector<std::string>& env, const std::string& image_name) {
+[[noreturn]] void exec_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                               const std::string& image_name) {
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -61,7 +60,8 @@ std::vector<std::string> command_for(ExecMode mode, const std::vector<std::strin
     for (const auto& dir : util::split(path, ':')) {
       std::string cand = (dir.empty() ? std::string(".") : dir) + "/" + prog;
       ::execve(cand.c_str(), cargv.data(), cenv.data());
-      if (errno == EACCES) denied = true;
+      if (errno == EACCES)
+        denied = true;
       else if (errno != ENOENT && errno != ENOTDIR) {
         err = errno;
         break;
@@ -74,4 +74,4 @@ std::vector<std::string> command_for(ExecMode mode, const std::vector<std::strin
   ::_exit(code);
 }
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -11,14 +11,13 @@ namespace rt::run {
 // The argv to run (pure). Exec: `args` as given. Run: Docker semantics,
 // ENTRYPOINT + (args, or CMD when there are none). Shell: `shell`.
 // Throws rt::Error when there is nothing to run.
-std::vector<std::string> command_for(ExecMode mode, const std::vector<std::string>& args,
-                                     const ImageConfig* config, const std::string& image_name,
-                                     const std::string& shell);
+std::vector<std::string> command_for(ExecMode mode, const std::vector<std::string>& args, const ImageConfig* config,
+                                     const std::string& image_name, const std::string& shell);
 
 // execve(2) with PATH search in the *container's* environment (execvpe(3)
 // would search the caller's PATH). Never returns: on failure it prints why
 // and exits 127 (not found) or 126 (found, not executable).
-[[noreturn]] void exec_program(const std::vector<std::string>& argv,
-                               const std::vector<std::string>& env, const std::string& image_name);
+[[noreturn]] void exec_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                               const std::string& image_name);
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -23,10 +23,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <map>
-#include <ranges>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <ranges>
 #include <set>
 
 #include "rt/error.hpp"
@@ -60,10 +60,9 @@ unsigned long locked_flags(int fd, const std::string& name) {
 }
 
 void do_mount(const std::string& src, const std::string& dst, const char* type, unsigned long flags,
-              const std::string& data, const char* what, const std::string& shown_src,
-              const std::string& shown_dst) {
-  if (::mount(src.empty() ? nullptr : src.c_str(), dst.c_str(), type, flags,
-              data.empty() ? nullptr : data.c_str()) != 0)
+              const std::string& data, const char* what, const std::string& shown_src, const std::string& shown_dst) {
+  if (::mount(src.empty() ? nullptr : src.c_str(), dst.c_str(), type, flags, data.empty() ? nullptr : data.c_str()) !=
+      0)
     throw SysError{errno, std::string("mount(") + what + ")", shown_src, shown_dst};
 }
 
@@ -118,13 +117,13 @@ public:
 private:
   const MountPlan& plan_;
   const int image_tree_;
-  UniqueFd image_;    // the image directory itself (under the staging tmpfs)
-  UniqueFd staging_;  // root of the staging tmpfs
-  UniqueFd root_;     // root of the new root mount
-  std::set<dev_t> writable_devs_;       // filesystems of ours where mount points may be made
-  int underlays_ = 0;                   // directories of the staging tmpfs used as underlays
-  int layers_ = 0;                      // directories of the staging tmpfs used as overlay layers
-  std::map<size_t, UniqueFd> clones_;   // mount index -> detached copy of its source
+  UniqueFd image_;                     // the image directory itself (under the staging tmpfs)
+  UniqueFd staging_;                   // root of the staging tmpfs
+  UniqueFd root_;                      // root of the new root mount
+  std::set<dev_t> writable_devs_;      // filesystems of ours where mount points may be made
+  int underlays_ = 0;                  // directories of the staging tmpfs used as underlays
+  int layers_ = 0;                     // directories of the staging tmpfs used as overlay layers
+  std::map<size_t, UniqueFd> clones_;  // mount index -> detached copy of its source
 
   // A bind source that contains the staging directory (say $HOME, with the
   // image in ~/images) would show the staging tmpfs and the container's own
@@ -135,8 +134,10 @@ private:
       const Mount& m = plan_.mounts[i];
       if (m.kind != Mount::Kind::Bind || !util::path_within(plan_.staging, m.src)) continue;
       int fd = ::open_tree(AT_FDCWD, m.src.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-      if (fd >= 0) clones_[i] = UniqueFd(fd);
-      else if (errno != ENOSYS && errno != ENOENT && errno != EACCES) throw SysError{errno, "open_tree", m.src};
+      if (fd >= 0)
+        clones_[i] = UniqueFd(fd);
+      else if (errno != ENOSYS && errno != ENOENT && errno != EACCES)
+        throw SysError{errno, "open_tree", m.src};
     }
   }
 
@@ -170,11 +171,10 @@ private:
     if (plan_.root_mode == RootMode::Overlay) {
       for (const char* d : {"upper", "work"})
         if (::mkdirat(staging_.get(), d, 0755) != 0) throw SysError{errno, "mkdir", rootfs + "/" + d};
-      std::string opts = "lowerdir=" + fd_path(image_.get()) + ",upperdir=" + stage_path("upper") +
-                         ",workdir=" + stage_path("work");
+      std::string opts =
+          "lowerdir=" + fd_path(image_.get()) + ",upperdir=" + stage_path("upper") + ",workdir=" + stage_path("work");
       // userxattr (Linux 5.11) is what makes an unprivileged overlay mount possible.
-      if (::mount("overlay", root_path.c_str(), "overlay", MS_NOSUID | MS_NODEV,
-                  (opts + ",userxattr").c_str()) != 0) {
+      if (::mount("overlay", root_path.c_str(), "overlay", MS_NOSUID | MS_NODEV, (opts + ",userxattr").c_str()) != 0) {
         int e = errno;
         Error err = SysError(e, "mount(overlay)", rootfs);
         throw Error(err.what(), "--write-tmpfs needs unprivileged overlayfs (Linux 5.11 or later)");
@@ -284,7 +284,8 @@ private:
       if (name.empty() || name == "." || name == "..") continue;
       // A directory that another mount of the plan covers is not the image's.
       bool covered = false;
-      for (const auto& o : plan_.mounts) covered |= &o != &m && o.kind != Mount::Kind::Hide && util::path_within(dir, o.dst);
+      for (const auto& o : plan_.mounts)
+        covered |= &o != &m && o.kind != Mount::Kind::Hide && util::path_within(dir, o.dst);
       int err = 0;
       if (covered || resolve(m.dst, &err) || err != ENOENT) continue;
       bool is_dir = m.kind == Mount::Kind::Tmpfs;
@@ -359,8 +360,7 @@ private:
     if (::mkdirat(staging_.get(), under.c_str(), 0700) != 0) throw SysError{errno, "mkdir", "staging " + under};
     if (::fchmodat(staging_.get(), under.c_str(), st.st_mode & 07777, 0) != 0)
       throw SysError{errno, "chmod", "staging " + under};
-    do_mount(stage_path(under), fd_path(old.get()), nullptr, MS_BIND, "", "MS_BIND", "underlay",
-             shown(path));
+    do_mount(stage_path(under), fd_path(old.get()), nullptr, MS_BIND, "", "MS_BIND", "underlay", shown(path));
     if (path == "/") {
       // Resolution starts at root_ and never climbs onto a mount stacked on
       // the starting point itself: the new root is now the tmpfs.
@@ -433,9 +433,8 @@ private:
       unsigned long keep = locked_flags(src_fd.get(), src);
       UniqueFd top = resolve(m.dst, &err);
       if (!top) throw SysError(err, "open", shown(m.dst));
-      do_mount("", fd_path(top.get()), nullptr,
-               MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | keep, "", "MS_REMOUNT",
-               src, shown(m.dst));
+      do_mount("", fd_path(top.get()), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | keep, "",
+               "MS_REMOUNT", src, shown(m.dst));
     }
   }
 
@@ -472,9 +471,8 @@ private:
   // staging tmpfs (with --write-tmpfs it holds the overlay's upper layer).
   void freeze_staging() {
     if (plan_.root_mode == RootMode::Overlay) return;
-    do_mount("", fd_path(staging_.get()), nullptr,
-             MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "", "MS_REMOUNT", "tmpfs",
-             plan_.staging);
+    do_mount("", fd_path(staging_.get()), nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "",
+             "MS_REMOUNT", "tmpfs", plan_.staging);
   }
 
   void pivot() {
@@ -490,7 +488,7 @@ private:
   }
 };
 
-} // namespace
+}  // namespace
 
 void build_tree(const MountPlan& plan, int image_tree) { Builder(plan, image_tree).run(); }
 
@@ -501,4 +499,4 @@ void enter_cwd(const MountPlan& plan) {
   }
 }
 
-} // namespace rt::run
+}  // namespace rt::run

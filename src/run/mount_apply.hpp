@@ -17,4 +17,4 @@ void build_tree(const MountPlan& plan, int image_tree = -1);
 // container does).
 void enter_cwd(const MountPlan& plan);
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -21,13 +21,12 @@ std::string without_clashes(const std::string& text, const std::string& name, un
   return out;
 }
 
-} // namespace
+}  // namespace
 
 std::string synth_passwd(const std::string& image_passwd, const Identity& id) {
   std::string out = without_clashes(image_passwd, id.user, id.uid);
-  out += id.user + ":x:" + std::to_string(id.uid) + ":" + std::to_string(id.gid) + ":" + id.user +
-         ":" + (id.home.empty() ? "/" : id.home) + ":" + (id.shell.empty() ? "/bin/sh" : id.shell) +
-         "\n";
+  out += id.user + ":x:" + std::to_string(id.uid) + ":" + std::to_string(id.gid) + ":" + id.user + ":" +
+         (id.home.empty() ? "/" : id.home) + ":" + (id.shell.empty() ? "/bin/sh" : id.shell) + "\n";
   return out;
 }
 
@@ -37,4 +36,4 @@ std::string synth_group(const std::string& image_group, const Identity& id) {
   return out;
 }
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -20,4 +20,4 @@ struct Identity {
 std::string synth_passwd(const std::string& image_passwd, const Identity& id);
 std::string synth_group(const std::string& image_group, const Identity& id);
 
-} // namespace rt::run
+}  // namespace rt::run

@@ -10,9 +10,8 @@
 namespace rt::run {
 
 bool is_system_dir(const std::string& path) {
-  static constexpr std::array kSystem = {"/bin",  "/boot", "/dev", "/etc",   "/lib", "/lib32",
-                                         "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys",
-                                         "/usr",  "/var"};
+  static constexpr std::array kSystem = {"/bin",    "/boot", "/dev", "/etc",  "/lib", "/lib32", "/lib64",
+                                         "/libx32", "/proc", "/run", "/sbin", "/sys", "/usr",   "/var"};
   if (path == "/") return true;
   if (util::path_within(path, "/var/tmp")) return false;  // node-local scratch, not system
   for (const char* s : kSystem)
@@ -33,7 +32,7 @@ bool covered(const std::vector<Mount>& mounts, const std::string& p) {
   return false;
 }
 
-} // namespace
+}  // namespace
 
 MountPlan build_plan(const PlanInputs& in) {
   const ExecOptions& o = *in.options;
@@ -50,8 +49,7 @@ MountPlan build_plan(const PlanInputs& in) {
   p.inner_uid = o.uid.value_or(h.uid);
   p.inner_gid = o.gid.value_or(h.gid);
 
-  auto bind = [&](std::string src, std::string dst, const char* why, bool optional = false,
-                  bool ro = false) {
+  auto bind = [&](std::string src, std::string dst, const char* why, bool optional = false, bool ro = false) {
     p.mounts.push_back({.kind = Mount::Kind::Bind,
                         .src = std::move(src),
                         .dst = std::move(dst),
@@ -70,8 +68,7 @@ MountPlan build_plan(const PlanInputs& in) {
     bind("/tmp", "/tmp", "default");  // Open MPI's session directory lives here
   // Without /etc/hosts MPI_Init stalls on a DNS timeout, so these two are
   // provided even where the image lacks them; machine-id only where it has one.
-  for (const char* f : {"/etc/hosts", "/etc/resolv.conf", "/etc/machine-id"})
-    bind(f, f, "default", /*optional=*/true);
+  for (const char* f : {"/etc/hosts", "/etc/resolv.conf", "/etc/machine-id"}) bind(f, f, "default", /*optional=*/true);
   p.mounts.back().if_target = true;
   p.staged = {{"passwd", in.passwd}, {"group", in.group}};
   p.mounts.push_back(
@@ -81,8 +78,7 @@ MountPlan build_plan(const PlanInputs& in) {
 
   if (!o.no_home && !h.home.empty() && h.home.front() == '/') {
     std::string home = util::normalize_path(h.home);
-    if (!is_system_dir(home) && !covered(p.mounts, home))
-      bind(home, home, "home", /*optional=*/true);
+    if (!is_system_dir(home) && !covered(p.mounts, home)) bind(home, home, "home", /*optional=*/true);
   }
   std::string cwd = h.cwd.empty() ? std::string("/") : util::normalize_path(h.cwd);
   if (!is_system_dir(cwd) && !covered(p.mounts, cwd) &&
@@ -119,19 +115,28 @@ std::vector<std::string> describe(const MountPlan& p) {
   const char* mode = p.root_mode == RootMode::ReadOnly   ? "read-only"
                      : p.root_mode == RootMode::Writable ? "writable"
                                                          : "writable tmpfs overlay (discarded)";
-  out.push_back("image root `" + p.rootfs + "` " + (p.squashfs ? "(SquashFS, served by its rt-sqfs server) " : "") + mode +
-                ", nosuid, nodev");
+  out.push_back("image root `" + p.rootfs + "` " + (p.squashfs ? "(SquashFS, served by its rt-sqfs server) " : "") +
+                mode + ", nosuid, nodev");
   out.push_back("uid map: " + std::to_string(p.inner_uid) + " -> " + std::to_string(p.outer_uid) +
-                ", gid map: " + std::to_string(p.inner_gid) + " -> " +
-                std::to_string(p.outer_gid) + " (one id each)");
+                ", gid map: " + std::to_string(p.inner_gid) + " -> " + std::to_string(p.outer_gid) + " (one id each)");
   for (const auto& m : p.mounts) {
     std::string line;
     switch (m.kind) {
-      case Mount::Kind::Bind: line = "mount bind `" + m.src + "` on"; break;
-      case Mount::Kind::Tmpfs: line = "mount tmpfs on"; break;
-      case Mount::Kind::Staged: line = "mount synthesized " + m.src + " on"; break;
-      case Mount::Kind::Hide: line = "hide `" + m.src + "` in"; break;
-      case Mount::Kind::Symlink: line = "link `" + m.src + "` as"; break;
+      case Mount::Kind::Bind:
+        line = "mount bind `" + m.src + "` on";
+        break;
+      case Mount::Kind::Tmpfs:
+        line = "mount tmpfs on";
+        break;
+      case Mount::Kind::Staged:
+        line = "mount synthesized " + m.src + " on";
+        break;
+      case Mount::Kind::Hide:
+        line = "hide `" + m.src + "` in";
+        break;
+      case Mount::Kind::Symlink:
+        line = "link `" + m.src + "` as";
+        break;
     }
     line += " `" + m.dst + "`";
     if (m.readonly) line += " ro";
@@ -144,4 +149,4 @@ std::vector<std::string> describe(const MountPlan& p) {
   return out;
 }
 
-} // namespace rt::run
+}  // namespace rt::run

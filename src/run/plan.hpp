@@ -13,20 +13,20 @@ namespace rt::run {
 
 struct Mount {
   enum class Kind {
-    Bind,    // src: host path
-    Tmpfs,   // a fresh private tmpfs
-    Staged,  // src: name of a StagedFile, bound read-only
-    Hide,    // dst: a directory; src: names of entries to leave out, '/'-separated
-             // (a copy of the directory, each other entry bound from the original)
-    Symlink, // dst: a link to make, pointing to src, unless dst exists in the image
+    Bind,     // src: host path
+    Tmpfs,    // a fresh private tmpfs
+    Staged,   // src: name of a StagedFile, bound read-only
+    Hide,     // dst: a directory; src: names of entries to leave out, '/'-separated
+              // (a copy of the directory, each other entry bound from the original)
+    Symlink,  // dst: a link to make, pointing to src, unless dst exists in the image
   };
   Kind kind = Kind::Bind;
   std::string src;
   std::string dst;  // absolute, inside the container
   bool readonly = false;
-  bool optional = false;  // skip quietly when src does not exist on the host
-  std::string why;        // for -v: "default", "--bind", "home", ...
-  bool if_target = false; // skip quietly when dst does not exist in the image
+  bool optional = false;   // skip quietly when src does not exist on the host
+  std::string why;         // for -v: "default", "--bind", "home", ...
+  bool if_target = false;  // skip quietly when dst does not exist in the image
 };
 
 enum class RootMode {
@@ -41,7 +41,7 @@ struct StagedFile {
 };
 
 struct MountPlan {
-  std::string rootfs;  // host path
+  std::string rootfs;     // host path
   bool squashfs = false;  // rootfs is a SquashFS file, served over FUSE by its server (run/image_server)
   std::string staging;    // host directory the staging tmpfs covers (rootfs for directories)
   RootMode root_mode = RootMode::ReadOnly;
@@ -79,4 +79,4 @@ bool is_system_dir(const std::string& path);
 // One line per fact, for -v and --dry-run.
 std::vector<std::string> describe(const MountPlan& plan);
 
-} // namespace rt::run
+}  // namespace rt::run

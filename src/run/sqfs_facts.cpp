@@ -54,7 +54,7 @@ std::optional<SquashFacts> parse(const std::string& text, const std::string& hea
   return f;
 }
 
-} // namespace
+}  // namespace
 
 SquashFacts squash_facts(const std::string& path, int cache_dir, const std::function<squash::Image&()>& open) {
   struct stat st;
@@ -109,4 +109,4 @@ uint64_t prune_squash_facts(int cache_dir) {
   return freed;
 }
 
-} // namespace rt::run
+}  // namespace rt::run

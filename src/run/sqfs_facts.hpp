@@ -36,4 +36,4 @@ SquashFacts squash_facts(const std::string& path, int cache_dir, const std::func
 // left alone, and nothing is followed. Returns the bytes freed.
 uint64_t prune_squash_facts(int cache_dir);
 
-} // namespace rt::run
+}  // namespace rt::run

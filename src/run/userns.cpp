@@ -22,7 +22,7 @@ void write_proc(const char* path, const std::string& text) {
   if (n != static_cast<ssize_t>(text.size())) throw SysError(e, "write", path);
 }
 
-} // namespace
+}  // namespace
 
 void enter_user_namespace(uid_t outer_uid, uid_t inner_uid, gid_t outer_gid, gid_t inner_gid) {
   if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) throw SysError{errno, "unshare(CLONE_NEWUSER|CLONE_NEWNS)"};
@@ -38,4 +38,4 @@ void enter_nested_user_namespace(uid_t uid, gid_t gid) {
   write_proc("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
 }
 
-} // namespace rt::run
+}  // namespace rt::run

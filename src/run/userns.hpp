@@ -15,4 +15,4 @@ void enter_user_namespace(uid_t outer_uid, uid_t inner_uid, gid_t outer_gid, gid
 // and loses every capability over the namespaces it is in.
 void enter_nested_user_namespace(uid_t uid, gid_t gid);
 
-} // namespace rt::run
+}  // namespace rt::run

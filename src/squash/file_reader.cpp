@@ -107,7 +107,7 @@ bool decompress_fast(sqfs* fs, uint64_t pos, uint32_t hdr, const std::shared_ptr
   return true;
 }
 
-} // namespace
+}  // namespace
 
 FileReader::FileReader(sqfs* fs, size_t capacity, unsigned prefetchers)
     : fs_(fs),
@@ -230,4 +230,4 @@ int FileReader::read(const FileMap& f, uint64_t off, size_t size, std::vector<io
   return 0;
 }
 
-} // namespace rt::squash
+}  // namespace rt::squash

@@ -79,4 +79,4 @@ private:
   util::WorkQueue<FileMap::Extent> prefetch_;  // last: its workers use the rest
 };
 
-} // namespace rt::squash
+}  // namespace rt::squash

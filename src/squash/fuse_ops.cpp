@@ -31,8 +31,8 @@ sqfs_err sqfs_stat(sqfs* fs, sqfs_inode* inode, struct stat* st);
 namespace rt::squash {
 namespace {
 
-constexpr size_t kCachedBlocks = 64;  // 8 MiB of 128 KiB blocks
-constexpr size_t kMaxMaps = 4096;     // file block lists kept for open-less reads
+constexpr size_t kCachedBlocks = 64;        // 8 MiB of 128 KiB blocks
+constexpr size_t kMaxMaps = 4096;           // file block lists kept for open-less reads
 constexpr double kForever = 86400.0 * 365;  // the image never changes under the mount
 constexpr unsigned kPushers = 2;
 
@@ -42,7 +42,7 @@ std::unique_ptr<FileReader> g_reader;
 std::unique_ptr<Pusher> g_pusher;
 int g_fd = -1;  // the FUSE device
 bool g_no_open = false, g_no_opendir = false;
-bool g_xattrs = false;  // the image has an xattr table
+bool g_xattrs = false;                                                  // the image has an xattr table
 std::unordered_map<fuse_ino_t, std::shared_ptr<const FileMap>> g_maps;  // under g_meta
 
 template <auto Op, class... Args>
@@ -206,7 +206,7 @@ void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
       fuse_add_direntry_plus(req, buf.data() + used, size - used, sqfs_dentry_name(&entry), &e, after);
       if (S_ISREG(e.attr.st_mode)) files.emplace_back(e.ino, static_cast<uint64_t>(e.attr.st_size));
     } else {
-      struct stat st{};
+      struct stat st {};
       st.st_ino = g_ll->ino_fuse_num(g_ll, &entry);
       st.st_mode = sqfs_dentry_mode(&entry);
       n = fuse_add_direntry(req, buf.data() + used, size - used, sqfs_dentry_name(&entry), &st, after);
@@ -232,14 +232,14 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
   list(req, ino, size, off, true);
 }
 
-} // namespace
+}  // namespace
 
 void serving(fuse_session* se) { g_fd = fuse_session_fd(se); }
 
 fuse_lowlevel_ops server_ops(sqfs_ll* ll) {
   g_ll = ll;
-  g_xattrs = static_cast<int64_t>(ll->fs.sb.xattr_id_table_start) != SQUASHFS_INVALID_BLK &&
-             ll->fs.xattr_info.xattr_ids > 0;
+  g_xattrs =
+      static_cast<int64_t>(ll->fs.sb.xattr_id_table_start) != SQUASHFS_INVALID_BLK && ll->fs.xattr_info.xattr_ids > 0;
   g_reader = std::make_unique<FileReader>(&ll->fs, kCachedBlocks, 1);
   g_pusher = std::make_unique<Pusher>(push_file, kPushers);
   fuse_lowlevel_ops ops{};
@@ -262,4 +262,4 @@ fuse_lowlevel_ops server_ops(sqfs_ll* ll) {
   return ops;
 }
 
-} // namespace rt::squash
+}  // namespace rt::squash

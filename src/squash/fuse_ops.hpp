@@ -14,4 +14,4 @@ fuse_lowlevel_ops server_ops(sqfs_ll* ll);
 // pushed through its device once INIT says the kernel takes them).
 void serving(fuse_session* se);
 
-} // namespace rt::squash
+}  // namespace rt::squash

@@ -18,7 +18,7 @@ constexpr size_t kMaxQueued = 4096;          // files waiting for a worker
 constexpr uint64_t kNear = 128u << 10;       // bytes of next files pushed by the reading thread
 constexpr unsigned kStreak = 3;              // files read in listing order that make a walk
 
-} // namespace
+}  // namespace
 
 Pusher::Pusher(PushFn push, unsigned threads) : push_(push), workers_(threads, std::move(push)) {}
 
@@ -77,8 +77,8 @@ std::vector<Pusher::Ino> Pusher::first_read(Ino ino) {
   const size_t i = w->second.index;
   // In order: the next file after the last one read, or (the pushed ones
   // read from the cache, unseen) one up to where pushing reached.
-  const bool walking = d.last == SIZE_MAX ? d.pushed_to > 0 && i <= d.pushed_to
-                                          : i > d.last && i <= std::max(d.last + 1, d.pushed_to);
+  const bool walking =
+      d.last == SIZE_MAX ? d.pushed_to > 0 && i <= d.pushed_to : i > d.last && i <= std::max(d.last + 1, d.pushed_to);
   d.last = i;
   if (walking)
     streak_ = std::min(streak_ + 1, kStreak);
@@ -128,4 +128,4 @@ bool store_file(int fuse_fd, uint64_t ino, const FileMap& map, FileReader& reade
   return true;
 }
 
-} // namespace rt::squash
+}  // namespace rt::squash

@@ -64,10 +64,10 @@ private:
   struct Dir {
     std::vector<Ino> files;
     std::vector<uint64_t> sizes;
-    off_t next = 0;             // listing offset after the last recorded entry
-    size_t last = SIZE_MAX;     // index of the last file read from offset 0
-    size_t pushed_to = 0;       // files before this index are queued or pushed
-    bool started = false;       // the lister has come back for more
+    off_t next = 0;          // listing offset after the last recorded entry
+    size_t last = SIZE_MAX;  // index of the last file read from offset 0
+    size_t pushed_to = 0;    // files before this index are queued or pushed
+    bool started = false;    // the lister has come back for more
   };
   struct Where {
     Ino dir;
@@ -80,8 +80,8 @@ private:
   std::mutex mu_;
   std::unordered_map<Ino, Dir> dirs_;
   std::unordered_map<Ino, Where> where_;
-  unsigned streak_ = 0;  // files lately read in listing order (capped)
+  unsigned streak_ = 0;           // files lately read in listing order (capped)
   util::WorkQueue<Ino> workers_;  // last: its threads call push_
 };
 
-} // namespace rt::squash
+}  // namespace rt::squash

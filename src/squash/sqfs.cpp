@@ -39,7 +39,7 @@ void serve(fuse_session* se) {
   while (!fuse_session_exited(se)) {
     int n = fuse_session_receive_buf(se, &buf);
     if (n == -EINTR || n == -EAGAIN || n == -ENOENT) continue;  // ENOENT: an interrupted request
-    if (n <= 0) break;                                            // ENODEV: unmounted
+    if (n <= 0) break;                                          // ENODEV: unmounted
     fuse_session_process_buf(se, &buf);
   }
   std::free(buf.mem);
@@ -60,7 +60,7 @@ bool start_session(sqfs_ll* ll, int fuse_fd) {
   return true;
 }
 
-} // namespace
+}  // namespace
 
 bool is_squashfs(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -80,7 +80,8 @@ Image::Image(const std::string& path) : path_(path) {
     throw Error("image `" + path + "` is truncated: smaller than a SquashFS superblock");
   ll_ = sqfs_ll_open(path.c_str(), 0);
   if (!ll_)
-    throw Error("image `" + path + "` cannot be opened as SquashFS: corrupt, truncated, or compressed with an "
+    throw Error("image `" + path +
+                "` cannot be opened as SquashFS: corrupt, truncated, or compressed with an "
                 "unsupported algorithm");
   // Not for the container's program (nor for a holder's inherited-fd sweep).
   ::fcntl(ll_->fs.fd, F_SETFD, FD_CLOEXEC);
@@ -110,9 +111,9 @@ static std::vector<std::string> components(const std::string& path) {
 // Looks `path` up inside the image, following symlinks inside it (Debian's
 // /bin -> usr/bin, say); sqfs_lookup_path alone stops at them.
 static std::optional<sqfs_inode> lookup(sqfs* fs, const std::string& path, const std::string& image) {
-  std::vector<std::string> cur;                 // resolved so far: no links in it
+  std::vector<std::string> cur;  // resolved so far: no links in it
   std::vector<std::string> todo = components(path);
-  std::reverse(todo.begin(), todo.end());       // the next component at the back
+  std::reverse(todo.begin(), todo.end());  // the next component at the back
   int links = 0;
   sqfs_inode inode;
   if (sqfs_inode_get(fs, &inode, sqfs_inode_root(fs)) != SQFS_OK)
@@ -155,7 +156,8 @@ std::optional<std::string> Image::read_file(const std::string& path, size_t limi
   if (!found || !S_ISREG(found->base.mode)) return std::nullopt;
   sqfs_inode inode = *found;
   uint64_t size = inode.xtra.reg.file_size;
-  if (size > limit) throw Error("image `" + path_ + "`: `" + path + "` is larger than " + std::to_string(limit) + " bytes");
+  if (size > limit)
+    throw Error("image `" + path_ + "`: `" + path + "` is larger than " + std::to_string(limit) + " bytes");
   std::string out(size, '\0');
   sqfs_off_t n = static_cast<sqfs_off_t>(size);
   if (size && sqfs_read_range(&ll_->fs, &inode, 0, &n, out.data()) != SQFS_OK)
@@ -209,4 +211,4 @@ void Image::mount_in_background(const std::string& mountpoint, uid_t uid, gid_t 
   }
 }
 
-} // namespace rt::squash
+}  // namespace rt::squash

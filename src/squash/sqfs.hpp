@@ -46,4 +46,4 @@ private:
   sqfs_ll* ll_ = nullptr;
 };
 
-} // namespace rt::squash
+}  // namespace rt::squash

@@ -33,4 +33,4 @@ inline constexpr const char* kMetaFile = "rt-image.json";
 // An image kept as one SquashFS file (--format sqfs) has it in place of rootfs/.
 inline constexpr const char* kSquashFile = "image.sqfs";
 
-} // namespace rt::store
+}  // namespace rt::store

@@ -7,8 +7,8 @@
 
 #include <cstdlib>
 
-#include "store/ref.hpp"
 #include "rt/error.hpp"
+#include "store/ref.hpp"
 #include "store/root.hpp"
 #include "util/fs.hpp"
 
@@ -66,4 +66,4 @@ std::optional<std::string> find_image(const Root& store, const std::string& name
   }
 }
 
-} // namespace rt::store
+}  // namespace rt::store

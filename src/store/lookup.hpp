@@ -21,5 +21,4 @@ std::string unescape_name(std::string_view dir);
 class Root;
 std::optional<std::string> find_image(const Root& store, const std::string& name);
 
-
-} // namespace rt::store
+}  // namespace rt::store

@@ -21,7 +21,7 @@ bool valid_tag(std::string_view t) {
   });
 }
 
-} // namespace
+}  // namespace
 
 std::string Reference::str() const {
   std::string s = registry + "/" + repository;
@@ -30,9 +30,7 @@ std::string Reference::str() const {
   return s;
 }
 
-std::string Reference::api_host() const {
-  return registry == "docker.io" ? "registry-1.docker.io" : registry;
-}
+std::string Reference::api_host() const { return registry == "docker.io" ? "registry-1.docker.io" : registry; }
 
 Reference parse_reference(std::string_view text) {
   const std::string orig(text);
@@ -47,9 +45,8 @@ Reference parse_reference(std::string_view text) {
   }
   size_t slash = text.find('/');
   std::string_view first = text.substr(0, slash);
-  if (slash != std::string_view::npos &&
-      (first.find('.') != std::string_view::npos || first.find(':') != std::string_view::npos ||
-       first == "localhost")) {
+  if (slash != std::string_view::npos && (first.find('.') != std::string_view::npos ||
+                                          first.find(':') != std::string_view::npos || first == "localhost")) {
     r.registry = std::string(first);
     text = text.substr(slash + 1);
   } else {
@@ -72,4 +69,4 @@ Reference parse_reference(std::string_view text) {
   return r;
 }
 
-} // namespace rt::store
+}  // namespace rt::store

@@ -24,4 +24,4 @@ struct Reference {
 // Throws rt::Error on malformed references.
 Reference parse_reference(std::string_view text);
 
-} // namespace rt::store
+}  // namespace rt::store

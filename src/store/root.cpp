@@ -61,7 +61,7 @@ void check_ancestors(const std::string& real, const struct stat& st, const std::
   }
 }
 
-} // namespace
+}  // namespace
 
 std::string distrust(const struct stat& st, uid_t me) {
   if (S_ISLNK(st.st_mode)) return "is a symbolic link (owner " + owner_of(st.st_uid, me) + ")";
@@ -187,4 +187,4 @@ const std::string& Root::secret() const {
   return secret_;
 }
 
-} // namespace rt::store
+}  // namespace rt::store

@@ -67,4 +67,4 @@ std::string distrust(const struct stat& st, uid_t me);
 // entry `child` (lstat `cst`), or "".
 std::string distrust_parent(const struct stat& pst, const struct stat& cst, uid_t me);
 
-} // namespace rt::store
+}  // namespace rt::store

@@ -17,9 +17,9 @@
 
 #include "rt/error.hpp"
 #include "store/lookup.hpp"
+#include "util/digest.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
-#include "util/digest.hpp"
 #include "util/strings.hpp"
 
 namespace rt::store {
@@ -55,7 +55,7 @@ std::string random_suffix() {
   return buf;
 }
 
-} // namespace
+}  // namespace
 
 WorkDir::WorkDir(const std::string& tmp_root, const std::string& what) {
   std::string base = tmp_root + "/" + what + "." + random_suffix();
@@ -104,9 +104,7 @@ std::string Store::blob_path(const std::string& digest) const {
 
 bool Store::has_blob(const std::string& digest) const { return util::path_exists(blob_path(digest)); }
 
-std::string Store::image_dir(const std::string& name) const {
-  return root_.sub(kImagesDir) + "/" + escape_name(name);
-}
+std::string Store::image_dir(const std::string& name) const { return root_.sub(kImagesDir) + "/" + escape_name(name); }
 
 util::FileLock Store::lock_name(const std::string& name) const {
   return util::FileLock(root_.sub(kLocksDir) + "/" + escape_name(name) + ".lock", util::FileLock::Mode::Exclusive);
@@ -193,4 +191,4 @@ uint64_t Store::prune() {
   return freed;
 }
 
-} // namespace rt::store
+}  // namespace rt::store

@@ -19,9 +19,9 @@ struct ImageInfo {
   std::string ref;              // where it came from
   std::string manifest_digest;  // empty for imports without one
   std::string config_digest;
-  uint64_t size = 0;            // bytes of the layers' files
-  std::string created;          // when it was stored (UTC, ISO 8601)
-  bool squashfs = false;        // kept as one SquashFS file (kSquashFile)
+  uint64_t size = 0;      // bytes of the layers' files
+  std::string created;    // when it was stored (UTC, ISO 8601)
+  bool squashfs = false;  // kept as one SquashFS file (kSquashFile)
 };
 
 // A directory under ROOT/tmp that is removed unless committed. The lock
@@ -78,4 +78,4 @@ private:
   Root root_;
 };
 
-} // namespace rt::store
+}  // namespace rt::store

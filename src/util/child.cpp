@@ -48,4 +48,4 @@ int Child::wait() {
 
 int run_program(const std::vector<std::string>& argv, ChildFds fds) { return Child(argv, fds).wait(); }
 
-} // namespace rt::util
+}  // namespace rt::util

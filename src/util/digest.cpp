@@ -19,4 +19,4 @@ std::string digest_hex(std::string_view d, const std::string& what) {
   return std::string(d.substr(7));
 }
 
-} // namespace rt::util
+}  // namespace rt::util

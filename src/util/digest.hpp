@@ -12,4 +12,4 @@ bool is_valid_digest(std::string_view digest);
 // The hex part of a valid digest. Throws rt::Error naming `what` otherwise.
 std::string digest_hex(std::string_view digest, const std::string& what);
 
-} // namespace rt::util
+}  // namespace rt::util

@@ -13,8 +13,7 @@ Error::Error(std::string message, std::string hint, int exit_code)
 
 namespace {
 
-std::string sys_message(int errnum, const std::string& call, const std::string& path,
-                        const std::string& path2) {
+std::string sys_message(int errnum, const std::string& call, const std::string& path, const std::string& path2) {
   std::string m = call;
   if (!path.empty()) m += " `" + path + "`";
   if (!path2.empty()) m += " on `" + path2 + "`";
@@ -34,16 +33,15 @@ std::string sys_hint(int errnum, const std::string& call) {
   if (call.starts_with("mount") && errnum == EPERM)
     return "the kernel refused this mount inside the user namespace (a locked mount flag, or a "
            "filesystem type that cannot be mounted unprivileged)";
-  if (call.starts_with("open") && errnum == ENODEV)
-    return "FUSE is not available on this node";
+  if (call.starts_with("open") && errnum == ENODEV) return "FUSE is not available on this node";
   return {};
 }
 
-} // namespace
+}  // namespace
 
 SysError::SysError(int errnum, std::string call, std::string path, std::string path2)
     : Error(sys_message(errnum, call, path, path2), sys_hint(errnum, call)), errnum_(errnum) {}
 
 void print_error(const Error& e) { util::error(e.what(), e.hint()); }
 
-} // namespace rt
+}  // namespace rt

@@ -31,4 +31,4 @@ private:
   int fd_ = -1;
 };
 
-} // namespace rt::util
+}  // namespace rt::util

@@ -97,7 +97,7 @@ int with_temporary_at(int dirfd, const std::string& name, std::string_view data,
   return err;
 }
 
-} // namespace
+}  // namespace
 
 bool write_file_atomic_at(int dirfd, const std::string& name, std::string_view data) {
   return with_temporary_at(dirfd, name, data, [](int d, const char* tmp, const char* n) {
@@ -163,7 +163,7 @@ bool is_directory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-} // namespace rt::util
+}  // namespace rt::util
 
 #include <dirent.h>
 
@@ -219,7 +219,7 @@ void remove_tree(const std::string& path) {
   remove_tree_at(dir.get(), norm.substr(slash + 1), norm);
 }
 
-} // namespace rt::util
+}  // namespace rt::util
 
 namespace rt::util {
 size_t read_some(int fd, void* buf, size_t size, const std::string& name) {
@@ -229,14 +229,14 @@ size_t read_some(int fd, void* buf, size_t size, const std::string& name) {
     if (errno != EINTR) throw SysError{errno, "read", name};
   }
 }
-} // namespace rt::util
+}  // namespace rt::util
 
 namespace rt::util {
 std::string current_dir() {
   char buf[4096];
   return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string("/");
 }
-} // namespace rt::util
+}  // namespace rt::util
 
 #include <cstring>
 
@@ -259,7 +259,7 @@ void set_process_title(const std::string& title) {
   std::memcpy(area, title.data(), n);
   std::memset(area + n, 0, size - n);
 }
-} // namespace rt::util
+}  // namespace rt::util
 
 namespace rt::util {
 TempDirBeside::TempDirBeside(const std::string& dst) {
@@ -278,4 +278,4 @@ TempDirBeside::~TempDirBeside() {
   } catch (...) {
   }
 }
-} // namespace rt::util
+}  // namespace rt::util

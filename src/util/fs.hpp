@@ -47,7 +47,7 @@ std::string normalize_path(std::string_view path, std::string_view base = "/");
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);
 
-} // namespace rt::util
+}  // namespace rt::util
 
 namespace rt::util {
 
@@ -61,24 +61,24 @@ std::vector<std::string> list_names(int dirfd, const std::string& shown);
 void remove_tree_at(int dirfd, const std::string& name, const std::string& shown);
 void remove_tree(const std::string& path);
 
-} // namespace rt::util
+}  // namespace rt::util
 
 namespace rt::util {
 // One read(2), retried on EINTR; throws SysError naming `name`.
 size_t read_some(int fd, void* buf, size_t size, const std::string& name);
-} // namespace rt::util
+}  // namespace rt::util
 
 namespace rt::util {
 // getcwd(3), or "/" when it cannot be determined.
 std::string current_dir();
-} // namespace rt::util
+}  // namespace rt::util
 
 namespace rt::util {
 // Replaces this process's command line, as /proc/PID/cmdline and ps(1)
 // show it, with `title` (cut to the space the original took): the area
 // the kernel shows (/proc/self/stat, arg_start..arg_end) is overwritten.
 void set_process_title(const std::string& title);
-} // namespace rt::util
+}  // namespace rt::util
 
 namespace rt::util {
 // A private directory beside `dst` (mkdtemp(3), mode 0700), removed with
@@ -96,4 +96,4 @@ public:
 private:
   std::string dir_;
 };
-} // namespace rt::util
+}  // namespace rt::util

@@ -33,7 +33,7 @@ std::vector<std::string> components(std::string_view path) {
   return out;
 }
 
-} // namespace
+}  // namespace
 
 InRootResult open_in_root_walk(int rootfd, std::string_view path, int flags, bool follow_final) {
   // Directories from the root down; ".." pops, never past the root.
@@ -104,4 +104,4 @@ InRootResult open_in_root(int rootfd, std::string_view path, int flags, bool fol
   return open_in_root_walk(rootfd, path, flags, follow_final);
 }
 
-} // namespace rt::util
+}  // namespace rt::util

@@ -23,4 +23,4 @@ InRootResult open_in_root(int rootfd, std::string_view path, int flags, bool fol
 // The fallback walk, exposed for tests.
 InRootResult open_in_root_walk(int rootfd, std::string_view path, int flags, bool follow_final);
 
-} // namespace rt::util
+}  // namespace rt::util

@@ -27,4 +27,4 @@ FileLock FileLock::try_lock(const std::string& path, Mode mode) {
   return l;
 }
 
-} // namespace rt::util
+}  // namespace rt::util

@@ -20,4 +20,4 @@ private:
   UniqueFd fd_;
 };
 
-} // namespace rt::util
+}  // namespace rt::util

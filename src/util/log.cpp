@@ -37,7 +37,7 @@ void write_line(std::string_view kind, std::string_view message) {
   (void)ignored;
 }
 
-} // namespace
+}  // namespace
 
 void log_init(int verbosity) {
   g_verbosity = verbosity;
@@ -75,4 +75,4 @@ void timing(const char* stage) {
   debug(buf);
 }
 
-} // namespace rt::util
+}  // namespace rt::util

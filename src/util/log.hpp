@@ -25,4 +25,4 @@ bool stderr_is_tty();
 inline void info(std::string_view m) { log(Level::Info, m); }
 inline void debug(std::string_view m) { log(Level::Debug, m); }
 
-} // namespace rt::util
+}  // namespace rt::util

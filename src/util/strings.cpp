@@ -57,7 +57,7 @@ uint64_t fnv1a(std::string_view s, uint64_t h) {
   return h;
 }
 
-} // namespace
+}  // namespace
 
 std::string hash_hex(std::string_view s) {
   char out[33];
@@ -87,10 +87,14 @@ bool is_hex(std::string_view s) {
 
 std::string human_bytes(uint64_t n) {
   char buf[32];
-  if (n < 1000) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
-  else if (n < 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(n) / 1e3);
-  else if (n < 1000ull * 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(n) / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(n) / 1e9);
+  if (n < 1000)
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  else if (n < 1000 * 1000)
+    std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(n) / 1e3);
+  else if (n < 1000ull * 1000 * 1000)
+    std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(n) / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(n) / 1e9);
   return buf;
 }
 
@@ -120,4 +124,4 @@ std::string quoted(std::string_view s) {
   return out;
 }
 
-} // namespace rt::util
+}  // namespace rt::util

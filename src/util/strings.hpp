@@ -1,8 +1,8 @@
 // String helpers (pure).
 #pragma once
 #include <cstdint>
-#include <string>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -48,4 +48,4 @@ void for_each_line(std::string_view text, Fn&& fn) {
 // Quote for logs: `x` with control characters escaped.
 std::string quoted(std::string_view s);
 
-} // namespace rt::util
+}  // namespace rt::util

@@ -71,4 +71,4 @@ private:
   std::vector<std::thread> workers_;  // last: started once the rest exists
 };
 
-} // namespace rt::util
+}  // namespace rt::util

@@ -12,7 +12,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -21,7 +21,7 @@ int main(int argc, char **argv) {
   int sum = 0;
   MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   int ok = size == want && sum == size * (size - 1) / 2;
-  const char *cma = "";
+  const char* cma = "";
   if (argc > 2 && strcmp(argv[2], "cma") == 0 && size >= 2) {
     static char secret[64];
     long addr = 0;
@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
       MPI_Recv(&peer, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       MPI_Recv(&addr, 1, MPI_LONG, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       char got[64] = {0};
-      struct iovec local = {got, sizeof got}, remote = {(void *)addr, sizeof got};
+      struct iovec local = {got, sizeof got}, remote = {(void*)addr, sizeof got};
       ssize_t n = process_vm_readv(peer, &local, 1, &remote, 1, 0);
       char expect[64];
       snprintf(expect, sizeof expect, "from-rank-0-%d", peer);

@@ -17,33 +17,44 @@
 #include <unistd.h>
 
 static int result(int rc) {
-  if (rc == 0) puts("ok");
-  else printf("%s\n", strerrorname_np(errno));
+  if (rc == 0)
+    puts("ok");
+  else
+    printf("%s\n", strerrorname_np(errno));
   return 0;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: rt-probe ids|fds|nnp|flags P|write P|mknod P|setuid U|env N|argv ...|kill N|exit N|pid [S]|xattr P NAME|ptrace PID\n");
+    fprintf(stderr,
+            "usage: rt-probe ids|fds|nnp|flags P|write P|mknod P|setuid U|env N|argv ...|kill N|exit N|pid [S]|xattr P "
+            "NAME|ptrace PID\n");
     return 2;
   }
-  const char *cmd = argv[1];
-  const char *arg = argc > 2 ? argv[2] : "";
+  const char* cmd = argv[1];
+  const char* arg = argc > 2 ? argv[2] : "";
   if (!strcmp(cmd, "ids")) {
     printf("uid=%d gid=%d euid=%d egid=%d\n", getuid(), getgid(), geteuid(), getegid());
   } else if (!strcmp(cmd, "fds")) {
-    DIR *d = opendir("/proc/self/fd");
+    DIR* d = opendir("/proc/self/fd");
     if (!d) return result(-1);
     int self = dirfd(d), first = 1;
-    struct dirent *e;
+    struct dirent* e;
     int fds[1024], n = 0;
     while ((e = readdir(d)) && n < 1024)
       if (e->d_name[0] != '.' && atoi(e->d_name) != self) fds[n++] = atoi(e->d_name);
     closedir(d);
-    for (int i = 0; i < n; i++)  /* sort for stable output */
+    for (int i = 0; i < n; i++) /* sort for stable output */
       for (int j = i + 1; j < n; j++)
-        if (fds[j] < fds[i]) { int t = fds[i]; fds[i] = fds[j]; fds[j] = t; }
-    for (int i = 0; i < n; i++) { printf(first ? "%d" : " %d", fds[i]); first = 0; }
+        if (fds[j] < fds[i]) {
+          int t = fds[i];
+          fds[i] = fds[j];
+          fds[j] = t;
+        }
+    for (int i = 0; i < n; i++) {
+      printf(first ? "%d" : " %d", fds[i]);
+      first = 0;
+    }
     putchar('\n');
   } else if (!strcmp(cmd, "nnp")) {
     printf("%d\n", prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
@@ -61,7 +72,7 @@ int main(int argc, char **argv) {
   } else if (!strcmp(cmd, "setuid")) {
     return result(setuid((uid_t)atoi(arg)));
   } else if (!strcmp(cmd, "env")) {
-    const char *v = getenv(arg);
+    const char* v = getenv(arg);
     printf("%s\n", v ? v : "<unset>");
   } else if (!strcmp(cmd, "argv")) {
     for (int i = 2; i < argc; i++) printf(i > 2 ? " [%s]" : "[%s]", argv[i]);

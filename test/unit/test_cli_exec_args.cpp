@@ -29,7 +29,7 @@ std::string refusal(const V& words, ExecMode mode = ExecMode::Exec) {
   return "";
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("exec args: the image and the command, whose options stay its own") {
   struct Row {
@@ -54,8 +54,8 @@ TEST_CASE("exec args: the image and the command, whose options stay its own") {
 }
 
 TEST_CASE("exec args: option forms fill the options") {
-  ExecOptions o = parse({"-v", "-vb/a:/b:ro", "--bind", "/c", "--bind=/d:/e", "-e", "A=1", "--env=B=2", "--uid",
-                         "5", "--gid=6", "--mpi", "--no-join", "--device", "x.com/y=z", "--cd", "/w", "img", "p"});
+  ExecOptions o = parse({"-v", "-vb/a:/b:ro", "--bind", "/c", "--bind=/d:/e", "-e", "A=1", "--env=B=2", "--uid", "5",
+                         "--gid=6", "--mpi", "--no-join", "--device", "x.com/y=z", "--cd", "/w", "img", "p"});
   CHECK(o.verbosity == 2);
   REQUIRE(o.binds.size() == 3);
   CHECK(o.binds[0].src == "/a");

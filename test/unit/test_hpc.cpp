@@ -9,9 +9,9 @@
 
 #include "hpc/elf.hpp"
 #include "hpc/elf_cache.hpp"
+#include "hpc/inject.hpp"
 #include "hpc/launcher.hpp"
 #include "hpc/ldcache.hpp"
-#include "hpc/inject.hpp"
 #include "hpc/site_config.hpp"
 #include "rt/error.hpp"
 #include "util/fd.hpp"
@@ -25,7 +25,7 @@ Launcher detect(const std::map<std::string, std::string>& env) {
     return it == env.end() ? nullptr : it->second.c_str();
   });
 }
-} // namespace
+}  // namespace
 
 TEST_CASE("slurm task counts per node are read from the compressed form") {
   CHECK(slurm_tasks_on_node("4", 0) == 4);
@@ -39,9 +39,14 @@ TEST_CASE("slurm task counts per node are read from the compressed form") {
 TEST_CASE("launchers are told apart by their variables") {
   auto none = detect({});
   CHECK(none.kind == Launcher::Kind::None);
-  auto slurm = detect({{"SLURM_JOB_ID", "7"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"},
-                       {"SLURM_STEP_TASKS_PER_NODE", "3(x2)"}, {"SLURM_NODEID", "1"}, {"SLURM_LOCALID", "1"},
-                       {"PMIX_SERVER_TMPDIR", "/var/spool/slurmd/pmix.7.0"}, {"PMIX_SYSTEM_TMPDIR", "relative"}});
+  auto slurm = detect({{"SLURM_JOB_ID", "7"},
+                       {"SLURM_STEP_ID", "0"},
+                       {"SLURM_PROCID", "1"},
+                       {"SLURM_STEP_TASKS_PER_NODE", "3(x2)"},
+                       {"SLURM_NODEID", "1"},
+                       {"SLURM_LOCALID", "1"},
+                       {"PMIX_SERVER_TMPDIR", "/var/spool/slurmd/pmix.7.0"},
+                       {"PMIX_SYSTEM_TMPDIR", "relative"}});
   CHECK(slurm.kind == Launcher::Kind::Slurm);
   CHECK(slurm.job == "7.0");
   CHECK(slurm.local_size == 3);
@@ -49,8 +54,11 @@ TEST_CASE("launchers are told apart by their variables") {
   REQUIRE(slurm.paths.size() == 1);  // relative paths are ignored
   CHECK(slurm.paths[0] == "/var/spool/slurmd/pmix.7.0");
   // mpirun inside an allocation: Open MPI's variables win over Slurm's.
-  auto ompi = detect({{"SLURM_JOB_ID", "7"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"},
-                      {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "16"},
+  auto ompi = detect({{"SLURM_JOB_ID", "7"},
+                      {"SLURM_STEP_ID", "0"},
+                      {"SLURM_PROCID", "0"},
+                      {"OMPI_COMM_WORLD_RANK", "3"},
+                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "16"},
                       {"OMPI_MCA_ess_base_jobid", "123"}});
   CHECK(ompi.kind == Launcher::Kind::OpenMpi);
   CHECK(ompi.local_size == 16);
@@ -165,7 +173,8 @@ TEST_CASE("GPUs left out of NVIDIA_VISIBLE_DEVICES: their nodes by minor number,
   REQUIRE(::mkdtemp(dir_template));
   const std::string dir = dir_template, gpus = dir + "/gpus", dev = dir + "/dev";
   // Bus order and minor numbers differ: GPU 0 (bus 1a) is /dev/nvidia1.
-  for (auto [bus, uuid, minor] : {std::tuple{"0000:3b:00.0", "GPU-bbbb", "0"}, std::tuple{"0000:1a:00.0", "GPU-aaaa", "1"}}) {
+  for (auto [bus, uuid, minor] :
+       {std::tuple{"0000:3b:00.0", "GPU-bbbb", "0"}, std::tuple{"0000:1a:00.0", "GPU-aaaa", "1"}}) {
     REQUIRE(std::system(("mkdir -p " + gpus + "/" + bus + " " + dev).c_str()) == 0);
     std::string info = std::string("GPU UUID: \t ") + uuid + "\nDevice Minor: \t " + minor + "\n";
     REQUIRE(std::system(("printf '" + info + "' > " + gpus + "/" + bus + "/information").c_str()) == 0);

@@ -1,6 +1,6 @@
 // image/merge: the layer rules, once for the tree writer and the flattener.
-#include <catch2/catch.hpp>
 #include <sys/stat.h>
+#include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
@@ -46,7 +46,7 @@ std::string refusal(Merge& t, const MergeEntry& e) {
   return "";
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("merge: later entries replace earlier ones of any type; directories merge") {
   Merge t;

@@ -13,7 +13,7 @@ std::string get(const std::vector<std::string>& env, const std::string& k) {
     if (kv.rfind(k + "=", 0) == 0) return kv.substr(k.size() + 1);
   return "<unset>";
 }
-} // namespace
+}  // namespace
 
 TEST_CASE("host environment passes and the image's Env applies on top") {
   EnvInputs in;
@@ -31,8 +31,7 @@ TEST_CASE("host environment passes and the image's Env applies on top") {
 TEST_CASE("the image never overwrites launcher variables the host has") {
   EnvInputs in;
   in.host = {"SLURM_JOB_ID=7", "PMI_FD=5", "OMPI_COMM_WORLD_RANK=3", "PMIX_RANK=3", "UCX_TLS=sm"};
-  in.image = {"SLURM_JOB_ID=1", "PMI_FD=9", "OMPI_COMM_WORLD_RANK=0", "PMIX_RANK=0", "UCX_TLS=tcp",
-              "SLURM_OTHER=img"};
+  in.image = {"SLURM_JOB_ID=1", "PMI_FD=9", "OMPI_COMM_WORLD_RANK=0", "PMIX_RANK=0", "UCX_TLS=tcp", "SLURM_OTHER=img"};
   auto env = compute_env(in);
   CHECK(get(env, "SLURM_JOB_ID") == "7");
   CHECK(get(env, "PMI_FD") == "5");

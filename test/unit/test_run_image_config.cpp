@@ -7,7 +7,8 @@ using rt::run::parse_image_config;
 
 TEST_CASE("OCI image config fields are read") {
   auto c = parse_image_config(R"({"architecture":"amd64","config":{"Env":["PATH=/x","A=b"],
-      "Entrypoint":["/bin/ep"],"Cmd":["-c","x"],"WorkingDir":"/w","User":"1000"}})", "c.json");
+      "Entrypoint":["/bin/ep"],"Cmd":["-c","x"],"WorkingDir":"/w","User":"1000"}})",
+                              "c.json");
   CHECK(c.env == std::vector<std::string>{"PATH=/x", "A=b"});
   CHECK(c.entrypoint == std::vector<std::string>{"/bin/ep"});
   CHECK(c.cmd == std::vector<std::string>{"-c", "x"});

@@ -6,7 +6,8 @@ using namespace rt::run;
 
 TEST_CASE("the caller replaces clashing passwd entries and is appended") {
   Identity id{1000, 100, "alice", "users", "/home/alice", "/bin/sh"};
-  std::string img = "root:x:0:0:root:/root:/bin/sh\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\nalice:x:5:5::/:/bin/false\n";
+  std::string img =
+      "root:x:0:0:root:/root:/bin/sh\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\nalice:x:5:5::/:/bin/false\n";
   std::string out = synth_passwd(img, id);
   CHECK(out == "root:x:0:0:root:/root:/bin/sh\nalice:x:1000:100:alice:/home/alice:/bin/sh\n");
 }

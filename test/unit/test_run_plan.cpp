@@ -33,13 +33,13 @@ const Mount* find(const MountPlan& p, const std::string& dst) {
   return nullptr;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("default plan has host dev proc sys tmp etc files and home with ids mapped to themselves") {
   Fixture f;
   auto p = f.plan();
-  for (const char* d : {"/dev", "/proc", "/sys", "/tmp", "/etc/hosts", "/etc/resolv.conf",
-                        "/etc/passwd", "/etc/group", "/home/alice"})
+  for (const char* d :
+       {"/dev", "/proc", "/sys", "/tmp", "/etc/hosts", "/etc/resolv.conf", "/etc/passwd", "/etc/group", "/home/alice"})
     CHECK(find(p, d) != nullptr);
   CHECK(p.root_mode == RootMode::ReadOnly);
   CHECK(p.inner_uid == 1000);

@@ -1,8 +1,8 @@
 // run/sqfs_facts: what rt exec reads from a SquashFS image, remembered.
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <fstream>
@@ -21,9 +21,7 @@ using rt::run::SquashFacts;
 
 namespace {
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 // A SquashFS image of `tree`, made with mksquashfs.
 void make_image(const std::string& tree, const std::string& file) {
@@ -65,7 +63,7 @@ struct Fixture {
   }
 };
 
-} // namespace
+}  // namespace
 
 TEST_CASE("sqfs facts: read from the image once per version, then from the cache") {
   Fixture f;

@@ -26,7 +26,7 @@ std::vector<Ino> range(Ino from, Ino to) {  // [from, to]
   return out;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("pusher: nothing is pushed before the session has started") {
   Pusher p([](Ino) {}, 0);
@@ -89,10 +89,12 @@ TEST_CASE("pusher: workers push what is queued") {
   std::mutex mu;
   std::vector<Ino> pushed;
   {
-    Pusher p([&](Ino i) {
-      std::lock_guard<std::mutex> g(mu);
-      pushed.push_back(i);
-    }, 2);
+    Pusher p(
+        [&](Ino i) {
+          std::lock_guard<std::mutex> g(mu);
+          pushed.push_back(i);
+        },
+        2);
     p.start();
     p.listed(1, 0, 100, files(100, 100, 4096));
     p.push_now(p.first_read(100));

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "store/ref.hpp"
 #include "rt/error.hpp"
+#include "store/ref.hpp"
 
 using rt::store::parse_reference;
 

@@ -1,8 +1,8 @@
 // store/root: the store is trusted only when nobody else can change it.
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -46,7 +46,7 @@ std::string refusal(const std::string& path, bool create = false) {
   return "";
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a store directory is trusted only as the caller's own, written by nobody else") {
   const uid_t me = 1000;
@@ -64,7 +64,7 @@ TEST_CASE("the directories above a store may be changed by root and the caller o
   auto mine = st_of(S_IFDIR | 0700, me), roots = st_of(S_IFDIR | 0755, 0), theirs = st_of(S_IFDIR | 0700, 1002);
   CHECK(distrust_parent(st_of(S_IFDIR | 0755, 0), mine, me).empty());
   CHECK(distrust_parent(st_of(S_IFDIR | 0700, me), mine, me).empty());
-  CHECK(distrust_parent(st_of(S_IFDIR | 01777, 0), mine, me).empty());   // /tmp, /var/tmp
+  CHECK(distrust_parent(st_of(S_IFDIR | 01777, 0), mine, me).empty());  // /tmp, /var/tmp
   CHECK(distrust_parent(st_of(S_IFDIR | 01777, 0), roots, me).empty());
   CHECK_FALSE(distrust_parent(st_of(S_IFDIR | 01777, 0), theirs, me).empty());  // its owner may rename it
   CHECK(distrust_parent(st_of(S_IFDIR | 0777, 0), mine, me) ==
@@ -122,7 +122,8 @@ TEST_CASE("Root::dir opens the store's own directories, never through a symlink"
   CHECK_FALSE(root->dir("missing", false));
   REQUIRE(::mkdir((t.path + "/elsewhere").c_str(), 0700) == 0);
   REQUIRE(::symlink((t.path + "/elsewhere").c_str(), (t.path + "/store/tmp").c_str()) == 0);
-  CHECK_THROWS_WITH(root->dir("tmp", true), Catch::Contains("store directory `" + root->path() + "/tmp` is a symbolic link"));
+  CHECK_THROWS_WITH(root->dir("tmp", true),
+                    Catch::Contains("store directory `" + root->path() + "/tmp` is a symbolic link"));
 }
 
 TEST_CASE("the store's secret is made once, private, and keys names nobody else can compute") {

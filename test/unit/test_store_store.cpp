@@ -1,8 +1,8 @@
 // store/store: images committed whole, blobs pruned, debris of killed runs
 // cleared, and nothing removed but the store's own names.
-#include <catch2/catch.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -41,7 +41,7 @@ void commit(Store& s, const std::string& name, const std::string& blob) {
 
 const std::string kA(64, 'a'), kB(64, 'b');
 
-} // namespace
+}  // namespace
 
 TEST_CASE("store: commit makes an image visible whole, and a second commit replaces it") {
   TempStore t;
@@ -89,7 +89,7 @@ TEST_CASE("store: debris of a killed run is cleared, work in progress and foreig
     fs::create_directories(dead + ".d/sub");
     write(dead + ".lock", "");
     write(s.tmp_dir() + "/notes.lock", "");  // not of the store's form
-    Store again(t.root());  // a later store user
+    Store again(t.root());                   // a later store user
     CHECK_FALSE(fs::exists(dead + ".d"));
     CHECK_FALSE(fs::exists(dead + ".lock"));
     CHECK(fs::exists(live_path));  // its lock is held

@@ -1,7 +1,7 @@
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -37,7 +37,7 @@ struct Dir {
   }
   ~Dir() { std::filesystem::remove_all(path); }
 };
-} // namespace
+}  // namespace
 
 TEST_CASE("write_file_atomic_at neither follows nor truncates what is planted under its temporary names") {
   Dir d;

@@ -1,7 +1,7 @@
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -43,7 +43,7 @@ std::string read_at(const InRootResult& r) {
   return read_fd(fd.get(), "x");
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("in-root resolution keeps every path inside the root") {
   Tree t;

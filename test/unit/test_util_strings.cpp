@@ -22,9 +22,7 @@ TEST_CASE("path_within respects component boundaries") {
   CHECK(path_within("/anything", "/"));
 }
 
-TEST_CASE("quoted escapes control characters") {
-  CHECK(quoted("a\nb") == "`a\\x0ab`");
-}
+TEST_CASE("quoted escapes control characters") { CHECK(quoted("a\nb") == "`a\\x0ab`"); }
 
 TEST_CASE("join is the inverse of split") {
   using V = std::vector<std::string>;
