@@ -100,9 +100,19 @@ int main(int argc, char** argv) {
   try {
     std::reverse(words.begin(), words.end());  // CLI11 takes them reversed
     app.parse(words);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : rt::kExitRtFailed;
+    // CLI11's words, as rt's error, with where to look.
+    std::string cmd;
+    for (auto& c : commands)
+      if (c.app->parsed()) cmd = " " + c.app->get_name();
+    rt::print_error(rt::Error(e.what(), "rt" + cmd + " --help lists the options"));
+    return rt::kExitRtFailed;
   }
   try {
     for (auto& c : commands)

@@ -1,7 +1,14 @@
 # bash completion for rt
 _rt() {
   local cur prev words cword
-  _init_completion || return
+  if declare -F _init_completion >/dev/null; then
+    _init_completion || return
+  else  # without the bash-completion package
+    words=("${COMP_WORDS[@]}")
+    cword=$COMP_CWORD
+    cur=${COMP_WORDS[COMP_CWORD]}
+    prev=${COMP_WORDS[COMP_CWORD - 1]}
+  fi
   local commands="exec run shell pull import convert images inspect rm prune login"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs
@@ -54,5 +61,10 @@ _rt() {
     prune) COMPREPLY=($(compgen -W "$common" -- "$cur")) ;;
     login) COMPREPLY=($(compgen -W "$common -u --username --password-stdin" -- "$cur")) ;;
   esac
+}
+# _filedir comes with bash-completion; a plain one otherwise.
+declare -F _filedir >/dev/null || _filedir() {
+  local IFS=$'\n'
+  if [[ ${1:-} == -d ]]; then COMPREPLY+=($(compgen -d -- "$cur")); else COMPREPLY+=($(compgen -f -- "$cur")); fi
 }
 complete -F _rt rt

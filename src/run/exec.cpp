@@ -108,6 +108,9 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
     for (const auto& kv : p.env)
       if (kv.starts_with("SHELL=")) shell = kv.substr(6);
     if (!image.has(shell)) shell = "/bin/sh";
+    // The shell it runs is the one its programs should start.
+    std::erase_if(p.env, [](const std::string& kv) { return kv.starts_with("SHELL="); });
+    p.env.push_back("SHELL=" + shell);
   }
   p.argv = run::command_for(o.mode, o.command, config, image.name(), shell);
   p.join = o.join == ExecOptions::Inject::On || (o.join == ExecOptions::Inject::Auto && launcher.local_size > 1);

@@ -18,4 +18,33 @@ for cmd in exec run shell pull import convert images inspect rm prune login; do
   done
 done
 grep -q "rt-exec" "$RT_SOURCE_DIR/man/rt.1" || fail "rt(1) does not point to rt-exec(1)"
+
+# Every page renders without a warning, with one NAME and one SYNOPSIS
+# (".so man1/X.1" pages are read as installed: man1/ is the man/ folder).
+mandir=$(mktemp -d)
+trap 'rm -rf "$mandir"' EXIT
+ln -s "$RT_SOURCE_DIR/man" "$mandir/man1"
+pages=0
+for page in "$RT_SOURCE_DIR"/man/*.1; do
+  warnings=$(cd "$mandir" && groff -man -ww -z "man1/$(basename "$page")" 2>&1) || fail "groff failed on $page: $warnings"
+  [ -z "$warnings" ] || fail "groff warns about $page: $warnings"
+  if ! grep -q '^\.so ' "$page"; then
+    [ "$(grep -c '^\.SH NAME' "$page")" = 1 ] || fail "$page has not one NAME section"
+    [ "$(grep -c '^\.SH SYNOPSIS' "$page")" = 1 ] || fail "$page has not one SYNOPSIS section"
+  fi
+  pages=$((pages + 1))
+done
+echo "ok: $pages man pages render without warnings"
+
+# Bash completion works without the bash-completion package too.
+complete_words() {  # WORD...: what completing the last word offers
+  env -i HOME=/nonexistent bash --norc --noprofile -c '
+    . "$1"; shift
+    COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _rt
+    printf "%s\n" "${COMPREPLY[@]}"' _ "$RT_SOURCE_DIR/completions/rt.bash" "$@"
+}
+[ "$(complete_words rt ex)" = exec ] || fail "bash completion of commands: [$(complete_words rt ex)]"
+complete_words rt exec --no-j | grep -qx -- --no-join || fail "bash completion of exec options"
+(cd "$RT_SOURCE_DIR" && complete_words rt import README | grep -qx README.md) || fail "bash completion of files"
+echo "ok: bash completion without bash-completion"
 echo "ok: $n options documented"

@@ -25,4 +25,6 @@ expect_match "$ERR" "no ENTRYPOINT or CMD" "says why"
 
 out=$(echo 'echo in-shell $RT_CONTAINER' | "$RT" shell "$T/b")
 expect_eq "$out" "in-shell $T/b" "rt shell reads commands from stdin"
+out=$(echo 'echo $SHELL' | SHELL=/bin/zsh "$RT" shell "$T/b")
+expect_eq "$out" "/bin/sh" "rt shell sets SHELL to the shell it runs (the image has no zsh)"
 expect_status 125 "rt shell takes no command" -- "$RT" shell "$T/b" ls
