@@ -245,9 +245,12 @@ private:
       // Another uid reads as the overflow uid in here, which may be the
       // container's own (--uid 65534): the proof tells them apart. A client
       // sends it as it connects, so a short wait is plenty.
-      pollfd p{fd, POLLIN, 0};
       char proof[128];
-      ssize_t n = ::poll(&p, 1, kProofWaitMs) == 1 ? ::recv(fd, proof, sizeof proof, 0) : -1;
+      ssize_t n = ::recv(fd, proof, sizeof proof, MSG_DONTWAIT);
+      if (n < 0 && errno == EAGAIN) {
+        pollfd p{fd, POLLIN, 0};
+        n = ::poll(&p, 1, kProofWaitMs) == 1 ? ::recv(fd, proof, sizeof proof, 0) : -1;
+      }
       if (n != static_cast<ssize_t>(proof_.size()) || std::memcmp(proof, proof_.data(), proof_.size()) != 0) {
         util::debug(policy_.what + ": process " + std::to_string(cred.pid) + " refused: no proof of the secret");
         continue;

@@ -44,21 +44,25 @@ std::string real_path(int fd, const std::string& shown) {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-// Nobody but root and `me` can change a directory on the way to `real`.
-// `st`: the store's own stat.
-void check_ancestors(const std::string& real, const struct stat& st, const std::string& shown, uid_t me) {
+// Nobody but root and `me` can change a directory on the way to `path`, a
+// normalised absolute path of the store (`st`: its own stat). False, with
+// nothing checked, when one of them is a symlink: the caller checks the
+// real path instead.
+bool check_ancestors(const std::string& path_in, const struct stat& st, const std::string& shown, uid_t me) {
   struct stat child = st;
-  std::string path = real;
+  std::string path = path_in;
   while (path != "/") {
     size_t slash = path.rfind('/');
     std::string parent = slash == 0 ? "/" : path.substr(0, slash);
     struct stat pst;
     if (::lstat(parent.c_str(), &pst) != 0) throw SysError{errno, "stat", parent};
+    if (S_ISLNK(pst.st_mode)) return false;
     if (std::string why = distrust_parent(pst, child, me); !why.empty())
       throw Error("store `" + shown + "` lies in `" + parent + "`, " + why + ": they could replace it", kWhatToDo);
     path = parent;
     child = pst;
   }
+  return true;
 }
 
 }  // namespace
@@ -104,8 +108,16 @@ std::optional<Root> Root::open(const std::string& given, bool create) {
   struct stat st;
   if (::fstat(fd, &st) != 0) throw SysError{errno, "stat", path};
   if (std::string why = distrust(st, me); !why.empty()) throw Error("store `" + path + "` " + why, kWhatToDo);
-  std::string real = real_path(fd, path);
-  check_ancestors(real, st, path, me);
+  // Walked as given when no directory on the way is a symlink (the usual
+  // case, one readlink fewer per rank), else as the kernel resolved it.
+  struct stat again;
+  std::string real = path;
+  if (::lstat(path.c_str(), &again) != 0 || again.st_dev != st.st_dev || again.st_ino != st.st_ino ||
+      !check_ancestors(real, st, path, me)) {
+    real = real_path(fd, path);
+    if (!check_ancestors(real, st, path, me))
+      throw Error("store `" + path + "`: its real path `" + real + "` has a symlink");
+  }
   return Root(std::move(real), std::move(dir));
 }
 

@@ -155,3 +155,15 @@ TEST_CASE("a planted secret that is not the caller's regular file is not used") 
   CHECK(root->secret() != std::string(64, '0'));
   CHECK(rt::util::read_file_if_exists(planted) == std::optional<std::string>(std::string(64, '0')));
 }
+
+TEST_CASE("a store reached through a symlinked directory is checked, and named, by its real path") {
+  TempDir t;
+  const std::string real = t.path + "/real", via = t.path + "/via";
+  REQUIRE(::mkdir(real.c_str(), 0700) == 0);
+  REQUIRE(::symlink(real.c_str(), via.c_str()) == 0);
+  auto root = Root::open(via + "/store", true);
+  REQUIRE(root);
+  CHECK(root->path() == fs::canonical(real).string() + "/store");
+  REQUIRE(::chmod(real.c_str(), 0777) == 0);  // the real parent is what counts
+  CHECK(refusal(via + "/store").find("lies in `" + fs::canonical(real).string() + "`") != std::string::npos);
+}
