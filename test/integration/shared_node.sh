@@ -129,6 +129,28 @@ squat bind "$sq"
 expect_status 0 "... and when they bind it without listening" -- timeout 60 "$RT" exec -v "$T/img.sqfs" true
 expect_match "$ERR" "bound by somebody who does not serve it" "-v says so"
 
+# Inside a server's user namespace every other uid reads as the overflow
+# uid: with the container's uid 65534 the two look alike, and only the
+# proof of the secret keeps the attacker from the namespaces' descriptors.
+names rt-sqfs >"$T/before"
+RT_SQUASHFS_LINGER=10 "$RT" exec --uid 65534 "$T/img.sqfs" true
+ov=$(new_name rt-sqfs "$T/before")
+[ -n "$ov" ] || fail "no server socket for --uid 65534 seen"
+got=$(as2 python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect("\0" + sys.argv[1])
+s.send(b"0" * 32)
+s.settimeout(10)
+try:
+    msg, anc, flags, addr = s.recvmsg(16, socket.CMSG_SPACE(8))
+except OSError:
+    anc = []
+print("namespaces" if anc else "refused")' "$ov")
+expect_eq "$got" refused "another user who reads as the container's uid gets no namespace from its server"
+expect_status 0 "and the container still runs" -- "$RT" exec --uid 65534 "$T/img.sqfs" rt-probe ids
+pkill -u "$(id -u)" -f "^rt-sqfs $T/img.sqfs" || true
+
 # The shared container of a launch (the launch is this shell: no launcher).
 names rt-join >"$T/before"
 "$RT" exec --join "$IMG" sleep 1 &
