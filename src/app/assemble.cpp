@@ -39,8 +39,8 @@ void write_file(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-void assemble_image(store::Store& store, const ImageSource& src, const AssembleOptions& opts) {
-  store::WorkDir work(store.tmp_dir(), "image");
+void assemble_image(app::Store& store, const ImageSource& src, const AssembleOptions& opts) {
+  app::WorkDir work(store.tmp_dir(), "image");
   assemble_bundle(work.path(), src, opts);
   store.commit_image(src.name, work);
 }
@@ -94,8 +94,8 @@ void write_image_files(const std::string& dir, const ImageSource& src, uint64_t 
   write_file(dir + "/" + store::kMetaFile, meta.dump(2) + "\n");
 }
 
-void store_from_layers(store::Store& store, const ImageSource& src, const image::SquashOptions& options) {
-  store::WorkDir work(store.tmp_dir(), "image");
+void store_from_layers(app::Store& store, const ImageSource& src, const image::SquashOptions& options) {
+  app::WorkDir work(store.tmp_dir(), "image");
   const std::string file = work.path() + "/" + store::kSquashFile;
   image::write_from_layers(src, file, options);
   struct stat st;

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "app/store.hpp"
 #include "image/from_layers.hpp"
 #include "image/source.hpp"
-#include "store/store.hpp"
 
 namespace rt::app {
 
@@ -23,7 +23,7 @@ struct AssembleOptions {
 // Unpacks every layer in order into a work directory of the store, checks
 // each layer's digest, size and diff_id, and commits the bundle atomically
 // under src.name. Nothing is visible under that name until it is complete.
-void assemble_image(store::Store& store, const ImageSource& src, const AssembleOptions& opts);
+void assemble_image(app::Store& store, const ImageSource& src, const AssembleOptions& opts);
 // The same into `dir` (existing, empty): rootfs/, image-config.json and
 // rt-image.json, a bundle `rt exec` runs. The caller commits or removes it.
 void assemble_bundle(const std::string& dir, const ImageSource& src, const AssembleOptions& opts);
@@ -32,6 +32,6 @@ void write_image_files(const std::string& dir, const ImageSource& src, uint64_t 
 
 // Stores the image as one SquashFS file (store::kSquashFile) beside its
 // image-config.json and rt-image.json, written straight from the layers.
-void store_from_layers(store::Store& store, const ImageSource& src, const image::SquashOptions& options);
+void store_from_layers(app::Store& store, const ImageSource& src, const image::SquashOptions& options);
 
 }  // namespace rt::app

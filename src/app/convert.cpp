@@ -15,6 +15,8 @@
 
 #include "app/assemble.hpp"
 #include "app/import.hpp"
+#include "app/store.hpp"
+#include "image/child.hpp"
 #include "image/from_layers.hpp"
 #include "image/sha256.hpp"
 #include "rt/error.hpp"
@@ -22,8 +24,6 @@
 #include "run/image.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
-#include "store/store.hpp"
-#include "util/child.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
@@ -50,7 +50,7 @@ image::ReadFn program_reader(const std::vector<std::string>& argv, const std::st
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) throw SysError{errno, "pipe"};
   util::UniqueFd r(p[0]), w(p[1]);
-  auto child = std::make_shared<util::Child>(argv, util::Child::Fds{.out = w.get()});
+  auto child = std::make_shared<image::Child>(argv, image::Child::Fds{.out = w.get()});
   auto out = std::make_shared<util::UniqueFd>(std::move(r));
   return [child, out, what, prog = argv[0]](void* buf, size_t size) -> size_t {
     size_t n = util::read_some(out->get(), buf, size, what);
@@ -103,7 +103,7 @@ ImportOptions import_options(const ConvertOptions& o) {
 // RT_STORE_FORMAT), as import would keep it.
 void store_source(image::ImageSource src, const std::string& name, const ConvertOptions& o) {
   src.name = name;
-  store::Store store(o.storage);
+  app::Store store(o.storage);
   auto lock = store.lock_name(name);
   if (store.info(name) && !o.force)
     throw Error("image `" + name + "` is already in the store", "give --force to replace it");
@@ -226,7 +226,7 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
     for (const auto& a : argv) s += " " + a;
     return s;
   }());
-  int rc = util::run_program(argv, {.in = config_in.get()});
+  int rc = image::run_program(argv, {.in = config_in.get()});
   if (rc != 0)
     throw Error("mksquashfs failed (status " + std::to_string(rc) + ") making `" + dst + "` from `" + src + "`");
   if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};

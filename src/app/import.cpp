@@ -211,7 +211,7 @@ std::string default_config() {
 
 namespace app {
 
-bool deliver(store::Store& store, const ImageSource& src, const ImportOptions& o) {
+bool deliver(app::Store& store, const ImageSource& src, const ImportOptions& o) {
   if (!o.squash.empty()) {
     image::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()), {o.compression, o.level, 0});
     return false;
@@ -239,7 +239,7 @@ std::string import_image(const std::string& source_arg, const ImportOptions& o) 
   util::log_init(o.verbosity);
   app::ImageSource src = app::import_source(source_arg);
   if (!o.name.empty()) src.name = o.name;
-  store::Store store(o.storage);
+  app::Store store(o.storage);
   auto lock = store.lock_name(src.name);
   if (app::deliver(store, src, o)) util::note("imported `" + src.name + "` into " + store.root());
   return src.name;

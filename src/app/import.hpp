@@ -3,8 +3,8 @@
 #include <string>
 
 #include "app/assemble.hpp"
+#include "app/store.hpp"
 #include "rt/image.hpp"
-#include "store/store.hpp"
 
 namespace rt::app {
 
@@ -17,6 +17,6 @@ std::string default_config();
 
 // Where pull and import put an image: the --squash file, else the store in
 // the chosen format (--format, RT_STORE_FORMAT). True when it was stored.
-bool deliver(store::Store& store, const ImageSource& src, const ImportOptions& o);
+bool deliver(app::Store& store, const ImageSource& src, const ImportOptions& o);
 
 }  // namespace rt::app

@@ -13,13 +13,13 @@
 
 #include "app/assemble.hpp"
 #include "app/import.hpp"
+#include "app/store.hpp"
 #include "image/manifest.hpp"
 #include "image/registry.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "store/lookup.hpp"
 #include "store/ref.hpp"
-#include "store/store.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
@@ -94,7 +94,7 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
                 " layers but the config " + std::to_string(diff_ids.size()) + " diff_ids");
 
   std::string name = o.name.empty() ? ref.str() : o.name;
-  store::Store store(o.storage);
+  app::Store store(o.storage);
   auto lock = store.lock_name(name);
   const bool as_sqfs = store_format(o.format) == "sqfs";
   if (auto info = store.info(name);
@@ -122,7 +122,7 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
     const Descriptor& d = m.layers[i];
     try {
       if (!store.has_blob(d.digest)) {
-        store::WorkDir work(store.tmp_dir(), "blob");
+        app::WorkDir work(store.tmp_dir(), "blob");
         std::string file = work.path() + "/blob";
         reg.download_blob(d, file, [&](uint64_t b) { progress.add(b); });
         store.commit_blob(d.digest, file);

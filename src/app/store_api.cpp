@@ -1,25 +1,25 @@
 // rt images / inspect / rm / prune (host).
+#include "app/store.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "run/sqfs_facts.hpp"
 #include "store/lookup.hpp"
-#include "store/store.hpp"
 #include "util/log.hpp"
 
 namespace rt {
 namespace {
 
-store::Store open_store(const StoreOptions& o) {
+app::Store open_store(const StoreOptions& o) {
   util::log_init(o.verbosity);
-  return store::Store(o.storage);
+  return app::Store(o.storage);
 }
 
-ImageSummary summary(const store::ImageInfo& i) {
+ImageSummary summary(const app::ImageInfo& i) {
   return {i.name, i.ref, i.manifest_digest, i.config_digest, i.created, i.dir, i.size};
 }
 
 // The stored name for what the user typed: as given, or canonical.
-std::string resolve_name(const store::Store& s, const std::string& name) {
+std::string resolve_name(const app::Store& s, const std::string& name) {
   auto dir = store::find_image(s.dir(), name);
   if (!dir) throw Error("no image `" + name + "` in store `" + s.root() + "`", "rt images lists what is there");
   return store::unescape_name(dir->substr(dir->rfind('/') + 1));
@@ -34,21 +34,21 @@ std::vector<ImageSummary> list_images(const StoreOptions& o) {
 }
 
 ImageSummary inspect_image(const std::string& name, const StoreOptions& o) {
-  store::Store s = open_store(o);
+  app::Store s = open_store(o);
   auto info = s.info(resolve_name(s, name));
   if (!info) throw Error("image `" + name + "` in store `" + s.root() + "` has no metadata");
   return summary(*info);
 }
 
 void remove_image(const std::string& name, const StoreOptions& o) {
-  store::Store s = open_store(o);
+  app::Store s = open_store(o);
   std::string stored = resolve_name(s, name);
   s.remove(stored);
   util::note("removed `" + stored + "`");
 }
 
 uint64_t prune_store(const StoreOptions& o) {
-  store::Store s = open_store(o);
+  app::Store s = open_store(o);
   uint64_t freed = s.prune();
   if (util::UniqueFd facts = s.dir().dir(store::kSqfsFactsDir, false)) freed += run::prune_squash_facts(facts.get());
   return freed;

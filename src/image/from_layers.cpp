@@ -12,13 +12,13 @@
 #include <memory>
 #include <thread>
 
+#include "image/child.hpp"
 #include "image/flatten.hpp"
 #include "image/from_layers.hpp"
 #include "image/layer_stream.hpp"
 #include "rt/error.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
-#include "util/child.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
@@ -86,7 +86,7 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
                                                                        : o.compression == "zstd" ? 3
                                                                                                  : 6)});
   argv.push_back(tmp);
-  util::Child tar2sqfs(argv, {.in = rd.get()});
+  image::Child tar2sqfs(argv, {.in = rd.get()});
   rd.reset();
 
   {

@@ -8,13 +8,13 @@
 #include <fstream>
 #include <string>
 
+#include "app/store.hpp"
 #include "rt/error.hpp"
-#include "store/store.hpp"
 #include "util/fs.hpp"
 
 namespace fs = std::filesystem;
-using rt::store::Store;
-using rt::store::WorkDir;
+using rt::app::Store;
+using rt::app::WorkDir;
 
 namespace {
 

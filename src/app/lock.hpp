@@ -4,7 +4,9 @@
 
 #include "util/fd.hpp"
 
-namespace rt::util {
+namespace rt::app {
+
+using util::UniqueFd;
 
 class FileLock {
 public:
@@ -20,4 +22,4 @@ private:
   UniqueFd fd_;
 };
 
-}  // namespace rt::util
+}  // namespace rt::app

@@ -1,5 +1,5 @@
 // Advisory file locks (host).
-#include "util/lock.hpp"
+#include "app/lock.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -8,7 +8,7 @@
 
 #include "rt/error.hpp"
 
-namespace rt::util {
+namespace rt::app {
 
 FileLock::FileLock(const std::string& path, Mode mode) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -27,4 +27,4 @@ FileLock FileLock::try_lock(const std::string& path, Mode mode) {
   return l;
 }
 
-}  // namespace rt::util
+}  // namespace rt::app

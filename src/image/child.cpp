@@ -1,5 +1,5 @@
 // Child processes (host); see child.hpp.
-#include "util/child.hpp"
+#include "image/child.hpp"
 
 #include <signal.h>
 #include <spawn.h>
@@ -12,7 +12,7 @@
 
 extern char** environ;
 
-namespace rt::util {
+namespace rt::image {
 
 Child::Child(const std::vector<std::string>& argv, Fds fds) : name_(argv.at(0)) {
   std::vector<char*> a;
@@ -48,4 +48,4 @@ int Child::wait() {
 
 int run_program(const std::vector<std::string>& argv, ChildFds fds) { return Child(argv, fds).wait(); }
 
-}  // namespace rt::util
+}  // namespace rt::image

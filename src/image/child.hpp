@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace rt::util {
+namespace rt::image {
 
 struct ChildFds {
   int in = -1;   // the child's stdin (-1: ours)
@@ -36,4 +36,4 @@ private:
 // Runs argv to its end; its exit status as Child::wait gives it.
 int run_program(const std::vector<std::string>& argv, ChildFds fds = {});
 
-}  // namespace rt::util
+}  // namespace rt::image

@@ -1,5 +1,5 @@
 // The user's image store (host).
-#include "store/store.hpp"
+#include "app/store.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -22,7 +22,10 @@
 #include "util/log.hpp"
 #include "util/strings.hpp"
 
-namespace rt::store {
+namespace rt::app {
+
+// The store's layout and names (store/): this is their writer.
+using namespace rt::store;
 namespace {
 
 void make_dir(const std::string& p) {
@@ -60,7 +63,7 @@ std::string random_suffix() {
 WorkDir::WorkDir(const std::string& tmp_root, const std::string& what) {
   std::string base = tmp_root + "/" + what + "." + random_suffix();
   lock_path_ = base + ".lock";
-  lock_.emplace(lock_path_, util::FileLock::Mode::Exclusive);
+  lock_.emplace(lock_path_, app::FileLock::Mode::Exclusive);
   path_ = base + ".d";
   make_dir(path_);
 }
@@ -86,7 +89,7 @@ void Store::clear_debris() const {
     for (const auto& n : util::list_names(tmp.get(), tmp_dir())) {
       if (!is_work_lock(n)) continue;
       std::string lock = tmp_dir() + "/" + n;
-      auto l = util::FileLock::try_lock(lock, util::FileLock::Mode::Exclusive);
+      auto l = app::FileLock::try_lock(lock, app::FileLock::Mode::Exclusive);
       if (!l.locked()) continue;
       std::string base = n.substr(0, n.size() - 5);
       util::remove_tree_at(tmp.get(), base + ".d", tmp_dir() + "/" + base + ".d");
@@ -106,8 +109,8 @@ bool Store::has_blob(const std::string& digest) const { return util::path_exists
 
 std::string Store::image_dir(const std::string& name) const { return root_.sub(kImagesDir) + "/" + escape_name(name); }
 
-util::FileLock Store::lock_name(const std::string& name) const {
-  return util::FileLock(root_.sub(kLocksDir) + "/" + escape_name(name) + ".lock", util::FileLock::Mode::Exclusive);
+app::FileLock Store::lock_name(const std::string& name) const {
+  return app::FileLock(root_.sub(kLocksDir) + "/" + escape_name(name) + ".lock", app::FileLock::Mode::Exclusive);
 }
 
 void Store::commit_image(const std::string& name, WorkDir& staged) {
@@ -191,4 +194,4 @@ uint64_t Store::prune() {
   return freed;
 }
 
-}  // namespace rt::store
+}  // namespace rt::app

@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "app/lock.hpp"
 #include "store/root.hpp"
-#include "util/lock.hpp"
 
-namespace rt::store {
+namespace rt::app {
+
+using store::Root;
 
 struct ImageInfo {
   std::string name;
@@ -38,7 +40,7 @@ public:
 private:
   std::string path_;
   std::string lock_path_;
-  std::optional<util::FileLock> lock_;
+  std::optional<app::FileLock> lock_;
 };
 
 class Store {
@@ -51,14 +53,14 @@ public:
 
   const std::string& root() const { return root_.path(); }
   const Root& dir() const { return root_; }
-  std::string tmp_dir() const { return root_.sub(kTmpDir); }
+  std::string tmp_dir() const { return root_.sub(store::kTmpDir); }
   std::string blob_path(const std::string& digest) const;  // validates the digest
   bool has_blob(const std::string& digest) const;
   std::string image_dir(const std::string& name) const;
 
   // Serialises writers of one image name (two pulls of one image: the
   // second waits, then finds it done).
-  util::FileLock lock_name(const std::string& name) const;
+  app::FileLock lock_name(const std::string& name) const;
 
   // Moves a finished bundle into place as `name`, atomically replacing an
   // existing image (renameat2 RENAME_EXCHANGE), then removes the old one.
@@ -78,4 +80,4 @@ private:
   Root root_;
 };
 
-}  // namespace rt::store
+}  // namespace rt::app
