@@ -28,13 +28,18 @@ struct Common {
   }
 };
 
+// A subcommand whose State holds `common` (the shared options) and `o`
+// (the command's options, filled from `common` before `run`).
 template <class State>
 Command make(CLI::App& app, const char* name, const char* help, std::shared_ptr<State> s,
              std::function<int(State&)> run) {
   Command c;
   c.app = app.add_subcommand(name, help);
   s->common.add(c.app);
-  c.run = [s, run] { return run(*s); };
+  c.run = [s, run] {
+    s->common.fill(s->o);
+    return run(*s);
+  };
   return c;
 }
 
@@ -68,7 +73,6 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     };
     auto s = std::make_shared<S>();
     Command c = make<S>(app, "pull", "download an image from a registry into the store", s, [](S& st) {
-      st.common.fill(st.o);
       pull(st.ref, st.o);
       return 0;
     });
@@ -94,7 +98,6 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     auto s = std::make_shared<S>();
     Command c =
         make<S>(app, "import", "store an image from a docker-archive, OCI layout or root-filesystem tar", s, [](S& st) {
-          st.common.fill(st.o);
           import_image(st.source, st.o);
           return 0;
         });
@@ -117,7 +120,6 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     auto s = std::make_shared<S>();
     Command c =
         make<S>(app, "convert", "convert an image between SquashFS, directory, store and archive forms", s, [](S& st) {
-          st.common.fill(st.o);
           convert(st.src, st.dst, st.o);
           return 0;
         });
@@ -151,7 +153,6 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     };
     auto s = std::make_shared<S>();
     Command c = make<S>(app, "images", "list the images in the store", s, [](S& st) {
-      st.common.fill(st.o);
       auto list = list_images(st.o);
       if (st.json) {
         nlohmann::json a = nlohmann::json::array();
@@ -187,7 +188,6 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     };
     auto s = std::make_shared<S>();
     Command c = make<S>(app, "inspect", "print what the store knows of an image, as JSON", s, [](S& st) {
-      st.common.fill(st.o);
       auto i = inspect_image(st.name, st.o);
       std::cout << "{\n  \"name\": " << json_escape(i.name) << ",\n  \"ref\": " << json_escape(i.ref)
                 << ",\n  \"manifest_digest\": " << json_escape(i.manifest_digest)
@@ -206,7 +206,6 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     };
     auto s = std::make_shared<S>();
     Command c = make<S>(app, "rm", "remove images from the store", s, [](S& st) {
-      st.common.fill(st.o);
       for (const auto& n : st.names) remove_image(n, st.o);
       return 0;
     });
@@ -220,7 +219,6 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     };
     auto s = std::make_shared<S>();
     Command c = make<S>(app, "prune", "remove cached blobs no image uses and debris of interrupted runs", s, [](S& st) {
-      st.common.fill(st.o);
       uint64_t freed = prune_store(st.o);
       if (!st.common.quiet) std::printf("freed %.1f MB\n", static_cast<double>(freed) / 1e6);
       return 0;
