@@ -360,6 +360,10 @@ public:
       throw Error("image `" + image_.name() + "` has no glibc (libc.so.6), and `" + glibc_needed_by_ + "` needs " +
                       glibc_needed_,
                   "host libraries can only be injected into glibc-based images");
+    if (!have.starts_with("GLIBC_"))
+      throw Error("image `" + image_.name() + "`: its libc.so.6 (" + where + ") defines no GLIBC_x.y version, and `" +
+                      glibc_needed_by_ + "` needs " + glibc_needed_,
+                  "host libraries can only be injected into glibc-based images");
     if (compare_glibc(have, glibc_needed_) < 0)
       throw Error("image `" + image_.name() + "` has glibc " + have.substr(6) + " (" + where + "), but the host's `" +
                       glibc_needed_by_ + "` needs " + glibc_needed_.substr(6),
