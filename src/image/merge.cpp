@@ -15,6 +15,15 @@ std::string child_of(const std::string& parent, const std::string& name) {
   return parent.empty() ? name : parent + "/" + name;
 }
 
+// The entries strictly below `key` ("": all) of a sorted container of
+// paths: [key + "/", key + "0"), as '0' follows '/' (siblings such as
+// "key-x" or "key.d" sort before "key/").
+template <class C>
+auto under(C& c, const std::string& key) {
+  if (key.empty()) return std::pair{c.begin(), c.end()};
+  return std::pair{c.lower_bound(key + "/"), c.lower_bound(key + "0")};
+}
+
 // True when `key` is `top` or lies below it.
 bool at_or_under(const std::string& key, const std::string& top) {
   return top.empty() || key == top ||
@@ -83,31 +92,35 @@ std::string LayerMerge::resolve(const std::vector<std::string>& comps, size_t up
 }
 
 std::vector<std::string> LayerMerge::erase_tree(const std::string& key) {
-  auto lo = nodes_.lower_bound(key);
-  auto hi = lo;
-  while (hi != nodes_.end() && at_or_under(hi->first, key)) ++hi;
-  if (lo == hi) return {};
+  bool any = nodes_.erase(key) > 0;
+  auto [lo, hi] = under(nodes_, key);
+  any = any || lo != hi;
   nodes_.erase(lo, hi);
-  return {key};
+  return any ? std::vector<std::string>{key} : std::vector<std::string>{};
 }
 
 std::vector<std::string> LayerMerge::remove_lower(const std::string& key, bool keep_key) {
   // What this layer made there, and the directories on the way to it, stay.
   std::set<std::string> keep;
   if (keep_key) keep.insert(key);
-  for (auto it = this_layer_.lower_bound(key); it != this_layer_.end() && at_or_under(*it, key); ++it)
-    for (std::string k = *it; at_or_under(k, key) && keep.insert(k).second && k != key;)
-      k = k.find('/') == std::string::npos ? std::string() : k.substr(0, k.rfind('/'));
+  auto mark = [&](std::string k) {
+    while (keep.insert(k).second && k != key) k = k.rfind('/') == std::string::npos ? "" : k.substr(0, k.rfind('/'));
+  };
+  if (this_layer_.count(key)) mark(key);
+  for (auto [it, hi] = under(this_layer_, key); it != hi; ++it) mark(*it);
+  if (!key.empty() && nodes_.count(key) && !keep.count(key)) return erase_tree(key);
   std::vector<std::string> removed;
-  auto it = nodes_.lower_bound(key);
-  while (it != nodes_.end() && at_or_under(it->first, key)) {
+  auto [it, hi] = under(nodes_, key);
+  const std::string end = hi == nodes_.end() ? std::string() : hi->first;  // the first key past the range
+  while (it != nodes_.end() && (end.empty() || it->first < end)) {
     if (keep.count(it->first)) {
       ++it;
       continue;
     }
-    removed.push_back(it->first);
     const std::string top = it->first;
-    while (it != nodes_.end() && at_or_under(it->first, top)) it = nodes_.erase(it);
+    removed.push_back(top);
+    erase_tree(top);
+    it = nodes_.upper_bound(top);
   }
   return removed;
 }

@@ -161,3 +161,19 @@ TEST_CASE("merge: device nodes and sockets are skipped") {
   CHECK(t.step({"pipe", S_IFIFO, "", "", 0644, 0}).kind == MergeStep::Kind::Make);
   CHECK(t.keys() == V{"pipe"});
 }
+
+TEST_CASE("merge: a subtree is removed whole, whatever siblings sort beside it") {
+  // "a-x" and "a.d" sort between "a" and "a/..." in the tree's order.
+  Merge t;
+  t.layer({dir("a"), file("a/b"), dir("a/c"), file("a/c/d"), file("a-x"), dir("a.d"), file("a.d/f")});
+  t.layer({file("a")});  // a file replaces the directory and all below it
+  CHECK(t.keys() == V{"a", "a-x", "a.d", "a.d/f"});
+  Merge w;
+  w.layer({dir("a"), file("a/b"), file("a-x"), dir("a.d"), file("a.d/f"), file("z")});
+  w.layer({file(".wh.a")});
+  CHECK(w.keys() == V{"a-x", "a.d", "a.d/f", "z"});
+  Merge o;
+  o.layer({dir("a"), file("a/b"), dir("a/c"), file("a/c/d"), file("a-x")});
+  o.layer({file("a/c/new"), file("a/.wh..wh..opq")});
+  CHECK(o.keys() == V{"a", "a-x", "a/c", "a/c/new"});
+}
