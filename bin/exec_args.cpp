@@ -144,6 +144,7 @@ std::optional<ExecOptions> parse_exec_args(ExecMode mode, const std::vector<std:
     }
     for (size_t c = 1; c < a.size(); ++c) {  // a cluster of short options
       const std::string name = std::string("-") + a[c];
+      if (name == "-h") return std::nullopt;
       const OptSpec* o = find_option(name);
       if (!o) throw usage(mode, "rt " + verb + ": unknown option `" + name + "`");
       if (!o->value) {

@@ -82,6 +82,7 @@ TEST_CASE("exec args: option forms fill the options") {
 TEST_CASE("exec args: help is asked for before IMAGE only") {
   CHECK_FALSE(parse_exec_args(ExecMode::Exec, {"--help"}).has_value());
   CHECK_FALSE(parse_exec_args(ExecMode::Exec, {"-v", "-h", "img"}).has_value());
+  CHECK_FALSE(parse_exec_args(ExecMode::Exec, {"-vh"}).has_value());
   CHECK(parse({"img", "prog", "--help"}).command == V{"prog", "--help"});
 }
 
