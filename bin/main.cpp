@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
     } catch (const rt::Error& e) {
       rt::print_error(e);
       return e.exit_code();
+    } catch (const std::exception& e) {  // a bug, but never an abort: exit 125 with what it says
+      rt::print_error(rt::Error(e.what()));
+      return rt::kExitRtFailed;
     }
     words = {words[0], "--help"};  // asked for: CLI11 shows the option table
   }

@@ -48,7 +48,7 @@ void Flattener::write_header(archive* out, const std::string& key, const Node& n
     archive_entry_set_size(e.get(), n.type == AE_IFREG ? size : 0);
   }
   if (archive_write_header(out, e.get()) != ARCHIVE_OK)
-    throw Error("writing the SquashFS stream: " + std::string(archive_error_string(out)));
+    throw Error("writing the SquashFS stream: " + archive_error(out));
 }
 
 void Flattener::begin(archive* out) {
@@ -77,14 +77,13 @@ void Flattener::emit_layer(const image::ReadFn& read, const std::string& layer, 
     for (;;) {
       int r = archive_read_data_block(in, &buf, &size, &offset);
       if (r == ARCHIVE_EOF) break;
-      if (r < ARCHIVE_WARN) throw Error("image `" + image_ + "` layer `" + layer + "`: " + archive_error_string(in));
+      if (r < ARCHIVE_WARN) throw Error("image `" + image_ + "` layer `" + layer + "`: " + archive_error(in));
       if (offset > written) {  // a hole in a sparse file
         zeros.assign(static_cast<size_t>(offset - written), '\0');
         archive_write_data(out, zeros.data(), zeros.size());
         written = offset;
       }
-      if (archive_write_data(out, buf, size) < 0)
-        throw Error("writing the SquashFS stream: " + std::string(archive_error_string(out)));
+      if (archive_write_data(out, buf, size) < 0) throw Error("writing the SquashFS stream: " + archive_error(out));
       written += static_cast<int64_t>(size);
     }
     if (archive_entry_size(e) > written) {

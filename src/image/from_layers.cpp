@@ -97,7 +97,7 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
     archive_write_set_format_option(w.get(), "pax", "hdrcharset", "BINARY");
     archive_write_set_bytes_per_block(w.get(), 1 << 16);
     if (archive_write_open(w.get(), &pipe, nullptr, pipe_write, nullptr) != ARCHIVE_OK)
-      throw Error("cannot start the SquashFS stream: " + std::string(archive_error_string(w.get())));
+      throw Error("cannot start the SquashFS stream: " + archive_error(w.get()));
     flat.begin(w.get());
     for (const auto& l : src.layers) {
       image::LayerStream stream(l.open(), l.name);
@@ -106,7 +106,7 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
     std::string cfg_path = std::string(squash::kConfigPath).substr(1);
     flat.finish(w.get(), {{cfg_path, src.config_text}});
     if (archive_write_close(w.get()) != ARCHIVE_OK)
-      throw Error("writing the SquashFS stream: " + std::string(archive_error_string(w.get())));
+      throw Error("writing the SquashFS stream: " + archive_error(w.get()));
   }
   wr.reset();
   if (tar2sqfs.wait() != 0) throw Error("tar2sqfs failed making `" + out + "` from image `" + src.name + "`");

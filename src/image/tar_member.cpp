@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "image/unpack.hpp"
 #include "rt/error.hpp"
 
 namespace rt::image {
@@ -29,7 +30,7 @@ ArchivePtr open_tar(const std::string& tar) {
   archive_read_support_format_gnutar(a.get());
   if (archive_read_open_filename(a.get(), tar.c_str(), 1 << 16) != ARCHIVE_OK)
     throw Error("`" + tar + "` is not a tar archive (docker-archive, OCI archive or root filesystem tar): " +
-                archive_error_string(a.get()));
+                archive_error(a.get()));
   return a;
 }
 
@@ -39,7 +40,7 @@ bool seek_member(archive* a, const std::string& tar, const std::string& member) 
   for (;;) {
     int r = archive_read_next_header(a, &e);
     if (r == ARCHIVE_EOF) return false;
-    if (r < ARCHIVE_WARN) throw Error("`" + tar + "` is not a valid tar archive: " + archive_error_string(a));
+    if (r < ARCHIVE_WARN) throw Error("`" + tar + "` is not a valid tar archive: " + archive_error(a));
     if (clean(archive_entry_pathname(e)) == member && archive_entry_filetype(e) == AE_IFREG) return true;
   }
 }
@@ -53,7 +54,7 @@ std::vector<std::string> tar_members(const std::string& tar) {
   for (;;) {
     int r = archive_read_next_header(a.get(), &e);
     if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN) throw Error("`" + tar + "` is not a valid tar archive: " + archive_error_string(a.get()));
+    if (r < ARCHIVE_WARN) throw Error("`" + tar + "` is not a valid tar archive: " + archive_error(a.get()));
     if (archive_entry_filetype(e) == AE_IFREG) out.push_back(clean(archive_entry_pathname(e)));
   }
   return out;
@@ -66,7 +67,7 @@ std::optional<std::string> tar_read_small(const std::string& tar, const std::str
   char buf[65536];
   for (;;) {
     la_ssize_t n = archive_read_data(a.get(), buf, sizeof buf);
-    if (n < 0) throw Error("`" + tar + "` member `" + member + "`: " + archive_error_string(a.get()));
+    if (n < 0) throw Error("`" + tar + "` member `" + member + "`: " + archive_error(a.get()));
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
     if (out.size() > limit)
@@ -80,7 +81,7 @@ ReadFn tar_member_reader(const std::string& tar, const std::string& member) {
   if (!seek_member(a->get(), tar, member)) throw Error("`" + tar + "` has no member `" + member + "`");
   return [a, tar, member](void* buf, size_t size) -> size_t {
     la_ssize_t n = archive_read_data(a->get(), buf, size);
-    if (n < 0) throw Error("`" + tar + "` member `" + member + "`: " + archive_error_string(a->get()));
+    if (n < 0) throw Error("`" + tar + "` member `" + member + "`: " + archive_error(a->get()));
     return static_cast<size_t>(n);
   };
 }

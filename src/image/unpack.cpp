@@ -25,6 +25,12 @@ namespace rt::image {
 
 using util::UniqueFd;
 
+std::string archive_error(archive* a) {
+  const char* text = archive_error_string(a);
+  if (text) return text;
+  return "libarchive gave no reason (error " + std::to_string(archive_errno(a)) + ")";
+}
+
 MergeEntry merge_entry_of(archive_entry* e) {
   MergeEntry m;
   const char* path = archive_entry_pathname(e);
@@ -174,8 +180,7 @@ void TreeWriter::apply_entry(archive* a, archive_entry* e, uint64_t index, const
       for (;;) {
         int r = archive_read_data_block(a, &buf, &size, &offset);
         if (r == ARCHIVE_EOF) break;
-        if (r < ARCHIVE_WARN)
-          throw Error(err_prefix(layer, path) + "cannot read file data: " + archive_error_string(a));
+        if (r < ARCHIVE_WARN) throw Error(err_prefix(layer, path) + "cannot read file data: " + archive_error(a));
         stats_.bytes += size;
         if (max_bytes_ && stats_.bytes > max_bytes_)
           throw Error("image `" + image_ + "` is larger than the limit of " + std::to_string(max_bytes_) +
@@ -231,7 +236,7 @@ void for_each_tar_entry(const ReadFn& read, const std::string& image, const std:
   archive_read_support_format_gnutar(a.get());
   if (archive_read_open(a.get(), &src, nullptr, source_read, nullptr) != ARCHIVE_OK) {
     if (src.error) std::rethrow_exception(src.error);
-    throw Error("image `" + image + "` layer `" + layer + "` is not a tar archive: " + archive_error_string(a.get()));
+    throw Error("image `" + image + "` layer `" + layer + "` is not a tar archive: " + archive_error(a.get()));
   }
   archive_entry* e;
   for (uint64_t i = 0;; ++i) {
@@ -239,8 +244,7 @@ void for_each_tar_entry(const ReadFn& read, const std::string& image, const std:
     if (src.error) std::rethrow_exception(src.error);
     if (r == ARCHIVE_EOF) break;
     if (r < ARCHIVE_WARN)
-      throw Error("image `" + image + "` layer `" + layer +
-                  "` is not a valid tar archive: " + archive_error_string(a.get()));
+      throw Error("image `" + image + "` layer `" + layer + "` is not a valid tar archive: " + archive_error(a.get()));
     fn(a.get(), e, i);
     if (src.error) std::rethrow_exception(src.error);
   }

@@ -68,6 +68,10 @@ private:
 void for_each_tar_entry(const ReadFn& read, const std::string& image, const std::string& layer,
                         const std::function<void(::archive*, ::archive_entry*, uint64_t)>& fn);
 
+// libarchive's text for the last error of `a`; never null (libarchive
+// gives none for some failures).
+std::string archive_error(::archive* a);
+
 // A tar entry as image/merge takes it.
 MergeEntry merge_entry_of(::archive_entry* e);
 

@@ -1,3 +1,4 @@
+#include <archive.h>
 #include <catch2/catch.hpp>
 
 #include "image/unpack.hpp"
@@ -16,4 +17,11 @@ TEST_CASE("entry paths are split into clean components") {
   CHECK_FALSE(split_entry_path("/etc/passwd", c));
   REQUIRE(split_entry_path("a..b/..c", c));  // dots inside names are fine
   CHECK(c == V{"a..b", "..c"});
+}
+
+TEST_CASE("archive_error never gives a null text, even when libarchive has none") {
+  archive* a = archive_read_new();
+  REQUIRE(a);
+  CHECK(rt::image::archive_error(a).starts_with("libarchive gave no reason"));
+  archive_read_free(a);
 }
