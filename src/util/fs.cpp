@@ -187,23 +187,85 @@ std::vector<std::string> list_names(int dirfd, const std::string& shown) {
   return names;
 }
 
+namespace {
+
+// Opens the directory `name` below `dirfd` for removing what it holds,
+// never through a symlink, giving it the owner bits it lacks (an image may
+// hold 0555 or 0000 directories).
+UniqueFd open_for_removal(int dirfd, const std::string& name, const std::string& shown, struct stat& st) {
+  int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == EACCES && ::fchmodat(dirfd, name.c_str(), 0700, 0) == 0)
+    fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) throw SysError{errno, "open", shown};
+  UniqueFd dir(fd);
+  if (::fstat(fd, &st) != 0) throw SysError{errno, "stat", shown};
+  if ((st.st_mode & 0700) != 0700) ::fchmod(fd, 0700);
+  return dir;
+}
+
+}  // namespace
+
 void remove_tree_at(int dirfd, const std::string& name, const std::string& shown) {
   struct stat st;
   if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return;
     throw SysError{errno, "stat", shown};
   }
-  if (S_ISDIR(st.st_mode)) {
-    int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == EACCES && ::fchmodat(dirfd, name.c_str(), 0700, 0) == 0)
-      fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) throw SysError{errno, "open", shown};
-    UniqueFd dir(fd);
-    if ((st.st_mode & 0700) != 0700) ::fchmod(fd, 0700);
-    for (const auto& n : list_names(fd, shown)) remove_tree_at(fd, n, shown + "/" + n);
-    if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) throw SysError{errno, "rmdir", shown};
-  } else if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) {
-    throw SysError{errno, "unlink", shown};
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) throw SysError{errno, "unlink", shown};
+    return;
+  }
+  // Depth first with one directory open at a time, so that no depth runs
+  // out of descriptors: down into a subdirectory, back up through ".."
+  // once a directory is empty. Each level's identity is kept and ".." must
+  // match it: a directory moved meanwhile (one inside an image may be
+  // world-writable) stops the removal rather than lead it elsewhere.
+  struct Level {
+    std::string name;
+    dev_t dev;
+    ino_t ino;
+  };
+  std::vector<Level> path;
+  UniqueFd cur = open_for_removal(dirfd, name, shown, st);
+  path.push_back({name, st.st_dev, st.st_ino});
+  std::string where = shown;
+  for (;;) {
+    std::string sub;
+    for (const auto& n : list_names(cur.get(), where)) {
+      struct stat est;
+      if (::fstatat(cur.get(), n.c_str(), &est, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;
+        throw SysError{errno, "stat", where + "/" + n};
+      }
+      if (S_ISDIR(est.st_mode)) {
+        if (sub.empty()) sub = n;
+      } else if (::unlinkat(cur.get(), n.c_str(), 0) != 0 && errno != ENOENT) {
+        throw SysError{errno, "unlink", where + "/" + n};
+      }
+    }
+    if (!sub.empty()) {
+      where += "/" + sub;
+      cur = open_for_removal(cur.get(), sub, where, st);
+      path.push_back({sub, st.st_dev, st.st_ino});
+      continue;
+    }
+    // `cur` is empty: remove it from its parent.
+    const std::string leaf = path.back().name;
+    path.pop_back();
+    if (path.empty()) {
+      if (::unlinkat(dirfd, leaf.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) throw SysError{errno, "rmdir", where};
+      return;
+    }
+    const std::string parent_shown = where.substr(0, where.size() - leaf.size() - 1);
+    UniqueFd up(::openat(cur.get(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!up) throw SysError{errno, "open", parent_shown};
+    if (::fstat(up.get(), &st) != 0) throw SysError{errno, "stat", parent_shown};
+    if (st.st_dev != path.back().dev || st.st_ino != path.back().ino)
+      throw Error("`" + where + "` was moved while it was being removed; stopped");
+    cur = std::move(up);
+    if (::unlinkat(cur.get(), leaf.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
+      throw SysError{errno, "rmdir", where};
+    where = parent_shown;
   }
 }
 

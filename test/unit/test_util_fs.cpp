@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
@@ -75,4 +76,31 @@ TEST_CASE("link_new_file_at makes a file once: the first one made stays") {
   CHECK_FALSE(rt::util::link_new_file_at(d.fd.get(), "secret", "second"));
   CHECK(rt::util::read_owned_at(d.fd.get(), "secret") == std::optional<std::string>("first"));
   CHECK(rt::util::list_names(d.fd.get(), d.path).size() == 1);  // no temporary left
+}
+
+TEST_CASE("remove_tree works at any depth with few descriptors, and through 0000 and 0555 directories") {
+  Dir d;
+  // 600 levels, some locked: the removal must neither keep a descriptor
+  // per level (the limit is lowered to 128 here) nor stop at missing bits.
+  {
+    rt::util::UniqueFd cur(::open(d.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    REQUIRE(::mkdirat(cur.get(), "deep", 0700) == 0);
+    cur.reset(::openat(cur.get(), "deep", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    for (int i = 0; i < 600; ++i) {
+      REQUIRE(::mkdirat(cur.get(), "d", 0700) == 0);
+      rt::util::UniqueFd(::openat(cur.get(), "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+      rt::util::UniqueFd next(::openat(cur.get(), "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      REQUIRE(next);
+      if (i % 100 == 50) ::fchmod(cur.get(), i % 200 == 50 ? 0555 : 0000);
+      cur = std::move(next);
+    }
+  }
+  rlimit old{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+  rlimit low = old;
+  low.rlim_cur = 128;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  CHECK_NOTHROW(rt::util::remove_tree(d.path + "/deep"));
+  ::setrlimit(RLIMIT_NOFILE, &old);
+  CHECK_FALSE(rt::util::path_exists(d.path + "/deep"));
 }
