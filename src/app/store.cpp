@@ -76,7 +76,15 @@ WorkDir::~WorkDir() {
   }
 }
 
-Store::Store(const std::string& storage) : root_(*Root::open(store_path(storage), true)) {
+Store::Store(const std::string& storage) : Store(*Root::open(store_path(storage), true)) {}
+
+std::optional<Store> Store::existing(const std::string& storage) {
+  auto root = Root::open(store_path(storage), false);
+  if (!root) return std::nullopt;
+  return Store(std::move(*root));
+}
+
+Store::Store(Root root) : root_(std::move(root)) {
   for (const char* d : {kBlobsDir, kImagesDir, kTmpDir, kLocksDir}) root_.dir(d, true);
   clear_debris();
 }

@@ -50,6 +50,9 @@ public:
   // 0700) if needed and clears debris of killed runs (a failure there is
   // a warning: it must not stop unrelated commands).
   explicit Store(const std::string& storage);
+  // The store when it exists (checked the same way), without making it:
+  // for the commands that only read or remove.
+  static std::optional<Store> existing(const std::string& storage);
 
   const std::string& root() const { return root_.path(); }
   const Root& dir() const { return root_; }
@@ -76,6 +79,7 @@ public:
   uint64_t prune();
 
 private:
+  explicit Store(Root root);
   void clear_debris() const;
   Root root_;
 };

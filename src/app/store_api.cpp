@@ -1,5 +1,8 @@
 // rt images / inspect / rm / prune (host).
 #include "app/store.hpp"
+
+#include <optional>
+
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "run/sqfs_facts.hpp"
@@ -9,9 +12,14 @@
 namespace rt {
 namespace {
 
-app::Store open_store(const StoreOptions& o) {
+// The store for a command that only reads or removes: not made when missing.
+std::optional<app::Store> existing_store(const StoreOptions& o) {
   util::log_init(o.verbosity);
-  return app::Store(o.storage);
+  return app::Store::existing(o.storage);
+}
+
+[[noreturn]] void no_image(const std::string& name, const std::string& root) {
+  throw Error("no image `" + name + "` in store `" + root + "`", "rt images lists what is there");
 }
 
 ImageSummary summary(const app::ImageInfo& i) {
@@ -21,7 +29,7 @@ ImageSummary summary(const app::ImageInfo& i) {
 // The stored name for what the user typed: as given, or canonical.
 std::string resolve_name(const app::Store& s, const std::string& name) {
   auto dir = store::find_image(s.dir(), name);
-  if (!dir) throw Error("no image `" + name + "` in store `" + s.root() + "`", "rt images lists what is there");
+  if (!dir) no_image(name, s.root());
   return store::unescape_name(dir->substr(dir->rfind('/') + 1));
 }
 
@@ -29,28 +37,32 @@ std::string resolve_name(const app::Store& s, const std::string& name) {
 
 std::vector<ImageSummary> list_images(const StoreOptions& o) {
   std::vector<ImageSummary> out;
-  for (const auto& i : open_store(o).list()) out.push_back(summary(i));
+  if (auto s = existing_store(o))
+    for (const auto& i : s->list()) out.push_back(summary(i));
   return out;
 }
 
 ImageSummary inspect_image(const std::string& name, const StoreOptions& o) {
-  app::Store s = open_store(o);
-  auto info = s.info(resolve_name(s, name));
-  if (!info) throw Error("image `" + name + "` in store `" + s.root() + "` has no metadata");
+  auto s = existing_store(o);
+  if (!s) no_image(name, store::store_path(o.storage));
+  auto info = s->info(resolve_name(*s, name));
+  if (!info) throw Error("image `" + name + "` in store `" + s->root() + "` has no metadata");
   return summary(*info);
 }
 
 void remove_image(const std::string& name, const StoreOptions& o) {
-  app::Store s = open_store(o);
-  std::string stored = resolve_name(s, name);
-  s.remove(stored);
+  auto s = existing_store(o);
+  if (!s) no_image(name, store::store_path(o.storage));
+  std::string stored = resolve_name(*s, name);
+  s->remove(stored);
   util::note("removed `" + stored + "`");
 }
 
 uint64_t prune_store(const StoreOptions& o) {
-  app::Store s = open_store(o);
-  uint64_t freed = s.prune();
-  if (util::UniqueFd facts = s.dir().dir(store::kSqfsFactsDir, false)) freed += run::prune_squash_facts(facts.get());
+  auto s = existing_store(o);
+  if (!s) return 0;  // nothing there to prune
+  uint64_t freed = s->prune();
+  if (util::UniqueFd facts = s->dir().dir(store::kSqfsFactsDir, false)) freed += run::prune_squash_facts(facts.get());
   return freed;
 }
 

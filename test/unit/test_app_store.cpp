@@ -10,6 +10,7 @@
 
 #include "app/store.hpp"
 #include "rt/error.hpp"
+#include "rt/image.hpp"
 #include "util/fs.hpp"
 
 namespace fs = std::filesystem;
@@ -108,4 +109,19 @@ TEST_CASE("store: debris that cannot be cleared does not stop the store") {
   }
   if (::geteuid() != 0) CHECK_NOTHROW(Store(t.root()));  // root ignores the mode
   ::chmod((t.root() + "/tmp").c_str(), 0700);
+}
+
+TEST_CASE("store: commands that only read or remove do not make a missing store") {
+  TempStore t;
+  rt::StoreOptions o;
+  o.storage = t.root();
+  o.verbosity = -1;
+  CHECK(rt::list_images(o).empty());
+  CHECK_THROWS_WITH(rt::inspect_image("x", o), Catch::Contains("no image `x` in store"));
+  CHECK_THROWS_WITH(rt::remove_image("x", o), Catch::Contains("no image `x` in store"));
+  CHECK(rt::prune_store(o) == 0);
+  CHECK_FALSE(fs::exists(t.root()));
+  CHECK_FALSE(Store::existing(t.root()).has_value());
+  Store made(t.root());  // a writer makes it
+  CHECK(Store::existing(t.root()).has_value());
 }
