@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 
 #include "rt/error.hpp"
+#include "util/strings.hpp"
 
 namespace rt::image {
 
@@ -25,13 +26,7 @@ std::string Sha256::digest() {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(impl_->ctx, md, &len);
-  static const char hex[] = "0123456789abcdef";
-  std::string out = "sha256:";
-  for (unsigned i = 0; i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
+  return "sha256:" + util::hex(md, len);
 }
 
 std::string sha256_digest(std::string_view data) {

@@ -17,7 +17,7 @@
 namespace rt::store {
 namespace {
 
-constexpr size_t kSecretFileHex = 64;
+constexpr size_t kSecretHexDigits = 64;
 
 std::string mode_of(mode_t m) {
   char buf[8];
@@ -171,7 +171,7 @@ util::UniqueFd Root::dir(std::string_view rel, bool create) const {
 const std::string& Root::secret() const {
   if (!secret_.empty()) return secret_;
   auto is_secret = [](const std::optional<std::string>& s) {
-    return s && s->size() == kSecretFileHex && s->find_first_not_of("0123456789abcdef") == std::string::npos;
+    return s && s->size() == kSecretHexDigits && util::is_hex(*s);
   };
   auto text = util::read_owned_at(fd_.get(), kSecretFile, 4096);
   struct stat st;
@@ -184,14 +184,9 @@ const std::string& Root::secret() const {
   if (!is_secret(text)) {
     // Made whole under a private name, then linked into place: of ranks
     // racing to make it, the first link wins and the others read it.
-    unsigned char raw[kSecretFileHex / 2];
+    unsigned char raw[kSecretHexDigits / 2];
     if (::getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) throw SysError{errno, "getrandom"};
-    std::string made;
-    for (unsigned char c : raw) {
-      made += "0123456789abcdef"[c >> 4];
-      made += "0123456789abcdef"[c & 15];
-    }
-    util::link_new_file_at(fd_.get(), kSecretFile, made);
+    util::link_new_file_at(fd_.get(), kSecretFile, util::hex(raw, sizeof raw));
     text = util::read_owned_at(fd_.get(), kSecretFile, 4096);
     if (!is_secret(text)) throw Error("cannot make the secret `" + sub(kSecretFile) + "` of the store", kWhatToDo);
   }

@@ -72,11 +72,17 @@ std::string keyed_hash_hex(std::string_view key, std::string_view s) {
       crypto_generichash(md, sizeof md, reinterpret_cast<const unsigned char*>(s.data()), s.size(),
                          reinterpret_cast<const unsigned char*>(key.data()), key.size()) != 0)
     throw std::invalid_argument("keyed_hash_hex: bad key");
-  static const char hex[] = "0123456789abcdef";
+  return hex(md, sizeof md);
+}
+
+std::string hex(const void* data, size_t size) {
+  static const char digits[] = "0123456789abcdef";
   std::string out;
-  for (unsigned char c : md) {
-    out += hex[c >> 4];
-    out += hex[c & 15];
+  out.reserve(2 * size);
+  for (size_t i = 0; i < size; ++i) {
+    const unsigned char c = static_cast<const unsigned char*>(data)[i];
+    out += digits[c >> 4];
+    out += digits[c & 15];
   }
   return out;
 }

@@ -29,6 +29,8 @@ std::string hash_hex(std::string_view s);
 // 32 hex digits: nobody without `key` (16 to 64 bytes) can compute or
 // predict it, even from other outputs.
 std::string keyed_hash_hex(std::string_view key, std::string_view s);
+// `size` bytes as lowercase hex digits, two per byte.
+std::string hex(const void* data, size_t size);
 // True when `s` is not empty and only lowercase hex digits.
 bool is_hex(std::string_view s);
 // Human-readable byte counts: "12.3 MB".

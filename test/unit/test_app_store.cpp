@@ -11,6 +11,7 @@
 #include "app/store.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
+#include "temp_dir.hpp"
 #include "util/fs.hpp"
 
 namespace fs = std::filesystem;
@@ -19,15 +20,8 @@ using rt::app::WorkDir;
 
 namespace {
 
-struct TempStore {
-  std::string dir;
-  TempStore() {
-    char tmpl[] = "/tmp/rt-store-test.XXXXXX";
-    REQUIRE(::mkdtemp(tmpl));
-    dir = tmpl;
-  }
-  ~TempStore() { fs::remove_all(dir); }
-  std::string root() const { return dir + "/store"; }
+struct TempStore : TempDir {
+  std::string root() const { return path + "/store"; }
 };
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }

@@ -10,6 +10,7 @@
 
 #include "rt/error.hpp"
 #include "store/root.hpp"
+#include "temp_dir.hpp"
 #include "util/fs.hpp"
 #include "util/strings.hpp"
 
@@ -26,16 +27,6 @@ struct stat st_of(mode_t mode, uid_t uid) {
   st.st_uid = uid;
   return st;
 }
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/rt-store-root.XXXXXX";
-    REQUIRE(::mkdtemp(tmpl));
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 std::string refusal(const std::string& path, bool create = false) {
   try {

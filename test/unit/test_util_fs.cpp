@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "temp_dir.hpp"
 #include "util/fs.hpp"
 
 using rt::util::normalize_path;
@@ -27,16 +28,9 @@ TEST_CASE("read_file_if_exists tells a missing file from a present one") {
 }
 
 namespace {
-struct Dir {
-  std::string path;
-  rt::util::UniqueFd fd;
-  Dir() {
-    char tmpl[] = "/tmp/rt-util-fs.XXXXXX";
-    REQUIRE(::mkdtemp(tmpl));
-    path = tmpl;
-    fd = rt::util::open_fd(path, O_PATH | O_DIRECTORY);
-  }
-  ~Dir() { std::filesystem::remove_all(path); }
+// A temporary directory and an O_PATH descriptor of it.
+struct Dir : TempDir {
+  rt::util::UniqueFd fd = rt::util::open_fd(path, O_PATH | O_DIRECTORY);
 };
 }  // namespace
 
