@@ -73,8 +73,8 @@ out=$(timeout 60 mpiexec.mpich -iface lo -n 2 sh -c "$RT exec deb sh -c '$ns'" 2
   fail "mpiexec.mpich sh -c 'rt exec': $(cat "$T/err")"
 expect_eq "$(echo "$out" | sort -u | wc -l) $(echo "$out" | wc -l)" "1 2" "Hydra: two ranks behind wrapper shells share one container"
 # Two Hydra launches at once stay apart.
-timeout 60 mpiexec.mpich -iface lo -n 2 sh -c "$RT exec deb sh -c '$ns'" >"$T/l1" 2>&1 &
-timeout 60 mpiexec.mpich -iface lo -n 2 sh -c "$RT exec deb sh -c '$ns'" >"$T/l2" 2>&1
+timeout 60 mpiexec.mpich -iface lo -n 2 sh -c "$RT exec deb sh -c '$ns'" >"$T/l1" 2>"$T/e1" &
+timeout 60 mpiexec.mpich -iface lo -n 2 sh -c "$RT exec deb sh -c '$ns'" >"$T/l2" 2>"$T/e2"
 wait
 expect_eq "$(sort -u "$T/l1" | wc -l) $(sort -u "$T/l2" | wc -l) $(sort -u "$T/l1" "$T/l2" | wc -l)" "1 1 2" \
   "Hydra: two launches side by side get a container each"
