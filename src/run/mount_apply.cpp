@@ -26,7 +26,6 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
-#include <ranges>
 #include <set>
 
 #include "rt/error.hpp"
@@ -86,11 +85,16 @@ void make_mount_point(int dir, const std::string& name, bool is_dir, const std::
   ::close(f);
 }
 
-// "`a`, `b`" for logs.
+// "`a`, `b`" for logs, from names or a map's keys.
+std::string name_of(const std::string& n) { return n; }
+template <class V>
+std::string name_of(const std::pair<const std::string, V>& kv) {
+  return kv.first;
+}
 template <class Names>
 std::string listed(const Names& names) {
   std::string out;
-  for (const auto& n : names) out += (out.empty() ? "`" : ", `") + std::string(n) + "`";
+  for (const auto& n : names) out += (out.empty() ? "`" : ", `") + name_of(n) + "`";
   return out;
 }
 
@@ -317,7 +321,7 @@ private:
       util::debug("no overlay on `" + dir + "` (" + std::strerror(errno) + "): an underlay instead");
       return;
     }
-    util::debug("overlay `" + dir + "` with " + listed(std::views::keys(names)));
+    util::debug("overlay `" + dir + "` with " + listed(names));
   }
 
   // Replaces directory `old` (at in-root path `path`) by a tmpfs holding the

@@ -20,7 +20,9 @@ extern "C" {
 }
 
 #include "rt/error.hpp"
+#include "squash/file_reader.hpp"
 #include "squash/fuse_ops.hpp"
+#include "squash/verify.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -72,22 +74,28 @@ bool is_squashfs(const std::string& path) {
 }
 
 Image::Image(const std::string& path) : path_(path) {
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw SysError{errno, "open", path};
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
+  if (::fstat(fd.get(), &st) != 0) throw SysError{errno, "stat", path};
   if (!S_ISREG(st.st_mode)) throw Error("image `" + path + "` is not a regular file");
-  if (!is_squashfs(path)) throw Error("image `" + path + "` is not a SquashFS file (no `hsqs` magic)");
-  if (st.st_size < static_cast<off_t>(sizeof(squashfs_super_block)))
-    throw Error("image `" + path + "` is truncated: smaller than a SquashFS superblock");
-  ll_ = sqfs_ll_open(path.c_str(), 0);
-  if (!ll_)
-    throw Error("image `" + path +
-                "` cannot be opened as SquashFS: corrupt, truncated, or compressed with an "
-                "unsupported algorithm");
-  // Not for the container's program (nor for a holder's inherited-fd sweep).
-  ::fcntl(ll_->fs.fd, F_SETFD, FD_CLOEXEC);
-  if (static_cast<off_t>(ll_->fs.sb.bytes_used) > st.st_size)
-    throw Error("image `" + path + "` is truncated: the superblock says " + std::to_string(ll_->fs.sb.bytes_used) +
-                " bytes, the file has " + std::to_string(st.st_size));
+  // Everything libsquashfuse will read is checked first, from this same
+  // open file: the library trusts what it reads.
+  verify_image(fd.get(), path);
+  ll_ = static_cast<sqfs_ll*>(std::calloc(1, sizeof(sqfs_ll)));
+  if (!ll_) throw std::bad_alloc();
+  if (sqfs_init(&ll_->fs, fd.get(), 0) != SQFS_OK) {
+    std::free(ll_);
+    ll_ = nullptr;
+    throw Error("image `" + path + "` cannot be opened as SquashFS");
+  }
+  fd_ = fd.release();  // the library reads through it; closed after it
+  if (sqfs_ll_init(ll_) != SQFS_OK) {
+    sqfs_destroy(&ll_->fs);
+    std::free(ll_);
+    ll_ = nullptr;
+    throw Error("image `" + path + "` cannot be opened as SquashFS");
+  }
 }
 
 Image::~Image() {
@@ -95,6 +103,7 @@ Image::~Image() {
     sqfs_ll_destroy(ll_);
     std::free(ll_);
   }
+  if (fd_ >= 0) ::close(fd_);
 }
 
 static std::vector<std::string> components(const std::string& path) {
@@ -158,11 +167,18 @@ std::optional<std::string> Image::read_file(const std::string& path, size_t limi
   uint64_t size = inode.xtra.reg.file_size;
   if (size > limit)
     throw Error("image `" + path_ + "`: `" + path + "` is larger than " + std::to_string(limit) + " bytes");
-  std::string out(size, '\0');
-  sqfs_off_t n = static_cast<sqfs_off_t>(size);
-  if (size && sqfs_read_range(&ll_->fs, &inode, 0, &n, out.data()) != SQFS_OK)
+  // rt's own reader, which bounds every block by what it holds, not the
+  // library's sqfs_read_range.
+  FileReader reader(&ll_->fs, 2, 0);
+  FileMap map;
+  std::vector<iovec> iov;
+  std::vector<std::shared_ptr<Block>> hold;
+  if (!reader.map(&inode, map) || reader.read(map, 0, size, iov, hold) != 0)
     throw Error("image `" + path_ + "`: cannot read `" + path + "` (corrupt?)");
-  out.resize(static_cast<size_t>(n));
+  std::string out;
+  out.reserve(size);
+  for (const iovec& v : iov) out.append(static_cast<const char*>(v.iov_base), v.iov_len);
+  if (out.size() != size) throw Error("image `" + path_ + "`: `" + path + "` is shorter than its inode says (corrupt?)");
   return out;
 }
 

@@ -20,8 +20,9 @@ bool is_squashfs(const std::string& path);
 
 class Image {
 public:
-  // Opens and checks the superblock; throws rt::Error naming the file and
-  // what is wrong (not SquashFS, truncated, unsupported compression).
+  // Opens the image and checks its metadata (squash/verify.hpp); throws
+  // rt::Error naming the file and what is wrong (not SquashFS, truncated,
+  // unsupported compression, corrupt).
   explicit Image(const std::string& path);
   ~Image();
   Image(const Image&) = delete;
@@ -43,6 +44,7 @@ public:
 private:
   int mount(const std::string& mountpoint, uid_t uid, gid_t gid);
   std::string path_;
+  int fd_ = -1;
   sqfs_ll* ll_ = nullptr;
 };
 

@@ -1,0 +1,26 @@
+// Checks a SquashFS image's metadata before libsquashfuse reads any of it
+// (host and namespace).
+//
+// libsquashfuse trusts the image: a block size of 0 divides by zero, a table
+// index past its table reads freed or foreign memory, a directory entry
+// whose offset lies past its metadata block overflows the heap. An image is
+// any file a user names, so rt reads the superblock, every table index and
+// the whole tree of inodes and directory listings with its own bounded
+// reader first, and refuses the image naming what is wrong. What the
+// library later reads is then within what was checked.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace rt::squash {
+
+struct VerifyLimits {
+  uint64_t max_entries = uint64_t{1} << 26;  // directory entries in the whole tree
+};
+
+// Throws rt::Error "image `PATH`: REASON" when the image at `fd` (its file
+// named `path` in messages) is not a SquashFS 4.0 image whose metadata
+// stays within the file and its own tables.
+void verify_image(int fd, const std::string& path, const VerifyLimits& limits = {});
+
+}  // namespace rt::squash
