@@ -19,6 +19,7 @@
 #include "rt/image.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
+#include "util/json.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
 
@@ -63,34 +64,48 @@ std::string blob_member(const std::string& digest, const std::string& what) {
   return "blobs/sha256/" + util::digest_hex(digest, what);
 }
 
+// The config's platform must be the host's: an arm64 image would import
+// and then fail with "Exec format error" on every run.
+void check_platform(const std::string& config_text, const std::string& source) {
+  json cfg = parse_json(config_text, "`" + source + "` image config");
+  Platform have{util::json_string(cfg, "os", "`" + source + "` image config"),
+                util::json_string(cfg, "architecture", "`" + source + "` image config"),
+                util::json_string(cfg, "variant", "`" + source + "` image config")};
+  Platform host = host_platform();
+  if ((!have.os.empty() && have.os != host.os) ||
+      (!have.architecture.empty() && have.architecture != host.architecture))
+    throw Error("`" + source + "` holds an image for " + have.str() + "; this host runs " + host.str(),
+                "import an archive saved for this platform (docker save --platform " + host.str() + ")");
+}
+
 ImageSource from_oci_layout(const Layout& lay, const std::string& tag, const std::string& source) {
   json index = parse_json(lay.read("index.json"), "`" + source + "` index.json");
   auto ms = parse_index(index, source);
   if (ms.empty()) throw Error("`" + source + "`: index.json lists no image");
   const Descriptor* pick = nullptr;
-  std::vector<std::string> tags;
-  for (const auto& m : index["manifests"]) {
-    std::string t = m.contains("annotations") ? m["annotations"].value("org.opencontainers.image.ref.name", "") : "";
-    if (!t.empty()) tags.push_back(t);
-  }
+  const std::string what = "`" + source + "` index.json";
+  std::vector<std::string> tags;  // per manifest, "" when untagged
+  for (const auto& m : index["manifests"])
+    tags.push_back(util::json_string(util::json_object(m, "annotations", what), "org.opencontainers.image.ref.name",
+                                     what + " annotations"));
+  const bool one_image = std::all_of(ms.begin(), ms.end(), [&](const Descriptor& d) { return d.digest == ms[0].digest; });
   if (!tag.empty()) {
-    for (size_t i = 0; i < ms.size(); ++i) {
-      const auto& a = index["manifests"][i];
-      if (a.contains("annotations") && a["annotations"].value("org.opencontainers.image.ref.name", "") == tag)
-        pick = &ms[i];
-    }
+    for (size_t i = 0; i < ms.size(); ++i)
+      if (tags[i] == tag) pick = &ms[i];
     if (!pick) throw Error("`" + source + "` has no image tagged `" + tag + "`");
-  } else if (ms.size() == 1) {
+  } else if (one_image) {  // one image, perhaps under several tags
     pick = &ms[0];
   } else {
     std::string list;
-    for (const auto& t : tags) list += (list.empty() ? "" : ", ") + t;
+    for (const auto& t : tags)
+      if (!t.empty()) list += (list.empty() ? "" : ", ") + t;
     throw Error("`" + source + "` holds " + std::to_string(ms.size()) + " images; choose one with SOURCE:TAG",
                 list.empty() ? "" : "tags: " + list);
   }
   std::string mtext = lay.read(blob_member(pick->digest, source));
   if (image::sha256_digest(mtext) != pick->digest) throw Error("`" + source + "`: manifest digest mismatch");
   json mdoc = parse_json(mtext, "`" + source + "` manifest");
+  check_media_type(*pick, mdoc, "`" + source + "` manifest " + pick->digest);
   std::string manifest_digest = pick->digest;
   if (is_index(mdoc)) {  // a multi-platform image: take the host's
     auto inner = parse_index(mdoc, source);
@@ -98,6 +113,7 @@ ImageSource from_oci_layout(const Layout& lay, const std::string& tag, const std
     mtext = lay.read(blob_member(d.digest, source));
     if (image::sha256_digest(mtext) != d.digest) throw Error("`" + source + "`: manifest digest mismatch");
     mdoc = parse_json(mtext, "`" + source + "` manifest");
+    check_media_type(d, mdoc, "`" + source + "` manifest " + d.digest);
     manifest_digest = d.digest;
   }
   Manifest m = parse_manifest(mdoc, "`" + source + "` manifest");
@@ -107,6 +123,7 @@ ImageSource from_oci_layout(const Layout& lay, const std::string& tag, const std
   src.config_digest = m.config.digest;
   if (image::sha256_digest(src.config_text) != m.config.digest)
     throw Error("`" + source + "`: image config digest mismatch");
+  check_platform(src.config_text, source);
   auto diff_ids = parse_diff_ids(parse_json(src.config_text, "image config"), source);
   if (diff_ids.size() != m.layers.size())
     throw Error("`" + source + "`: the manifest has " + std::to_string(m.layers.size()) + " layers, the config " +
@@ -116,7 +133,11 @@ ImageSource from_oci_layout(const Layout& lay, const std::string& tag, const std
     src.layers.push_back({m.layers[i].digest, m.layers[i].digest, m.layers[i].size, diff_ids[i],
                           lay.opener(blob_member(m.layers[i].digest, source))});
   }
-  if (!tags.empty() && tag.empty()) src.name = tags.front();
+  std::string t = tag;
+  for (size_t i = 0; t.empty() && i < tags.size(); ++i) t = tags[i];
+  // A bare tag (OCI's usual annotation) names the image with the layout's
+  // name: `busybox-oci:1.0`, not `1.0`.
+  if (!t.empty()) src.name = t.find_first_of(":/@") == std::string::npos ? base_name(source) + ":" + t : t;
   return src;
 }
 
@@ -125,13 +146,23 @@ ImageSource from_docker_archive(const std::string& tar, const std::string& sourc
   if (!manifest.is_array() || manifest.empty() || !manifest[0].is_object())
     throw Error("`" + source + "`: manifest.json is not a docker-archive manifest");
   const json& m = manifest[0];
+  const std::string what = "`" + source + "` manifest.json";
   if (manifest.size() > 1) util::warn("`" + source + "` holds several images; importing the first");
-  std::string config_member = m.value("Config", "");
+  std::string config_member = util::json_string(m, "Config", what);
   auto config = tar_read_small(tar, config_member);
   if (!config) throw Error("`" + source + "` has no config `" + config_member + "`");
   ImageSource src;
   src.config_text = *config;
   src.config_digest = image::sha256_digest(*config);
+  // Docker names the config by its digest: HEX.json, or blobs/sha256/HEX.
+  std::string named = util::base_name(config_member);
+  if (named.ends_with(".json")) named.resize(named.size() - 5);
+  if (!util::is_hex(named) || named.size() != 64)
+    throw Error("`" + source + "`: config `" + config_member + "` is not named by its digest");
+  if ("sha256:" + named != src.config_digest)
+    throw Error("`" + source + "`: config `" + config_member + "` does not match its name (its digest is " +
+                src.config_digest + ")");
+  check_platform(src.config_text, source);
   auto diff_ids = parse_diff_ids(parse_json(src.config_text, "image config"), source);
   auto layers = m.find("Layers");
   if (layers == m.end() || !layers->is_array()) throw Error("`" + source + "`: manifest.json has no Layers");
@@ -148,8 +179,8 @@ ImageSource from_docker_archive(const std::string& tar, const std::string& sourc
     src.layers.push_back(
         {diff_ids[i], blob, -1, diff_ids[i], [tar, member] { return tar_member_reader(tar, member); }});
   }
-  if (auto tags = m.find("RepoTags"); tags != m.end() && tags->is_array() && !tags->empty() && (*tags)[0].is_string())
-    src.name = (*tags)[0].get<std::string>();
+  auto tags = util::json_strings(m, "RepoTags", what);
+  if (!tags.empty()) src.name = tags.front();
   return src;
 }
 
@@ -187,10 +218,12 @@ ImageSource import_source(const std::string& source_arg) {
   } else {
     auto members = image::tar_members(source);
     auto has = [&](const char* m) { return std::find(members.begin(), members.end(), m) != members.end(); };
-    if (has("manifest.json"))
-      src = app::from_docker_archive(source, source);
-    else if (has("index.json") && has("oci-layout"))
+    // Docker 25+ writes both: the OCI layout's descriptors carry sizes and
+    // digests to check.
+    if (has("index.json") && has("oci-layout"))
       src = app::from_oci_layout({"", source}, tag, source);
+    else if (has("manifest.json"))
+      src = app::from_docker_archive(source, source);
     else
       src = app::from_rootfs_tar(source);
   }
@@ -212,14 +245,16 @@ std::string default_config() {
 namespace app {
 
 bool deliver(app::Store& store, const ImageSource& src, const ImportOptions& o) {
+  const uint64_t max_bytes = o.max_bytes ? o.max_bytes : kDefaultMaxBytes;
+  const image::SquashOptions squash{o.compression, o.level, 0, max_bytes};
   if (!o.squash.empty()) {
-    image::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()), {o.compression, o.level, 0});
+    image::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()), squash);
     return false;
   }
   if (store_format(o.format) == "sqfs")
-    app::store_from_layers(store, src, {o.compression, o.level, 0});
+    app::store_from_layers(store, src, squash);
   else
-    assemble_image(store, src, {o.max_bytes ? o.max_bytes : kDefaultMaxBytes, o.verbosity < 0});
+    assemble_image(store, src, {max_bytes, o.verbosity < 0});
   return true;
 }
 

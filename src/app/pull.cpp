@@ -83,6 +83,7 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
     const Descriptor& d = image::select_platform(ms, want, shown);
     doc = reg.get_manifest(d.digest);
     j = image::parse_json(doc.body, "image `" + shown + "` manifest");
+    image::check_media_type(d, j, "image `" + shown + "` manifest " + d.digest);
     manifest_digest = doc.digest;
   }
   image::Manifest m = image::parse_manifest(j, "image `" + shown + "` manifest");

@@ -11,24 +11,39 @@
 
 #include "rt/error.hpp"
 #include "util/fs.hpp"
+#include "util/json.hpp"
+#include "util/strings.hpp"
 
 namespace rt::hpc {
 namespace {
 
 using nlohmann::json;
 
+// A spec is read whole into memory only up to this size, and its tree is
+// bounded: YAML aliases can make a cycle (a stack overflow when walked) or
+// an exponential tree from a few lines ("billion laughs").
+constexpr size_t kMaxSpecBytes = 4 << 20;
+constexpr int kMaxDepth = 64;
+constexpr size_t kMaxNodes = 1 << 20;
+
 // Every field rt reads from a spec is a string, a list or a map: scalars
 // stay strings.
-json from_yaml(const YAML::Node& n) {
+json from_yaml(const YAML::Node& n, const std::string& file, int depth, size_t& nodes) {
+  if (depth > kMaxDepth)
+    throw Error("CDI spec `" + file + "` is nested deeper than " + std::to_string(kMaxDepth) +
+                " levels (a YAML alias that refers to itself?)");
+  if (++nodes > kMaxNodes)
+    throw Error("CDI spec `" + file + "` expands to more than " + std::to_string(kMaxNodes) +
+                " values (YAML aliases repeated?)");
   switch (n.Type()) {
     case YAML::NodeType::Map: {
       json o = json::object();
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = from_yaml(kv.second);
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = from_yaml(kv.second, file, depth + 1, nodes);
       return o;
     }
     case YAML::NodeType::Sequence: {
       json a = json::array();
-      for (const auto& v : n) a.push_back(from_yaml(v));
+      for (const auto& v : n) a.push_back(from_yaml(v, file, depth + 1, nodes));
       return a;
     }
     case YAML::NodeType::Scalar:
@@ -38,11 +53,12 @@ json from_yaml(const YAML::Node& n) {
   }
 }
 
-// A spec file's tree, or a discarded value if it does not parse.
+// A spec file's tree; throws naming the file when it does not parse.
 json parse_spec(const std::string& file, const std::string& text) {
-  if (file.ends_with(".json")) return json::parse(text, nullptr, false);
+  if (file.ends_with(".json")) return util::parse_json_object(text, "CDI spec `" + file + "`");
   try {
-    return from_yaml(YAML::Load(text));
+    size_t nodes = 0;
+    return from_yaml(YAML::Load(text), file, 0, nodes);
   } catch (const YAML::Exception& e) {
     throw Error("CDI spec `" + file + "` is not valid YAML: " + e.what());
   }
@@ -68,13 +84,12 @@ std::vector<std::string> option_values(const std::vector<std::string>& args, con
 // compatibility libraries first when they are newer than the host's driver.
 // Others are reported at -v.
 void apply_hook(const json& hook, const std::string& spec, Injection& out) {
-  if (!hook.is_object()) throw Error("CDI spec `" + spec + "`: a hook is not an object");
-  std::vector<std::string> args;
-  for (const auto& a : hook.value("args", json::array()))
-    if (a.is_string()) args.push_back(a.get<std::string>());
+  const std::string what = "CDI spec `" + spec + "` hook";
+  if (!hook.is_object()) throw Error(what + " is not an object");
+  std::vector<std::string> args = util::json_strings(hook, "args", what);
   size_t at = args.size() > 1 && args[1] == "hook" ? 2 : 1;
   std::string name = at < args.size() ? args[at] : "";
-  std::string path = hook.value("path", "");
+  std::string path = util::json_string(hook, "path", what);
   if (name == "create-symlinks") {
     for (const auto& link : option_values(args, "--link")) {
       size_t sep = link.find("::");
@@ -96,17 +111,19 @@ void apply_hook(const json& hook, const std::string& spec, Injection& out) {
 }
 
 void apply_edits(const json& edits, const std::string& spec, Injection& out) {
-  if (!edits.is_object()) return;
-  for (const auto& e : edits.value("env", json::array()))
-    if (e.is_string()) out.env_set.push_back(e.get<std::string>());
-  for (const auto& d : edits.value("deviceNodes", json::array())) {
-    std::string path = d.value("hostPath", d.value("path", ""));
+  const std::string what = "CDI spec `" + spec + "` containerEdits";
+  for (auto& e : util::json_strings(edits, "env", what)) out.env_set.push_back(std::move(e));
+  for (const auto& d : util::json_array(edits, "deviceNodes", what)) {
+    std::string in = util::json_string(d, "path", what + " deviceNodes");
+    std::string path = util::json_string(d, "hostPath", what + " deviceNodes");
+    if (path.empty()) path = in;
     if (path.empty()) throw Error("CDI spec `" + spec + "`: a device node without a path");
-    if (!path.starts_with("/dev/")) out.cdi_mounts.push_back({path, d.value("path", path)});
+    if (!path.starts_with("/dev/")) out.cdi_mounts.push_back({path, in.empty() ? path : in});
     // Nodes under /dev come with the host's /dev.
   }
-  for (const auto& m : edits.value("mounts", json::array())) {
-    std::string host = m.value("hostPath", ""), in = m.value("containerPath", "");
+  for (const auto& m : util::json_array(edits, "mounts", what)) {
+    std::string host = util::json_string(m, "hostPath", what + " mounts"),
+                in = util::json_string(m, "containerPath", what + " mounts");
     if (host.empty() || in.empty() || in.front() != '/')
       throw Error("CDI spec `" + spec + "`: a mount needs hostPath and an absolute containerPath");
     out.cdi_mounts.push_back({host, in});
@@ -117,52 +134,65 @@ void apply_edits(const json& edits, const std::string& spec, Injection& out) {
       if (std::find(out.lib_path.begin(), out.lib_path.end(), dir) == out.lib_path.end()) out.lib_path.push_back(dir);
     }
   }
-  for (const auto& h : edits.value("hooks", json::array())) apply_hook(h, spec, out);
+  for (const auto& h : util::json_array(edits, "hooks", what)) apply_hook(h, spec, out);
 }
 
 }  // namespace
 
-void apply_cdi(const std::vector<std::string>& names, const std::vector<std::string>& dirs, Injection& out) try {
-  // kind -> (spec file, parsed)
-  std::map<std::string, std::pair<std::string, json>> specs;
+void apply_cdi(const std::vector<std::string>& names, const std::vector<std::string>& dirs, Injection& out) {
+  // The kinds asked for; specs are read in order only until each is found.
+  std::map<std::string, std::vector<std::string>> wanted;  // kind -> device names
+  for (const auto& name : names) {
+    size_t eq = name.find('=');
+    if (eq == std::string::npos)
+      throw Error("--device `" + name + "`: expected VENDOR/CLASS=NAME (e.g. nvidia.com/gpu=all)");
+    wanted[name.substr(0, eq)].push_back(name.substr(eq + 1));
+  }
+  std::map<std::string, std::pair<std::string, json>> specs;  // kind -> (file, spec)
+  std::vector<std::string> unreadable;                         // "FILE: why", for the error
   for (const auto& dir : dirs) {
-    if (!util::is_directory(dir)) continue;
+    if (specs.size() == wanted.size() || !util::is_directory(dir)) continue;
     std::vector<std::string> files;
     for (const auto& n : util::list_names(util::open_fd(dir, O_PATH | O_DIRECTORY).get(), dir))
       if (n.ends_with(".json") || n.ends_with(".yaml") || n.ends_with(".yml")) files.push_back(dir + "/" + n);
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
-      auto text = util::read_file_if_exists(f, 4 << 20);
-      if (!text) continue;
-      json j = parse_spec(f, *text);
-      if (j.is_discarded() || !j.is_object() || !j.contains("kind") || !j["kind"].is_string())
-        throw Error("CDI spec `" + f + "` is not a valid spec with a `kind`");
-      std::string kind = j["kind"].get<std::string>();
-      specs.emplace(std::move(kind), std::make_pair(f, std::move(j)));
+      if (specs.size() == wanted.size()) break;
+      try {
+        auto text = util::read_file_if_exists(f, kMaxSpecBytes);
+        if (!text) continue;
+        json j = parse_spec(f, *text);
+        std::string kind = util::json_string(j, "kind", "CDI spec `" + f + "`");
+        if (kind.empty()) throw Error("CDI spec `" + f + "` has no `kind`");
+        if (wanted.count(kind)) specs.try_emplace(kind, f, std::move(j));
+      } catch (const Error& e) {
+        unreadable.push_back(e.what());
+      }
     }
   }
-  for (const auto& name : names) {
-    size_t eq = name.find('=');
-    if (eq == std::string::npos)
-      throw Error("--device `" + name + "`: expected VENDOR/CLASS=NAME (e.g. nvidia.com/gpu=all)");
-    std::string kind = name.substr(0, eq), dev = name.substr(eq + 1);
+  for (const auto& [kind, devices] : wanted) {
     auto it = specs.find(kind);
-    if (it == specs.end())
-      throw Error("--device `" + name + "`: no CDI spec for `" + kind + "` in " +
-                  (dirs.empty() ? std::string("(no directories)") : dirs.front() + " or " + dirs.back()));
+    if (it == specs.end()) {
+      std::string why;
+      for (const auto& u : unreadable) why += "\n  " + u;
+      throw Error("--device `" + kind + "=" + devices.front() + "`: no CDI spec for `" + kind + "` in " +
+                  (dirs.empty() ? std::string("(no directories)") : util::join(dirs, ", ")) +
+                  (why.empty() ? "" : "; specs that could not be read:" + why));
+    }
     const auto& [file, spec] = it->second;
-    apply_edits(spec.value("containerEdits", json::object()), file, out);
-    bool found = false;
-    for (const auto& d : spec.value("devices", json::array()))
-      if (dev == "all" || d.value("name", "") == dev) {
-        apply_edits(d.value("containerEdits", json::object()), file, out);
-        found = true;
-      }
-    if (!found) throw Error("--device `" + name + "`: `" + file + "` has no device `" + dev + "`");
-    out.notes.push_back("CDI: " + name + " from `" + file + "`");
+    const std::string what = "CDI spec `" + file + "`";
+    apply_edits(util::json_object(spec, "containerEdits", what), file, out);
+    for (const auto& dev : devices) {
+      bool found = false;
+      for (const auto& d : util::json_array(spec, "devices", what))
+        if (dev == "all" || util::json_string(d, "name", what + " devices") == dev) {
+          apply_edits(util::json_object(d, "containerEdits", what + " device"), file, out);
+          found = true;
+        }
+      if (!found) throw Error("--device `" + kind + "=" + dev + "`: `" + file + "` has no device `" + dev + "`");
+      out.notes.push_back("CDI: " + kind + "=" + dev + " from `" + file + "`");
+    }
   }
-} catch (const nlohmann::json::exception& e) {
-  throw Error(std::string("a CDI spec has a field of the wrong type: ") + e.what());
 }
 
 }  // namespace rt::hpc

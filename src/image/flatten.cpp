@@ -4,7 +4,9 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "rt/error.hpp"
 #include "util/log.hpp"
@@ -16,6 +18,17 @@ namespace {
 struct EntryDeleter {
   void operator()(archive_entry* e) const { archive_entry_free(e); }
 };
+
+// A hole of a sparse file, written as zeros a bounded buffer at a time.
+void write_zeros(archive* out, uint64_t n) {
+  static const std::vector<char> zeros(1 << 16);
+  while (n > 0) {
+    size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, zeros.size()));
+    if (archive_write_data(out, zeros.data(), chunk) < 0)
+      throw Error("writing the SquashFS stream: " + archive_error(out));
+    n -= chunk;
+  }
+}
 
 }  // namespace
 
@@ -67,29 +80,28 @@ void Flattener::emit_layer(const image::ReadFn& read, const std::string& layer, 
     auto it = keep_.find({emitted_, index});
     if (it == keep_.end()) return;
     const Node& n = merge_.nodes().at(it->second);
+    if (n.type == AE_IFREG) {
+      bytes_ += static_cast<uint64_t>(std::max<int64_t>(0, archive_entry_size(e)));
+      if (max_bytes_ && bytes_ > max_bytes_) throw too_large(max_bytes_, image_, layer, it->second);
+    }
     write_header(out, it->second, n, archive_entry_size(e));
     if (n.type != AE_IFREG) return;
     const void* buf;
     size_t size;
     la_int64_t offset;
     int64_t written = 0;
-    std::vector<char> zeros;
     for (;;) {
       int r = archive_read_data_block(in, &buf, &size, &offset);
       if (r == ARCHIVE_EOF) break;
       if (r < ARCHIVE_WARN) throw Error("image `" + image_ + "` layer `" + layer + "`: " + archive_error(in));
       if (offset > written) {  // a hole in a sparse file
-        zeros.assign(static_cast<size_t>(offset - written), '\0');
-        archive_write_data(out, zeros.data(), zeros.size());
+        write_zeros(out, static_cast<uint64_t>(offset - written));
         written = offset;
       }
       if (archive_write_data(out, buf, size) < 0) throw Error("writing the SquashFS stream: " + archive_error(out));
       written += static_cast<int64_t>(size);
     }
-    if (archive_entry_size(e) > written) {
-      zeros.assign(static_cast<size_t>(archive_entry_size(e) - written), '\0');
-      archive_write_data(out, zeros.data(), zeros.size());
-    }
+    if (archive_entry_size(e) > written) write_zeros(out, static_cast<uint64_t>(archive_entry_size(e) - written));
   });
   ++emitted_;
 }

@@ -16,7 +16,10 @@ namespace rt::image {
 
 class Flattener {
 public:
-  explicit Flattener(std::string image_name) : image_(image_name), merge_(std::move(image_name)) {}
+  // max_bytes: refuse an image whose files add up to more, counted by
+  // their apparent sizes (a sparse file's holes count); 0 means no limit.
+  explicit Flattener(std::string image_name, uint64_t max_bytes = 0)
+      : image_(image_name), max_bytes_(max_bytes), merge_(std::move(image_name)) {}
 
   // Pass 1, layer by layer in order: reads the headers into the merge
   // (image/merge), the same rules as unpacking to a directory.
@@ -36,6 +39,8 @@ private:
   void write_header(archive* out, const std::string& key, const Node& n, int64_t size);
 
   std::string image_;
+  uint64_t max_bytes_;
+  uint64_t bytes_ = 0;
   LayerMerge merge_;
   int emitted_ = 0;
   std::map<std::pair<int, uint64_t>, std::string> keep_;  // (layer, index) -> key, for pass 2

@@ -62,7 +62,7 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
   const std::string tmp = work.path("image.sqfs");
 
   // Pass 1: verify every layer and learn the final tree.
-  Flattener flat(src.name);
+  Flattener flat(src.name, o.max_bytes);
   for (size_t i = 0; i < src.layers.size(); ++i) {
     const auto& l = src.layers[i];
     image::LayerStream stream(l.open(), l.name);

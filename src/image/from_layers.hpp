@@ -1,5 +1,6 @@
 // A SquashFS file straight from layer streams (host).
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "image/source.hpp"
@@ -10,6 +11,7 @@ struct SquashOptions {
   std::string compression = "zstd";
   int level = 0;
   int jobs = 0;
+  uint64_t max_bytes = 0;  // refuse an image whose files add up to more (apparent sizes); 0: no limit
 };
 
 // Throws rt::Error unless `name` is a SquashFS compressor rt offers.

@@ -7,6 +7,7 @@
 
 #include "image/sha256.hpp"
 #include "rt/error.hpp"
+#include "util/json.hpp"
 #include "util/strings.hpp"
 
 namespace rt::image {
@@ -19,30 +20,14 @@ std::string Platform::str() const {
   return s;
 }
 
-json parse_json(std::string_view text, const std::string& what) {
-  constexpr size_t kMaxSize = 4 << 20;
-  constexpr int kMaxDepth = 64;
-  if (text.size() > kMaxSize)
-    throw Error(what + " is larger than " + std::to_string(kMaxSize) + " bytes: refusing to parse it");
-  int depth = 0;
-  bool too_deep = false;
-  json::parser_callback_t cb = [&](int d, json::parse_event_t, json&) {
-    depth = std::max(depth, d);
-    if (d > kMaxDepth) too_deep = true;
-    return !too_deep;
-  };
-  json doc = json::parse(text, cb, false);
-  if (too_deep) throw Error(what + " is nested deeper than " + std::to_string(kMaxDepth) + " levels");
-  if (doc.is_discarded() || !doc.is_object()) throw Error(what + " is not a JSON object");
-  return doc;
-}
+json parse_json(std::string_view text, const std::string& what) { return util::parse_json_object(text, what); }
 
 namespace {
 
 Descriptor parse_descriptor(const json& j, const std::string& what) {
   if (!j.is_object()) throw Error(what + ": a descriptor is not an object");
   Descriptor d;
-  d.media_type = j.value("mediaType", "");
+  d.media_type = util::json_string(j, "mediaType", what);
   auto dg = j.find("digest");
   if (dg == j.end() || !dg->is_string()) throw Error(what + ": a descriptor has no digest");
   d.digest = dg->get<std::string>();
@@ -55,18 +40,19 @@ Descriptor parse_descriptor(const json& j, const std::string& what) {
   if (auto u = j.find("urls"); u != j.end() && u->is_array())
     for (const auto& x : *u)
       if (x.is_string()) d.urls.push_back(x.get<std::string>());
-  if (auto p = j.find("platform"); p != j.end() && p->is_object()) {
-    d.platform.os = p->value("os", "");
-    d.platform.architecture = p->value("architecture", "");
-    d.platform.variant = p->value("variant", "");
-  }
+  const json& p = util::json_object(j, "platform", what);
+  d.platform.os = util::json_string(p, "os", what + " platform");
+  d.platform.architecture = util::json_string(p, "architecture", what + " platform");
+  d.platform.variant = util::json_string(p, "variant", what + " platform");
   return d;
 }
 
 }  // namespace
 
 bool is_index(const json& doc) {
-  std::string mt = doc.value("mediaType", "");
+  std::string mt = doc.is_object() && doc.contains("mediaType") && doc["mediaType"].is_string()
+                       ? doc["mediaType"].get<std::string>()
+                       : "";
   if (mt == media::kOciIndex || mt == media::kDockerList) return true;
   return mt.empty() && doc.contains("manifests") && !doc.contains("layers");
 }
@@ -81,8 +67,9 @@ std::vector<Descriptor> parse_index(const json& doc, const std::string& what) {
 
 Manifest parse_manifest(const json& doc, const std::string& what) {
   Manifest m;
-  m.media_type = doc.value("mediaType", "");
-  if (doc.value("schemaVersion", 0) != 2)
+  m.media_type = util::json_string(doc, "mediaType", what);
+  auto version = doc.find("schemaVersion");
+  if (version == doc.end() || !version->is_number_integer() || *version != 2)
     throw Error(what + ": only schema version 2 manifests are supported (Docker schema 1 is obsolete)");
   if (!m.media_type.empty() && m.media_type != media::kOciManifest && m.media_type != media::kDockerManifest)
     throw Error(what + ": unsupported manifest media type `" + m.media_type + "`");
@@ -93,6 +80,19 @@ Manifest parse_manifest(const json& doc, const std::string& what) {
   if (l == doc.end() || !l->is_array()) throw Error(what + ": a manifest without `layers`");
   for (const auto& d : *l) m.layers.push_back(parse_descriptor(d, what));
   return m;
+}
+
+void check_media_type(const Descriptor& d, const json& doc, const std::string& what) {
+  std::string says = util::json_string(doc, "mediaType", what);
+  if (!d.media_type.empty() && !says.empty() && d.media_type != says)
+    throw Error(what + ": the descriptor that points to it says `" + d.media_type + "`, the document says `" + says +
+                "`");
+  if (!d.media_type.empty() && says.empty()) {
+    bool want_index = d.media_type == media::kOciIndex || d.media_type == media::kDockerList;
+    if (want_index != is_index(doc))
+      throw Error(what + ": the descriptor that points to it says `" + d.media_type + "`, the document is " +
+                  (want_index ? "a manifest" : "an index"));
+  }
 }
 
 std::vector<std::string> parse_diff_ids(const json& config, const std::string& what) {

@@ -42,6 +42,9 @@ nlohmann::json parse_json(std::string_view text, const std::string& what);
 bool is_index(const nlohmann::json& doc);
 std::vector<Descriptor> parse_index(const nlohmann::json& doc, const std::string& what);
 Manifest parse_manifest(const nlohmann::json& doc, const std::string& what);
+// Refuses a manifest or index whose mediaType disagrees with the descriptor
+// that pointed to it, naming both.
+void check_media_type(const Descriptor& d, const nlohmann::json& doc, const std::string& what);
 
 // The layers' diff_ids from an image config (rootfs.diff_ids).
 std::vector<std::string> parse_diff_ids(const nlohmann::json& config, const std::string& what);

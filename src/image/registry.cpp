@@ -14,6 +14,7 @@
 #include "image/sha256.hpp"
 #include "rt/error.hpp"
 #include "util/fs.hpp"
+#include "util/json.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
 
@@ -143,11 +144,11 @@ std::string docker_config_credentials(const std::string& registry) {
   auto j = nlohmann::json::parse(*text, nullptr, false);
   if (!j.is_object() || !j.contains("auths") || !j["auths"].is_object()) return {};
   for (const auto& key : docker_config_keys(registry)) {
-    auto it = j["auths"].find(key);
-    if (it == j["auths"].end() || !it->is_object()) continue;
-    if (it->contains("auth") && (*it)["auth"].is_string()) return unbase64((*it)["auth"].get<std::string>());
-    if (it->contains("username") && it->contains("password"))
-      return (*it)["username"].get<std::string>() + ":" + (*it)["password"].get<std::string>();
+    const std::string what = "`" + home_docker_config() + "` auths." + key;
+    const auto& entry = util::json_object(j["auths"], key, what);
+    if (std::string auth = util::json_string(entry, "auth", what); !auth.empty()) return unbase64(auth);
+    std::string user = util::json_string(entry, "username", what), pass = util::json_string(entry, "password", what);
+    if (!user.empty()) return user + ":" + pass;
   }
   return {};
 }

@@ -31,6 +31,12 @@ std::string archive_error(archive* a) {
   return "libarchive gave no reason (error " + std::to_string(archive_errno(a)) + ")";
 }
 
+Error too_large(uint64_t max, const std::string& image, const std::string& layer, const std::string& path) {
+  return Error("image `" + image + "` is larger than the limit of " + util::human_bytes(max) + " (at layer `" + layer +
+                   "` entry " + util::quoted(path) + "; sizes count holes of sparse files)",
+               "raise it with --max-size if the image is genuine");
+}
+
 MergeEntry merge_entry_of(archive_entry* e) {
   MergeEntry m;
   const char* path = archive_entry_pathname(e);
@@ -177,15 +183,17 @@ void TreeWriter::apply_entry(archive* a, archive_entry* e, uint64_t index, const
       size_t size;
       la_int64_t offset;
       int64_t end = 0;
+      // Apparent sizes count: a sparse file's holes would become real
+      // blocks in a SquashFS image or a copy.
+      stats_.bytes += static_cast<uint64_t>(std::max<int64_t>(0, archive_entry_size(e)));
+      if (max_bytes_ && stats_.bytes > max_bytes_) throw too_large(max_bytes_, image_, layer, path);
       for (;;) {
         int r = archive_read_data_block(a, &buf, &size, &offset);
         if (r == ARCHIVE_EOF) break;
         if (r < ARCHIVE_WARN) throw Error(err_prefix(layer, path) + "cannot read file data: " + archive_error(a));
-        stats_.bytes += size;
-        if (max_bytes_ && stats_.bytes > max_bytes_)
-          throw Error("image `" + image_ + "` is larger than the limit of " + std::to_string(max_bytes_) +
-                          " bytes unpacked (at layer `" + layer + "` entry " + util::quoted(path) + ")",
-                      "raise it with --max-size if the image is genuine");
+        if (archive_entry_size_is_set(e) &&
+            (offset < 0 || static_cast<uint64_t>(offset) + size > static_cast<uint64_t>(archive_entry_size(e))))
+          throw Error(err_prefix(layer, path) + "data past the size its header gives");
         const char* p = static_cast<const char*>(buf);
         while (size > 0) {
           ssize_t w = ::pwrite(fd, p, size, offset);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "image/merge.hpp"
+#include "rt/error.hpp"
 #include "util/fd.hpp"
 
 struct archive;
@@ -74,5 +75,9 @@ std::string archive_error(::archive* a);
 
 // A tar entry as image/merge takes it.
 MergeEntry merge_entry_of(::archive_entry* e);
+
+// The refusal of an image whose files add up to more than `max` bytes,
+// naming where the limit was passed.
+Error too_large(uint64_t max, const std::string& image, const std::string& layer, const std::string& path);
 
 }  // namespace rt::image

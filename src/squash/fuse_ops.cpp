@@ -42,6 +42,7 @@ std::unique_ptr<FileReader> g_reader;
 std::unique_ptr<Pusher> g_pusher;
 int g_fd = -1;  // the FUSE device
 bool g_no_open = false, g_no_opendir = false;
+bool g_xattrs = false;                                                  // the image has an xattr table
 std::unordered_map<fuse_ino_t, std::shared_ptr<const FileMap>> g_maps;  // under g_meta
 
 template <auto Op, class... Args>
@@ -148,12 +149,20 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
-// Extended attributes are not served: verify.hpp checks the tables that
-// lead to them, not their keys and values. ENOSYS once, and the kernel
-// stops asking (`ls -l` would ask twice per file).
-void op_xattr_none(fuse_req_t req) { fuse_reply_err(req, ENOSYS); }
-void op_getxattr(fuse_req_t req, fuse_ino_t, const char*, size_t) { op_xattr_none(req); }
-void op_listxattr(fuse_req_t req, fuse_ino_t, size_t) { op_xattr_none(req); }
+// An image without xattrs (rt writes none) answers ENOSYS once: the kernel
+// then stops asking, where `ls -l` would ask twice per file.
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (g_xattrs)
+    locked<sqfs_ll_op_getxattr>(req, ino, name, size);
+  else
+    fuse_reply_err(req, ENOSYS);
+}
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  if (g_xattrs)
+    locked<sqfs_ll_op_listxattr>(req, ino, size);
+  else
+    fuse_reply_err(req, ENOSYS);
+}
 
 // READDIR and READDIRPLUS: as many entries from `off` as fit in `size`.
 void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
@@ -229,6 +238,8 @@ void serving(fuse_session* se) { g_fd = fuse_session_fd(se); }
 
 fuse_lowlevel_ops server_ops(sqfs_ll* ll) {
   g_ll = ll;
+  g_xattrs =
+      static_cast<int64_t>(ll->fs.sb.xattr_id_table_start) != SQUASHFS_INVALID_BLK && ll->fs.xattr_info.xattr_ids > 0;
   g_reader = std::make_unique<FileReader>(&ll->fs, kCachedBlocks, 1);
   g_pusher = std::make_unique<Pusher>(push_file, kPushers);
   fuse_lowlevel_ops ops{};

@@ -211,8 +211,13 @@ public:
         dirs_(f, d, sb.dir_table, first_table_after_dirs(), "directory table") {
     if (sb.xattr_table != kNone) {
       std::string h = f.read(sb.xattr_table, 16, "the xattr table");
+      const uint64_t kv_start = le<uint64_t>(h, 0);
       xattr_ids_ = le<uint32_t>(h, 8);
-      check_table(f, d, sb, sb.xattr_table + 16, xattr_ids_, 16, "xattr id table", [](const std::string&, uint64_t) {});
+      if (kv_start < sizeof(squashfs_super_block) || kv_start >= sb.xattr_table)
+        bad("corrupt superblock: the xattr values start outside the image");
+      MetaTable kv(f, d, kv_start, sb.xattr_table, "xattr table");
+      check_table(f, d, sb, sb.xattr_table + 16, xattr_ids_, 16, "xattr id table",
+                  [&](const std::string& s, uint64_t at) { xattrs(kv, le<uint64_t>(s, at), le<uint32_t>(s, at + 8)); });
     }
     check_table(f, d, sb, sb.id_table, sb.no_ids, 4, "uid/gid table", [](const std::string&, uint64_t) {});
     if (sb.fragments)
@@ -259,6 +264,30 @@ private:
   }
 
   static Cursor ref(uint64_t r) { return {r >> 16, r & 0xffff}; }
+
+  // One inode's `count` extended attributes at `r`: names of a known
+  // prefix and at most 255 bytes, values of at most 64 KiB, stored inline
+  // or out of line.
+  static void xattrs(MetaTable& kv, uint64_t r, uint32_t count) {
+    Cursor c = ref(r);
+    for (; count > 0; --count) {
+      std::string key = kv.read(c, 4);
+      const uint16_t type = le<uint16_t>(key, 0), name = le<uint16_t>(key, 2);
+      if ((type & 0xff) > 2 || (type & ~0x1ffu) || name == 0 || name > 255) bad("the xattr table: a bad key");
+      kv.read(c, name);
+      uint32_t size = le<uint32_t>(kv.read(c, 4), 0);
+      if (type & 0x100) {  // out of line: a reference to the value
+        if (size != 8) bad("the xattr table: a bad out-of-line value");
+        Cursor v = ref(le<uint64_t>(kv.read(c, 8), 0));
+        size = le<uint32_t>(kv.read(v, 4), 0);
+        if (size > (1u << 16)) bad("the xattr table: a value of " + std::to_string(size) + " bytes");
+        kv.read(v, size);
+      } else {
+        if (size > (1u << 16)) bad("the xattr table: a value of " + std::to_string(size) + " bytes");
+        kv.read(c, size);
+      }
+    }
+  }
 
   // Reads the inode at `r` and checks it; a directory's listing goes to
   // `dir`. Returns the inode's basic type (1-7).

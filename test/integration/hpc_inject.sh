@@ -225,8 +225,10 @@ out=$("$RT" exec --device example.org/accel=0 "$T/compat" sh -c 'echo "$LD_LIBRA
 expect_eq "$out" "/usr/lib/accel" "an older compat driver than the hook's host driver is not used"
 [ -e "$RT_STORAGE/images/deb/rootfs/usr/lib/accel" ] && fail "a CDI link was written into the image"
 printf 'kind: example.org/broken\ndevices: [\n' >"$T/cdi/broken.yaml"
-expect_status 125 "a broken YAML spec is an error" -- "$RT" exec --device example.org/accel=0 deb true
-expect_match "$ERR" "broken.yaml.*not valid YAML" "the error names the file"
+# Specs are read in order only until the kinds asked for are found.
+expect_status 0 "a broken YAML spec after the one needed is not read" -- "$RT" exec --device example.org/accel=0 deb true
+expect_status 125 "a kind no readable spec declares is an error" -- "$RT" exec --device example.org/other=0 deb true
+expect_match "$ERR" "no CDI spec for .example.org/other.*broken.yaml.*not valid YAML" "the error names the broken file"
 rm "$T/cdi/broken.yaml"
 expect_status 125 "an unknown CDI device is an error" -- "$RT" exec --device example.com/gpu=7 deb true
 expect_match "$ERR" "has no device .7." "the error names the device"

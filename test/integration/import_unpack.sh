@@ -69,6 +69,7 @@ if command -v skopeo >/dev/null; then
   pass "docker-archive import, named by its RepoTags"
 fi
 
+
 # --- hostile layers ----------------------------------------------------------
 refuse() {  # refuse WHAT PATTERN TARFILE: import must fail naming the reason
   local what=$1 pat=$2 tarfile=$3 before
@@ -78,6 +79,40 @@ refuse() {  # refuse WHAT PATTERN TARFILE: import must fail naming the reason
   expect_eq "$(snapshot)" "$before" "$what: the store is unchanged"
   outside_untouched
 }
+if [ -f "$T/docker.tar" ]; then
+  # Its config is named by its digest: a changed config is refused.
+  mkdir -p "$T/dx" && tar -C "$T/dx" -xf "$T/docker.tar"
+  cfg=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["Config"])' "$T/dx/manifest.json")
+  chmod u+w "$T/dx/$cfg"
+  printf ' ' >>"$T/dx/$cfg"
+  tar -C "$T/dx" -cf "$T/docker-bad.tar" .
+  refuse "a docker-archive whose config does not match its name" "does not match its name" "$T/docker-bad.tar"
+fi
+# An image for another platform is refused, naming it and the host's.
+$OCI layout "$T/arm" --tag v1 --platform linux/arm64 "$base" >/dev/null
+refuse "an arm64 image" "holds an image for linux/arm64; this host runs linux/" "$T/arm"
+# A descriptor and the document it points to must agree on what it is.
+cp -r "$T/lay" "$T/lay-mt"
+python3 - "$T/lay-mt/index.json" <<'PY'
+import json, sys
+p = sys.argv[1]; j = json.load(open(p))
+j["manifests"][0]["mediaType"] = "application/vnd.oci.image.index.v1+json"
+json.dump(j, open(p, "w"))
+PY
+refuse "a manifest its descriptor calls an index" "descriptor that points to it says .*index.*manifest" "$T/lay-mt"
+# One image under two tags is one image: no tag needed; the name is the
+# layout's with the first tag.
+cp -r "$T/lay" "$T/twotags"
+python3 - "$T/twotags/index.json" <<'PY'
+import json, sys
+p = sys.argv[1]; j = json.load(open(p))
+second = dict(j["manifests"][0]); second["annotations"] = {"org.opencontainers.image.ref.name": "latest"}
+j["manifests"].append(second)
+json.dump(j, open(p, "w"))
+PY
+"$RT" import -q "$T/twotags" || fail "a layout with two tags of one image: $(cat "$T/err")"
+"$RT" exec twotags:v1 test -f /x/new || fail "twotags:v1 does not run"
+pass "one image under two tags imports without a tag, as LAYOUT:TAG"
 $OCI tar "$L/dotdot.tar" file:ok file:../../outside/pwned
 refuse "an entry with .." "\\.\\." "$L/dotdot.tar"
 $OCI tar "$L/abs.tar" file:ok "file:$T/outside/pwned"
@@ -96,6 +131,19 @@ before=$(snapshot)
 expect_status 125 "an image over --max-size is refused" -- "$RT" import --max-size 4000000 "$L/bomb.tar.gz" evil
 expect_match "$ERR" "larger than the limit" "says why"
 expect_eq "$(snapshot)" "$before" "decompression bomb: the store is unchanged"
+# A sparse file counts by its apparent size, in every form rt writes.
+mkdir -p "$T/sparse"
+truncate -s 1T "$T/sparse/hole"
+tar -C "$T/sparse" --sparse -cf "$L/sparse.tar" hole
+[ "$(stat -c %s "$L/sparse.tar")" -lt 1000000 ] || fail "the sparse tar is not sparse"
+rm -f "$T/sparse/hole"
+expect_status 125 "a 1 TiB sparse file over --max-size is refused" -- "$RT" import --max-size 1000000000 "$L/sparse.tar" evil
+expect_match "$ERR" "larger than the limit.*sparse" "says why, and that holes count"
+expect_status 125 "and with --squash" -- "$RT" import --max-size 1000000000 --squash "$T/sparse.sqfs" "$L/sparse.tar"
+expect_match "$ERR" "larger than the limit" "says why"
+expect_status 125 "and with --format sqfs" -- "$RT" import --max-size 1000000000 --format sqfs "$L/sparse.tar" evil
+[ ! -e "$T/sparse.sqfs" ] && pass "no SquashFS file left" || fail "sparse.sqfs was written"
+expect_eq "$(snapshot)" "$before" "sparse file: the store is unchanged"
 
 # A symlink naming a host path, then a file through it: resolved inside the
 # image, never on the host.
