@@ -123,6 +123,53 @@ std::string token_url(const Challenge& c, const std::string& repository) {
   return url;
 }
 
+// "host[:port]" of an http(s) URL, lowercase; "" when it has none.
+static std::string url_host(const std::string& url) {
+  size_t from = url.find("://");
+  if (from == std::string::npos) return {};
+  from += 3;
+  size_t to = url.find_first_of("/?#", from);
+  std::string host = lower(url.substr(from, to == std::string::npos ? std::string::npos : to - from));
+  if (size_t at = host.rfind('@'); at != std::string::npos) host = host.substr(at + 1);  // no userinfo
+  return host;
+}
+
+bool may_send_credentials(const std::string& realm, const std::string& api_host, bool plain_http, std::string* why) {
+  // Ports do not matter: the same machine under the same name.
+  auto no_port = [](const std::string& h) {
+    size_t colon = h.rfind(':');
+    return colon == std::string::npos || h.find(']', colon) != std::string::npos ? h : h.substr(0, colon);
+  };
+  const std::string host = no_port(url_host(realm)), registry = no_port(lower(api_host));
+  if (!plain_http && !lower(realm).starts_with("https://")) {
+    if (why) *why = "it is not HTTPS, as the registry is";
+    return false;
+  }
+  if (host == registry) return true;
+  if (registry == "registry-1.docker.io" && host == "auth.docker.io") return true;  // Docker Hub's own
+  if (const char* allowed = std::getenv("RT_AUTH_REALMS")) {
+    std::string list = allowed;
+    for (size_t i = 0; i <= list.size();) {
+      size_t j = std::min(list.find(',', i), list.size());
+      if (lower(trim(list.substr(i, j - i))) == host) return true;
+      i = j + 1;
+    }
+  }
+  if (why) *why = "it is on another host (" + host + ") than the registry (" + registry + ")";
+  return false;
+}
+
+double blob_deadline(int64_t size) {
+  auto number = [](const char* name, double fallback) {
+    const char* v = std::getenv(name);
+    char* end = nullptr;
+    double x = v ? std::strtod(v, &end) : 0;
+    return v && end != v && *end == '\0' && x > 0 ? x : fallback;
+  };
+  return number("RT_PULL_TIMEOUT", 300) +
+         static_cast<double>(std::max<int64_t>(size, 0)) / number("RT_PULL_MIN_RATE", 64 * 1024);
+}
+
 namespace {
 
 struct CurlDeleter {
@@ -181,6 +228,7 @@ struct Registry::Response {
   std::string www_authenticate;
   std::string docker_digest;
   uint64_t written = 0;
+  bool range_ignored = false;  // a full 200 came back for a ranged request
 };
 
 Registry::Registry(store::Reference ref, RegistryOptions opts) : ref_(std::move(ref)), opts_(std::move(opts)) {
@@ -206,6 +254,8 @@ struct Transfer {
   const std::function<void(uint64_t)>* progress;
   CURL* curl;
   std::string file;
+  uint64_t before;  // bytes already in the file (a resumed download)
+  int64_t limit;    // the blob's declared size; -1: unknown
   std::string error;
 };
 
@@ -235,7 +285,17 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   size_t len = size * n;
   long status = 0;
   curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
-  if (t->fd >= 0 && (status == 200 || status == 206)) {
+  const bool content = status == 200 || status == 206;
+  if (content && t->limit >= 0 &&
+      t->before + t->resp->written + t->resp->body.size() + len > static_cast<uint64_t>(t->limit)) {
+    t->error = "the server sends more than the " + std::to_string(t->limit) + " bytes the manifest declares";
+    return 0;
+  }
+  if (t->fd >= 0 && content) {
+    if (status == 200 && t->before > 0) {  // the range was ignored: not after what is there
+      t->resp->range_ignored = true;
+      return 0;
+    }
     try {
       util::write_all(t->fd, std::string_view(data, len), t->file);
     } catch (const Error& e) {
@@ -258,8 +318,8 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
 }  // namespace
 
 Registry::Response Registry::request(const std::string& url, const std::string& accept, int out_fd,
-                                     uint64_t resume_from, void* hasher,
-                                     const std::function<void(uint64_t)>& progress) {
+                                     uint64_t resume_from, void* hasher, const std::function<void(uint64_t)>& progress,
+                                     const BlobLimits& limits) {
   Response r;
   std::unique_ptr<CURL, CurlDeleter> c(curl_easy_init());
   if (!c) throw Error("libcurl: cannot create a handle");
@@ -272,7 +332,7 @@ Registry::Response Registry::request(const std::string& url, const std::string& 
     if (!authorization_.empty()) add("Authorization: " + authorization_);
   }
   char errbuf[CURL_ERROR_SIZE] = "";
-  Transfer t{&r, out_fd, static_cast<image::Sha256*>(hasher), &progress, h, url, {}};
+  Transfer t{&r, out_fd, static_cast<image::Sha256*>(hasher), &progress, h, url, resume_from, limits.size, {}};
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
@@ -295,6 +355,7 @@ Registry::Response Registry::request(const std::string& url, const std::string& 
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
   }
   if (resume_from > 0) curl_easy_setopt(h, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(resume_from));
+  if (limits.timeout_ms > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, limits.timeout_ms);
   r.curl = curl_easy_perform(h);
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
   if (!t.error.empty()) throw Error("`" + url + "`: " + t.error);
@@ -314,10 +375,16 @@ bool Registry::authenticate(const std::string& header) {
   }
   if (scheme != "bearer" || params["realm"].empty()) return false;
   const std::string url = token_url(challenge, ref_.repository);
-  // The token request carries the basic credentials, if any, and nothing else.
+  // The token request carries the basic credentials, if any, and nothing
+  // else, and only to a token service as safe as the registry.
+  std::string why;
+  const bool send = !basic_.empty() && may_send_credentials(params["realm"], ref_.api_host(), opts_.plain_http, &why);
+  if (!basic_.empty() && !send)
+    util::warn("not sending your credentials for " + ref_.registry + " to the token service `" + params["realm"] +
+               "`: " + why + "; set RT_AUTH_REALMS=HOST to allow it");
   {
     std::lock_guard<std::mutex> g(auth_mutex_);
-    authorization_ = basic_.empty() ? "" : "Basic " + base64(basic_);
+    authorization_ = send ? "Basic " + base64(basic_) : "";
   }
   Response r;
   for (int attempt = 0;; ++attempt) {
@@ -343,10 +410,12 @@ bool Registry::authenticate(const std::string& header) {
   return true;
 }
 
-Registry::Response Registry::request_with_retries(const std::string& url, const std::string& accept) {
+Registry::Response Registry::request_with_retries(const std::string& url, const std::string& accept, int64_t size) {
   bool authed = false;
+  // Documents are small (4 MiB at most): the floor of a blob's deadline.
+  const long timeout_ms = static_cast<long>(blob_deadline(0) * 1000);
   for (int attempt = 0;; ++attempt) {
-    Response r = request(url, accept, -1, 0, nullptr, {});
+    Response r = request(url, accept, -1, 0, nullptr, {}, {size, timeout_ms});
     if (r.curl == CURLE_OK && r.status == 401 && !authed && !r.www_authenticate.empty()) {
       authed = true;
       if (!authenticate(r.www_authenticate))
@@ -393,7 +462,7 @@ Registry::Document Registry::get_manifest(const std::string& reference) {
 
 std::string Registry::get_blob(const Descriptor& d) {
   std::string url = base_url() + "/blobs/" + d.digest;
-  Response r = request_with_retries(url, "");
+  Response r = request_with_retries(url, "", d.size);
   if (r.status != 200) throw Error("`" + url + "` answered HTTP " + std::to_string(r.status));
   if (image::sha256_digest(r.body) != d.digest)
     throw Error("image `" + ref_.str() + "` blob `" + d.digest + "`: digest mismatch");
@@ -409,21 +478,34 @@ void Registry::download_blob(const Descriptor& d, const std::string& file,
   util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   auto hasher = std::make_unique<image::Sha256>();
   uint64_t have = 0;
-  bool authed = false;
+  bool authed = false, restarted = false;
+  // One deadline for the whole blob, however many tries: a server that
+  // trickles never trips curl's stall detection.
+  const double seconds = blob_deadline(d.size);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
   for (int attempt = 0;; ++attempt) {
-    Response r = request(url, "", fd.get(), have, hasher.get(), progress);
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      throw Error(where + ": too slow: " + std::to_string(have) + " of " + std::to_string(d.size) + " bytes in " +
+                      std::to_string(static_cast<int>(seconds)) + " s",
+                  "the deadline is RT_PULL_TIMEOUT (default 300 s) plus the size at RT_PULL_MIN_RATE "
+                  "(default 64 KiB/s); raise them for a slow link");
+    Response r = request(url, "", fd.get(), have, hasher.get(), progress, {d.size, static_cast<long>(left.count())});
     if (r.curl == CURLE_OK && r.status == 401 && !authed && !r.www_authenticate.empty()) {
       authed = true;
       if (!authenticate(r.www_authenticate)) throw Error(where + ": access refused by the registry");
       --attempt;
       continue;
     }
-    if (r.curl == CURLE_OK && r.status == 200 && have > 0) {
-      // The server ignored the range and sent everything again.
+    if ((r.range_ignored || r.curl == CURLE_RANGE_ERROR) && have > 0 && !restarted) {
+      // The server ignored the range and sends everything again: restart.
       util::warn(where + ": the server cannot resume; restarting");
       if (::ftruncate(fd.get(), 0) != 0 || ::lseek(fd.get(), 0, SEEK_SET) != 0) throw SysError{errno, "truncate", file};
       have = 0;
       hasher = std::make_unique<image::Sha256>();
+      restarted = true;
       --attempt;
       continue;
     }
@@ -435,6 +517,12 @@ void Registry::download_blob(const Descriptor& d, const std::string& file,
     if (attempt + 1 >= kTries)
       throw Error(where + ": download failed after " + std::to_string(kTries) +
                   " tries: " + (r.curl != CURLE_OK ? r.curl_error : "HTTP " + std::to_string(r.status)));
+    // Stopped by the deadline (curl's clock runs a little apart): said above.
+    if (r.curl == CURLE_OPERATION_TIMEDOUT &&
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(200) >= deadline) {
+      std::this_thread::sleep_until(deadline);
+      continue;
+    }
     util::warn(where + ": " + (r.curl != CURLE_OK ? r.curl_error : "HTTP " + std::to_string(r.status)) +
                "; resuming at byte " + std::to_string(have));
     backoff(attempt);

@@ -22,6 +22,12 @@ struct RegistryOptions {
   std::string password;
 };
 
+// What one blob request may take.
+struct BlobLimits {
+  int64_t size = -1;    // the declared size: no byte past it is written
+  long timeout_ms = 0;  // for this request; 0: none
+};
+
 class Registry {
 public:
   Registry(store::Reference ref, RegistryOptions opts);
@@ -46,8 +52,9 @@ public:
 
 private:
   Response request(const std::string& url, const std::string& accept, int out_fd, uint64_t resume_from, void* hasher,
-                   const std::function<void(uint64_t)>& progress);
-  Response request_with_retries(const std::string& url, const std::string& accept);
+                   const std::function<void(uint64_t)>& progress, const BlobLimits& limits = {});
+  // `size`: the document's declared size, when known.
+  Response request_with_retries(const std::string& url, const std::string& accept, int64_t size = -1);
   bool authenticate(const std::string& challenge);
   std::string base_url() const;
 
@@ -68,6 +75,15 @@ Challenge parse_challenge(const std::string& header);
 // The token service's URL for a Bearer challenge: realm, service and scope
 // (default: pull of `repository`), escaped.
 std::string token_url(const Challenge& challenge, const std::string& repository);
+// Whether the basic credentials for a registry (served at `api_host`) may
+// go to the token service at `realm`: only over HTTPS when the registry is
+// HTTPS, and only to the registry's own host, Docker Hub's auth.docker.io,
+// or a host listed in RT_AUTH_REALMS (comma-separated). `why` says why not.
+bool may_send_credentials(const std::string& realm, const std::string& api_host, bool plain_http, std::string* why);
+// Seconds a blob of `size` bytes may take in all: RT_PULL_TIMEOUT (300)
+// plus the size at RT_PULL_MIN_RATE bytes/s (64 KiB/s).
+double blob_deadline(int64_t size);
+
 // The keys ~/.docker/config.json may file `registry`'s credentials under.
 std::vector<std::string> docker_config_keys(const std::string& registry);
 

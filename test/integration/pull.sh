@@ -147,3 +147,30 @@ grep -q '" 503 ' "$T/proxy.log" && grep -q '" 429 ' "$T/proxy.log" || fail "the 
 grep -q '" 206 ' "$T/proxy.log" || fail "no ranged (206) request reached the proxy"
 pass "429 and 503 are retried; the resumed blob is fetched with a Range request"
 expect_eq "$("$RT" exec flaky stat -c %s /big/random)" 20000000 "the image pulled through the flaky proxy is complete"
+
+# --- a misbehaving server: no ranges, too much, too slow ----------------------
+proxy() {  # proxy MODE: a flaky_proxy.py in MODE; its port in $PORT
+  python3 "$RT_SOURCE_DIR/test/integration/flaky_proxy.py" "$T/pport-$1" "$REG" "$REG_CA" "$1" 2>"$T/proxy-$1.log" &
+  REG_PIDS+=($!)
+  for _ in $(seq 100); do [ -s "$T/pport-$1" ] && break; sleep 0.05; done
+  PORT=$(cat "$T/pport-$1")
+}
+proxy norange
+# Each in a store of its own: the layers must come from the server.
+expect_status 0 "pull from a server that ignores Range" -- \
+  env RT_STORAGE="$T/store-norange" "$RT" pull --plain-http "127.0.0.1:$PORT/test/big:v1" norange
+expect_match "$ERR" "cannot resume; restarting" "the blob restarts from its start, once"
+expect_eq "$(RT_STORAGE="$T/store-norange" "$RT" exec norange stat -c %s /big/random)" 20000000 \
+  "and the image is complete"
+proxy long
+expect_status 125 "a blob longer than its descriptor is refused" -- \
+  env RT_STORAGE="$T/store-long" "$RT" pull --plain-http "127.0.0.1:$PORT/test/big:v1" long
+expect_match "$ERR" "sends more than the [0-9]+ bytes the manifest declares" "the error says so"
+[ -z "$(find "$T/store-long" -size +21M 2>/dev/null)" ] && pass "nothing past the declared size was kept" ||
+  fail "a file over the blob's size is in the store"
+proxy trickle
+SECONDS=0
+expect_status 125 "a blob trickling past its deadline is refused" -- \
+  env RT_STORAGE="$T/store-slow" RT_PULL_TIMEOUT=2 RT_PULL_MIN_RATE=100000000 "$RT" pull --plain-http "127.0.0.1:$PORT/test/big:v1" slow
+expect_match "$ERR" "too slow: [0-9]+ of [0-9]+ bytes in 2 s" "the error gives what came and the deadline"
+[ "$SECONDS" -lt 30 ] && pass "it gives up at the deadline" || fail "the trickled pull took $SECONDS s"

@@ -36,12 +36,14 @@ start_registry() {
     token)
       openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/tkey.pem" -out "$dir/tcert.pem" -days 2 \
         -subj /CN=rt-token 2>/dev/null
+      # The token service speaks HTTPS with the registry's certificate:
+      # rt sends credentials only to a realm as safe as the registry.
       python3 "$RT_SOURCE_DIR/test/integration/token_service.py" "$dir/tport" "$dir/tkey.pem" "$dir/tcert.pem" \
-        "$REG_USER:$REG_PASS" &
+        "$REG_USER:$REG_PASS" "$dir/cert.pem" "$dir/key.pem" &
       REG_PIDS+=($!)
       local i
       for i in $(seq 100); do [ -s "$dir/tport" ] && break; sleep 0.05; done
-      auth="auth: {token: {realm: \"http://127.0.0.1:$(cat "$dir/tport")/token\", service: rt-test-registry, issuer: rt-test-issuer, rootcertbundle: $dir/tcert.pem}}"
+      auth="auth: {token: {realm: \"https://127.0.0.1:$(cat "$dir/tport")/token\", service: rt-test-registry, issuer: rt-test-issuer, rootcertbundle: $dir/tcert.pem}}"
       ;;
     open) ;;
   esac

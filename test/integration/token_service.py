@@ -6,9 +6,10 @@ Serves GET /token?service=S&scope=repository:NAME:ACTIONS: with the right
 basic credentials, returns {"token": JWT} signed RS256 with KEY (x5c = CERT),
 as Docker's distribution expects from an auth.token realm.
 """
-import base64, http.server, json, os, secrets, socketserver, subprocess, sys, time, urllib.parse
+import ssl, base64, http.server, json, os, secrets, socketserver, subprocess, sys, time, urllib.parse
 
 portfile, key, cert, creds = sys.argv[1:5]
+tls = sys.argv[5:7]  # optional: the certificate and key to serve HTTPS with
 der = subprocess.run(["openssl", "x509", "-in", cert, "-outform", "DER"], check=True, capture_output=True).stdout
 
 
@@ -53,6 +54,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 with socketserver.TCPServer(("127.0.0.1", 0), Handler) as srv:
+    if tls:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(tls[0], tls[1])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     with open(portfile + ".tmp", "w") as f:
         f.write(str(srv.server_address[1]))
     os.rename(portfile + ".tmp", portfile)

@@ -32,3 +32,34 @@ TEST_CASE("registry: docker.io credentials are found under Docker's own names") 
   CHECK(rt::image::docker_config_keys("ghcr.io") ==
         std::vector<std::string>{"ghcr.io", "https://ghcr.io", "http://ghcr.io"});
 }
+
+TEST_CASE("credentials go only to a token service as safe as the registry") {
+  using rt::image::may_send_credentials;
+  std::string why;
+  CHECK(may_send_credentials("https://reg.example.org/token", "reg.example.org", false, &why));
+  CHECK(may_send_credentials("https://127.0.0.1:5001/token", "127.0.0.1:5000", false, &why));
+  CHECK(may_send_credentials("https://auth.docker.io/token", "registry-1.docker.io", false, &why));
+  CHECK(may_send_credentials("http://127.0.0.1:5001/token", "127.0.0.1:5000", true, &why));  // a plain-HTTP registry
+  CHECK_FALSE(may_send_credentials("http://reg.example.org/token", "reg.example.org", false, &why));
+  CHECK_THAT(why, Catch::Contains("not HTTPS"));
+  CHECK_FALSE(may_send_credentials("https://evil.example.com/token", "reg.example.org", false, &why));
+  CHECK_THAT(why, Catch::Contains("another host (evil.example.com)"));
+  CHECK_FALSE(may_send_credentials("https://user@evil.example.com/t", "reg.example.org", false, &why));
+  ::setenv("RT_AUTH_REALMS", "login.example.net, evil.example.com", 1);
+  CHECK(may_send_credentials("https://evil.example.com/token", "reg.example.org", false, &why));
+  ::unsetenv("RT_AUTH_REALMS");
+}
+
+TEST_CASE("a blob's deadline has a floor and grows with its size") {
+  ::unsetenv("RT_PULL_TIMEOUT");
+  ::unsetenv("RT_PULL_MIN_RATE");
+  CHECK(rt::image::blob_deadline(0) == 300);
+  CHECK(rt::image::blob_deadline(64 * 1024 * 100) == 400);
+  ::setenv("RT_PULL_TIMEOUT", "2", 1);
+  ::setenv("RT_PULL_MIN_RATE", "1000", 1);
+  CHECK(rt::image::blob_deadline(5000) == 7);
+  ::setenv("RT_PULL_MIN_RATE", "junk", 1);
+  CHECK(rt::image::blob_deadline(0) == 2);
+  ::unsetenv("RT_PULL_TIMEOUT");
+  ::unsetenv("RT_PULL_MIN_RATE");
+}
