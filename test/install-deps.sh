@@ -1,6 +1,7 @@
 #!/bin/bash
 # Installs the Debian 12 packages rt needs to build, test and benchmark.
 # Idempotent: does nothing when they are all there already.
+#   install-deps.sh --fuzz  adds clang and its libFuzzer (test/run-all.sh --fuzz)
 set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config
@@ -13,6 +14,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev mpich libmpich-dev
   munge slurmctld slurmd slurm-client
 )
+[ "${1:-}" = --fuzz ] && PACKAGES+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || missing+=("$p")

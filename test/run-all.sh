@@ -3,17 +3,35 @@
 # unprivileged user rt-test, builds and runs every test as that user with
 # skips turned into failures; root only prepares the setuid fixtures. As any
 # other user: builds in build/ and runs the suite as that user.
+#   --sanitize  the same suite built with AddressSanitizer and UBSan
+#   --fuzz      the fuzz targets under libFuzzer (clang), a minute each
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
+suffix="" cmake_args=(-DRT_DEVELOPER=ON) ctest_args=(-LE fuzz)
+case "${1:-}" in
+  "") ;;
+  --sanitize)
+    suffix=-sanitize cmake_args+=(-DRT_SANITIZE=ON)
+    # Leaks at exit are not errors for a program that execs and forks.
+    export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+    ;;
+  --fuzz)
+    suffix=-fuzz cmake_args+=(-DRT_FUZZ=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++) ctest_args=(-L fuzz)
+    ;;
+  *)
+    echo "usage: $0 [--sanitize|--fuzz]" >&2
+    exit 2
+    ;;
+esac
 
 if [ "$(id -u)" != 0 ]; then
-  cmake -S "$src" -B "$src/build" -DRT_DEVELOPER=ON >/dev/null
-  cmake --build "$src/build" -j"$jobs"
-  exec ctest --test-dir "$src/build" --output-on-failure -j"$jobs"
+  cmake -S "$src" -B "$src/build$suffix" "${cmake_args[@]}" >/dev/null
+  cmake --build "$src/build$suffix" -j"$jobs"
+  exec ctest --test-dir "$src/build$suffix" --output-on-failure -j"$jobs" "${ctest_args[@]}"
 fi
 
-bash "$src/test/install-deps.sh"
+bash "$src/test/install-deps.sh" ${suffix:+"${1}"}
 user=rt-test
 id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
 # A second unprivileged user, the attacker of the shared-node tests:
@@ -30,7 +48,7 @@ if [ "$(cat /proc/sys/user/max_user_namespaces)" = 0 ]; then
   exit 1
 fi
 
-work=/var/tmp/rt-test-suite
+work=/var/tmp/rt-test-suite$suffix
 fixtures=/var/tmp/rt-test-fixtures
 slurm=/var/tmp/rt-test-slurm
 cleanup() {
@@ -42,7 +60,7 @@ rm -rf "$work" "$fixtures"
 install -d -o "$user" "$work" "$work/src"
 (cd "$src" && tar --exclude=./build --exclude=./.git -cf - .) | runuser -u "$user" -- tar -xf - -C "$work/src"
 cd "$work"
-runuser -u "$user" -- cmake -S "$work/src" -B "$work/build" -DRT_DEVELOPER=ON >/dev/null
+runuser -u "$user" -- cmake -S "$work/src" -B "$work/build" "${cmake_args[@]}" >/dev/null
 runuser -u "$user" -- cmake --build "$work/build" -j"$jobs"
 
 # A Debian bookworm root filesystem (minbase + python3) for the realistic
@@ -73,4 +91,5 @@ install -m 4755 -o root "$work/build/rt" "$fixtures/rt-suid"
 runuser -u "$user" -- env RT_TEST_REQUIRE_USERNS=1 RT_DEBIAN_ROOTFS="$debian" \
   RT_DEBIAN_MPI_ROOTFS="$debian_mpi" SLURM_CONF="$slurm/slurm.conf" \
   RT_SUID_FIXTURE="$fixtures/suid-id" RT_SUID_RT="$fixtures/rt-suid" RT_TEST_SECOND_USER="$user2" \
-  ctest --test-dir "$work/build" --output-on-failure -j"$jobs"
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" \
+  ctest --test-dir "$work/build" --output-on-failure -j"$jobs" "${ctest_args[@]}"

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -42,6 +43,8 @@ std::unique_ptr<FileReader> g_reader;
 std::unique_ptr<Pusher> g_pusher;
 int g_fd = -1;  // the FUSE device
 bool g_no_open = false, g_no_opendir = false;
+uid_t g_owner = 0;  // every entry's owner, as a directory image's entries are the user's
+gid_t g_group = 0;
 bool g_xattrs = false;                                                  // the image has an xattr table
 std::unordered_map<fuse_ino_t, std::shared_ptr<const FileMap>> g_maps;  // under g_meta
 
@@ -149,6 +152,63 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
+// An entry's attributes as the container sees them: the image's modes, the
+// mount's user as owner. A directory image's files belong to the user who
+// unpacked it; the SquashFS form of the same image must let that user read
+// the same files (its 0600 and 0700 entries), not show them as nobody's.
+bool attributes(sqfs_inode& inode, struct stat& st) {
+  if (sqfs_stat(&g_ll->fs, &inode, &st) != SQFS_OK) return false;
+  st.st_uid = g_owner;
+  st.st_gid = g_group;
+  return true;
+}
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  std::lock_guard<std::mutex> g(g_meta);
+  sqfs_inode inode;
+  struct stat st {};
+  if (sqfs_ll_inode(g_ll, &inode, ino) != SQFS_OK || !attributes(inode, st)) {
+    fuse_reply_err(req, ENOENT);
+    return;
+  }
+  st.st_ino = ino;
+  fuse_reply_attr(req, &st, kForever);
+}
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  std::lock_guard<std::mutex> g(g_meta);
+  sqfs_inode dir;
+  if (sqfs_ll_inode(g_ll, &dir, parent) != SQFS_OK) {
+    fuse_reply_err(req, ENOENT);
+    return;
+  }
+  if (!S_ISDIR(dir.base.mode)) {
+    fuse_reply_err(req, ENOTDIR);
+    return;
+  }
+  sqfs_name buf;
+  sqfs_dir_entry entry;
+  sqfs_dentry_init(&entry, buf);
+  bool found = false;
+  if (sqfs_dir_lookup(&g_ll->fs, &dir, name, std::strlen(name), &entry, &found) != SQFS_OK) {
+    fuse_reply_err(req, EIO);
+    return;
+  }
+  fuse_entry_param e{};
+  e.entry_timeout = kForever;  // absent names too: the image never changes
+  if (found) {
+    sqfs_inode inode;
+    if (sqfs_inode_get(&g_ll->fs, &inode, sqfs_dentry_inode(&entry)) != SQFS_OK || !attributes(inode, e.attr)) {
+      fuse_reply_err(req, EIO);
+      return;
+    }
+    e.ino = g_ll->ino_register(g_ll, &entry);
+    e.attr.st_ino = e.ino;
+    e.attr_timeout = kForever;
+  }
+  fuse_reply_entry(req, &e);
+}
+
 // An image without xattrs (rt writes none) answers ENOSYS once: the kernel
 // then stops asking, where `ls -l` would ask twice per file.
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
@@ -192,8 +252,7 @@ void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
     if (plus) {
       fuse_entry_param e{};
       sqfs_inode inode;
-      if (sqfs_inode_get(fs, &inode, sqfs_dentry_inode(&entry)) != SQFS_OK ||
-          sqfs_stat(fs, &inode, &e.attr) != SQFS_OK) {
+      if (sqfs_inode_get(fs, &inode, sqfs_dentry_inode(&entry)) != SQFS_OK || !attributes(inode, e.attr)) {
         err = SQFS_ERR;
         break;
       }
@@ -236,17 +295,19 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
 
 void serving(fuse_session* se) { g_fd = fuse_session_fd(se); }
 
-fuse_lowlevel_ops server_ops(sqfs_ll* ll) {
+fuse_lowlevel_ops server_ops(sqfs_ll* ll, uid_t owner, gid_t group) {
   g_ll = ll;
+  g_owner = owner;
+  g_group = group;
   g_xattrs =
       static_cast<int64_t>(ll->fs.sb.xattr_id_table_start) != SQUASHFS_INVALID_BLK && ll->fs.xattr_info.xattr_ids > 0;
   g_reader = std::make_unique<FileReader>(&ll->fs, kCachedBlocks, 1);
   g_pusher = std::make_unique<Pusher>(push_file, kPushers);
   fuse_lowlevel_ops ops{};
   ops.init = op_init;
-  ops.lookup = locked<sqfs_ll_op_lookup, fuse_req_t, fuse_ino_t, const char*>;
+  ops.lookup = op_lookup;
   ops.forget = locked<sqfs_ll_op_forget, fuse_req_t, fuse_ino_t, uint64_t>;
-  ops.getattr = locked<sqfs_ll_op_getattr, fuse_req_t, fuse_ino_t, fuse_file_info*>;
+  ops.getattr = op_getattr;
   ops.readlink = locked<sqfs_ll_op_readlink, fuse_req_t, fuse_ino_t>;
   ops.open = op_open;
   ops.read = op_read;

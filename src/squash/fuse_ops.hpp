@@ -1,5 +1,7 @@
 // The FUSE operations that serve a SquashFS image (namespace, server side).
 #pragma once
+#include <sys/types.h>
+
 extern "C" {
 #include <squashfuse/ll.h>
 }
@@ -7,8 +9,9 @@ extern "C" {
 namespace rt::squash {
 
 // The operations, for fuse_session_new with `ll` as userdata. Requests may
-// come from several threads. Set up once per process.
-fuse_lowlevel_ops server_ops(sqfs_ll* ll);
+// come from several threads. Set up once per process. Every entry shows
+// `owner` and `group` (the mount's user) as its owner.
+fuse_lowlevel_ops server_ops(sqfs_ll* ll, uid_t owner, gid_t group);
 
 // The session is mounted; called before any request is served (pages are
 // pushed through its device once INIT says the kernel takes them).

@@ -17,6 +17,7 @@
 extern "C" {
 #include <squashfuse/dir.h>
 #include <squashfuse/ll.h>
+#include <squashfuse/table.h>
 }
 
 #include "rt/error.hpp"
@@ -49,8 +50,8 @@ void serve(fuse_session* se) {
 
 // Starts serving the mounted image on `fuse_fd` from threads of this
 // process; false if the session cannot start.
-bool start_session(sqfs_ll* ll, int fuse_fd) {
-  fuse_lowlevel_ops ops = server_ops(ll);
+bool start_session(sqfs_ll* ll, int fuse_fd, uid_t uid, gid_t gid) {
+  fuse_lowlevel_ops ops = server_ops(ll, uid, gid);
   char arg0[] = "rt";
   char* argv[] = {arg0, nullptr};
   fuse_args args = FUSE_ARGS_INIT(1, argv);
@@ -100,6 +101,8 @@ Image::Image(const std::string& path) : path_(path) {
 
 Image::~Image() {
   if (ll_) {
+    // sqfs_destroy (0.1.105) leaves the xattr table's index allocated.
+    sqfs_table_destroy(&ll_->fs.xattr_table);
     sqfs_ll_destroy(ll_);
     std::free(ll_);
   }
@@ -178,7 +181,8 @@ std::optional<std::string> Image::read_file(const std::string& path, size_t limi
   std::string out;
   out.reserve(size);
   for (const iovec& v : iov) out.append(static_cast<const char*>(v.iov_base), v.iov_len);
-  if (out.size() != size) throw Error("image `" + path_ + "`: `" + path + "` is shorter than its inode says (corrupt?)");
+  if (out.size() != size)
+    throw Error("image `" + path_ + "`: `" + path + "` is shorter than its inode says (corrupt?)");
   return out;
 }
 
@@ -221,7 +225,7 @@ int Image::mount(const std::string& mountpoint, uid_t uid, gid_t gid) {
 
 void Image::mount_in_background(const std::string& mountpoint, uid_t uid, gid_t gid) {
   int fd = mount(mountpoint, uid, gid);
-  if (!start_session(ll_, fd)) {
+  if (!start_session(ll_, fd, uid, gid)) {
     ::close(fd);
     throw Error("image `" + path_ + "`: cannot start the FUSE session");
   }

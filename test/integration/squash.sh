@@ -23,6 +23,26 @@ sq=$(cd / && "$RT" exec "$T/bb.sqfs" sh -c "$listing")
 [ -n "$dir" ] || fail "empty listing"
 expect_eq "$sq" "$dir" "names, types, modes, sizes, link counts, symlinks and contents match the directory image"
 
+# Private files read the same in both forms: the user who can read the
+# directory image's 0600 file and list its 0700 directory can in the
+# SquashFS form too (both show the user as owner), with --root as well.
+mkdir -p "$T/priv/root/private"
+cp -a "$IMG"/. "$T/priv/"
+echo secret >"$T/priv/root/.bashrc"
+echo key >"$T/priv/root/private/key"
+chmod 0600 "$T/priv/root/.bashrc" "$T/priv/root/private/key"
+chmod 0700 "$T/priv/root" "$T/priv/root/private"
+tar -C "$T/priv" -cf "$T/priv.tar" .
+"$RT" import -q "$T/priv.tar" priv
+"$RT" convert -q priv "$T/priv.sqfs"
+see='cat /root/.bashrc /root/private/key && ls /root/private && stat -c "%U %a %n" /root /root/.bashrc /root/private/key'
+for mode in "" --root; do
+  d=$("$RT" exec $mode priv sh -c "$see" 2>&1)
+  q=$("$RT" exec $mode "$T/priv.sqfs" sh -c "$see" 2>&1)
+  expect_match "$d" "^secret" "directory form ${mode:-as the user}: the 0600 file reads"
+  expect_eq "$q" "$d" "SquashFS form ${mode:-as the user}: the same files read, list and show the same owner"
+done
+
 # Extended attributes: an image with them (mksquashfs keeps them) shows
 # them; rt writes none, and its images say so once (the kernel then stops
 # asking, where `ls -l` asks twice per file).
