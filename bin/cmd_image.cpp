@@ -192,7 +192,14 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       std::cout << "{\n  \"name\": " << json_escape(i.name) << ",\n  \"ref\": " << json_escape(i.ref)
                 << ",\n  \"manifest_digest\": " << json_escape(i.manifest_digest)
                 << ",\n  \"config_digest\": " << json_escape(i.config_digest) << ",\n  \"size\": " << i.size
-                << ",\n  \"created\": " << json_escape(i.created) << ",\n  \"path\": " << json_escape(i.dir) << "\n}\n";
+                << ",\n  \"created\": " << json_escape(i.created) << ",\n  \"path\": " << json_escape(i.dir);
+      // The image's own settings; User is shown though rt runs programs as the caller.
+      if (!i.config.empty()) {
+        std::string cfg = i.config;
+        for (size_t at = cfg.find('\n'); at != std::string::npos; at = cfg.find('\n', at + 3)) cfg.insert(at + 1, "  ");
+        std::cout << ",\n  \"config\": " << cfg;
+      }
+      std::cout << "\n}\n";
       return 0;
     });
     c.app->add_option("name", s->name, "image name")->required()->type_name("NAME");

@@ -42,6 +42,7 @@ std::string import_image(const std::string& source, const ImportOptions& options
 struct ImageSummary {
   std::string name, ref, manifest_digest, config_digest, created, dir;
   uint64_t size = 0;
+  std::string config;  // inspect only: the image config's `config` (Env, Cmd, User, ...) as JSON; "" if none
 };
 struct ConvertOptions : StoreOptions {
   std::string compression = "zstd";  // zstd, gzip, lz4, xz, lzo

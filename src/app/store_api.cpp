@@ -7,6 +7,8 @@
 #include "rt/image.hpp"
 #include "run/sqfs_facts.hpp"
 #include "store/lookup.hpp"
+#include "util/fs.hpp"
+#include "util/json.hpp"
 #include "util/log.hpp"
 
 namespace rt {
@@ -23,7 +25,7 @@ std::optional<app::Store> existing_store(const StoreOptions& o) {
 }
 
 ImageSummary summary(const app::ImageInfo& i) {
-  return {i.name, i.ref, i.manifest_digest, i.config_digest, i.created, i.dir, i.size};
+  return {i.name, i.ref, i.manifest_digest, i.config_digest, i.created, i.dir, i.size, {}};
 }
 
 // The stored name for what the user typed: as given, or canonical.
@@ -47,7 +49,14 @@ ImageSummary inspect_image(const std::string& name, const StoreOptions& o) {
   if (!s) no_image(name, store::store_path(o.storage));
   auto info = s->info(resolve_name(*s, name));
   if (!info) throw Error("image `" + name + "` in store `" + s->root() + "` has no metadata");
-  return summary(*info);
+  ImageSummary out = summary(*info);
+  const std::string file = info->dir + "/image-config.json";
+  if (auto text = util::read_file_if_exists(file, 4 << 20)) {
+    auto doc = util::parse_json_object(*text, "`" + file + "`");
+    const auto& cfg = util::json_object(doc, "config", "`" + file + "`");
+    if (!cfg.is_null()) out.config = cfg.dump(2);
+  }
+  return out;
 }
 
 void remove_image(const std::string& name, const StoreOptions& o) {

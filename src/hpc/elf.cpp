@@ -1,6 +1,7 @@
 // Minimal ELF reader for library closures and glibc checks (host).
 #include "hpc/elf.hpp"
 
+#include <cctype>
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -63,6 +64,18 @@ void raise_to(std::string& best, const std::string& v) {
 }
 
 }  // namespace
+
+std::string glibc_release(std::string_view libc) {
+  constexpr std::string_view kBanner = "release version ";
+  for (size_t at = libc.find(kBanner); at != std::string_view::npos; at = libc.find(kBanner, at + 1)) {
+    size_t from = at + kBanner.size(), to = from;
+    while (to < libc.size() && (std::isdigit(static_cast<unsigned char>(libc[to])) || libc[to] == '.')) ++to;
+    std::string v(libc.substr(from, to - from));
+    while (!v.empty() && v.back() == '.') v.pop_back();
+    if (v.find('.') != std::string::npos && std::isdigit(static_cast<unsigned char>(v.front()))) return v;
+  }
+  return {};
+}
 
 int compare_glibc(const std::string& a, const std::string& b) {
   auto x = version_numbers(a), y = version_numbers(b);

@@ -24,6 +24,11 @@ std::optional<ElfInfo> read_elf(const std::string& path);
 // The same for a file already in memory; `name` is for messages.
 std::optional<ElfInfo> parse_elf(std::string_view data, const std::string& name);
 
+// The glibc release a libc.so.6 says it is ("2.31", from its banner "...
+// release version 2.31."); "" when it says none. Its newest GLIBC_x.y
+// symbol version can be older (2.31 defines nothing newer than 2.30).
+std::string glibc_release(std::string_view libc);
+
 // Compares "GLIBC_2.34"-style version names by their numbers; "" is lowest.
 int compare_glibc(const std::string& a, const std::string& b);
 

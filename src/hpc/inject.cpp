@@ -335,15 +335,17 @@ public:
   // The image's glibc must provide what the injected libraries ask for.
   void check_glibc() {
     if (glibc_needed_.empty()) return;
-    std::string have, where;
+    std::string have, release, where;
     for (const char* p : {"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6",
                           "/usr/lib64/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6", "/lib/libc.so.6"}) {
       // The image's libc is 2 MB (and compressed in a SquashFS image):
       // remember its version by the file's identity.
       std::string stamp = image_.stamp(p);
       if (stamp.empty()) continue;  // not in the image
-      if (auto known = stamp.empty() ? std::nullopt : elf_.note("glibc " + stamp)) {
-        have = *known;
+      // Noted as "GLIBC_x.y RELEASE": what it defines, what it says it is.
+      if (auto known = elf_.note("glibc2 " + stamp)) {
+        have = known->substr(0, known->find(' '));
+        release = known->find(' ') == std::string::npos ? "" : known->substr(known->find(' ') + 1);
         where = p;
         break;
       }
@@ -351,8 +353,9 @@ public:
       if (!data) continue;
       if (auto info = parse_elf(*data, image_.name() + ":" + p)) {
         have = info->glibc_defined;
+        release = glibc_release(*data);
         where = p;
-        if (!stamp.empty()) elf_.set_note("glibc " + stamp, have);
+        elf_.set_note("glibc2 " + stamp, have + " " + release);
         break;
       }
     }
@@ -365,7 +368,8 @@ public:
                       glibc_needed_by_ + "` needs " + glibc_needed_,
                   "host libraries can only be injected into glibc-based images");
     if (compare_glibc(have, glibc_needed_) < 0)
-      throw Error("image `" + image_.name() + "` has glibc " + have.substr(6) + " (" + where + "), but the host's `" +
+      throw Error("image `" + image_.name() + "` has glibc " + (release.empty() ? have.substr(6) : release) + " (" +
+                      where + "), but the host's `" +
                       glibc_needed_by_ + "` needs " + glibc_needed_.substr(6),
                   "use an image with glibc " + glibc_needed_.substr(6) + " or later");
   }

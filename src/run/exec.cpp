@@ -113,6 +113,14 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
     p.env.push_back("SHELL=" + shell);
   }
   p.argv = run::command_for(o.mode, o.command, config, image.name(), shell);
+  // An image's USER is not honoured: the program runs as the caller, as
+  // under Apptainer. rt run says so, once per node (the first local rank).
+  if (o.mode == ExecMode::Run && config && !config->user.empty() && launcher.local_rank <= 0) {
+    const std::string asked = config->user.substr(0, config->user.find(':'));
+    if (asked != id.user && asked != std::to_string(id.uid))
+      util::warn("image `" + image.name() + "` asks to run as user `" + config->user + "`; rt runs it as " + id.user +
+                 " (uid " + std::to_string(id.uid) + "), as Apptainer does");
+  }
   p.join = o.join == ExecOptions::Inject::On || (o.join == ExecOptions::Inject::Auto && launcher.local_size > 1);
   return p;
 }

@@ -63,6 +63,12 @@ echo 'const char *gnu_get_libc_version(void){return "2.2.5";}' >"$T/libc.c"
 gcc -shared -fPIC -nostdlib -Wl,-soname,libc.so.6 -Wl,--version-script="$T/ver.map" -o "$old/lib/x86_64-linux-gnu/libc.so.6" "$T/libc.c"
 expect_status 125 "host MPI into an image with glibc 2.2.5 is refused" -- "$RT" exec --mpi=openmpi "$old" true
 expect_match "$ERR" "has glibc 2.2.5 .* needs 2\.[0-9]+" "the refusal names the library and the glibc versions"
+# The refusal names the release the libc says it is, not its newest symbol
+# version (glibc 2.31 defines nothing newer than GLIBC_2.30).
+echo '__attribute__((used)) static const char banner[] = "GNU C Library stable release version 2.3.";' >>"$T/libc.c"
+gcc -shared -fPIC -nostdlib -Wl,-soname,libc.so.6 -Wl,--version-script="$T/ver.map" -o "$old/lib/x86_64-linux-gnu/libc.so.6" "$T/libc.c"
+expect_status 125 "the same with a release banner" -- "$RT" exec --mpi=openmpi "$old" true
+expect_match "$ERR" "has glibc 2\.3 \(" "the refusal names the libc's release"
 # busybox: no glibc at all.
 expect_status 125 "host MPI into a busybox image is refused" -- "$RT" exec --mpi=openmpi "$IMG" true
 expect_match "$ERR" "no glibc" "the refusal says the image has no glibc"

@@ -113,6 +113,14 @@ PY
 "$RT" import -q "$T/twotags" || fail "a layout with two tags of one image: $(cat "$T/err")"
 "$RT" exec twotags:v1 test -f /x/new || fail "twotags:v1 does not run"
 pass "one image under two tags imports without a tag, as LAYOUT:TAG"
+# An image's USER is shown by inspect; rt run says once that it runs the
+# program as the caller.
+$OCI layout "$T/userimg" --tag v1 --user app:app "$base" >/dev/null
+"$RT" import -q "$T/userimg" userimg
+expect_match "$("$RT" inspect userimg)" '"User": "app:app"' "inspect shows the image's USER"
+expect_status 0 "rt run of an image with USER" -- "$RT" run userimg rt-probe argv ok
+expect_match "$ERR" "asks to run as user .app:app.; rt runs it as $(id -un) \(uid $(id -u)\)" "rt run says whom it runs as"
+expect_eq "$(grep -c 'asks to run' "$T/err")" 1 "once"
 $OCI tar "$L/dotdot.tar" file:ok file:../../outside/pwned
 refuse "an entry with .." "\\.\\." "$L/dotdot.tar"
 $OCI tar "$L/abs.tar" file:ok "file:$T/outside/pwned"

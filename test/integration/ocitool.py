@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds OCI image layouts and hostile layers for rt's tests.
 
-  ocitool.py layout OUT [--tag T] [--platform OS/ARCH] [--env K=V]... [--cmd ARG]...
+  ocitool.py layout OUT [--tag T] [--platform OS/ARCH] [--env K=V]... [--cmd ARG]... [--user U]
                         [--bad-diff-id N] [--media-type N=TYPE] LAYER...
       LAYER: a .tar, .tar.gz or .tar.zst file (compressed as given)
   ocitool.py index OUT TAG LAYOUT1 LAYOUT2 ...   multi-platform index of single-image layouts
@@ -42,7 +42,7 @@ def finish_layout(out, descriptor):
 
 
 def layout(args):
-    out, tag, plat, env, cmd, bad, mtypes, layers = args[0], None, "linux/amd64", [], [], -1, {}, []
+    out, tag, plat, env, cmd, bad, mtypes, layers, user = args[0], None, "linux/amd64", [], [], -1, {}, [], None
     i = 1
     while i < len(args):
         a = args[i]
@@ -50,6 +50,7 @@ def layout(args):
         elif a == "--platform": plat = args[i + 1]; i += 2
         elif a == "--env": env.append(args[i + 1]); i += 2
         elif a == "--cmd": cmd.append(args[i + 1]); i += 2
+        elif a == "--user": user = args[i + 1]; i += 2
         elif a == "--bad-diff-id": bad = int(args[i + 1]); i += 2
         elif a == "--media-type":
             n, t = args[i + 1].split("=", 1); mtypes[int(n)] = t; i += 2
@@ -68,6 +69,8 @@ def layout(args):
               "rootfs": {"type": "layers", "diff_ids": diff_ids},
               "history": [{"created": "2026-01-01T00:00:00Z", "created_by": "ocitool layer %d" % n}
                           for n in range(len(layers))]}
+    if user:
+        config["config"]["User"] = user
     cdata = json.dumps(config).encode()
     manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
                 "config": {"mediaType": "application/vnd.oci.image.config.v1+json",

@@ -1,8 +1,11 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <gnu/libc-version.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <tuple>
@@ -204,4 +207,20 @@ TEST_CASE("GPUs left out of NVIDIA_VISIBLE_DEVICES: their nodes by minor number,
   CHECK(gpu_mask("0", host_gpus(gpus), dev).nodes.empty());
   CHECK(gpu_mask("0", host_gpus(gpus), dev).buses == V{"0000:3b:00.0"});
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+}
+
+TEST_CASE("a libc's release comes from its banner, not its newest symbol version") {
+  using rt::hpc::glibc_release;
+  std::string libc = std::string("\x7f" "ELF junk\0", 10) +
+                     "GNU C Library (Debian GLIBC 2.31-13+deb11u5) stable release version 2.31.\nCopyright";
+  CHECK(glibc_release(libc) == "2.31");
+  CHECK(glibc_release("release version 2.36.\n") == "2.36");
+  CHECK(glibc_release("release version x.y, release version 2.17") == "2.17");
+  CHECK(glibc_release("no banner here").empty());
+  // The libc this test runs on says what `ldd --version` says.
+  std::ifstream f("/lib/x86_64-linux-gnu/libc.so.6", std::ios::binary);
+  if (f) {
+    std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CHECK(glibc_release(data) == std::string(gnu_get_libc_version()));
+  }
 }
