@@ -187,13 +187,47 @@ public:
     return found;
   }
 
-  void mpi(const std::string& which) {
+  // The MPI `program` links (DT_NEEDED): its ABI and the library it
+  // names; empty when it links none or cannot be read. The program is
+  // looked up in the image (on the image's usual PATH when it has no '/'),
+  // else on the host (the working directory and home are bound).
+  std::pair<std::string, std::string> program_mpi(const std::string& program) const {
+    if (program.empty()) return {};
+    std::vector<std::string> candidates;
+    if (program.find('/') == std::string::npos) {
+      for (const char* dir : {"/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"})
+        candidates.push_back(std::string(dir) + "/" + program);
+    } else {
+      candidates.push_back(program.front() == '/' ? program : util::current_dir() + "/" + program);
+    }
+    constexpr size_t kLimit = 64u << 20;
+    for (const auto& c : candidates) {
+      std::optional<std::string> data;
+      try {
+        data = image_.read(c, kLimit);
+        if (!data && program.find('/') != std::string::npos) data = util::read_file_if_exists(c, kLimit);
+        if (!data) continue;
+        auto info = parse_elf(*data, c);
+        if (!info) return {};
+        for (const auto& n : info->needed)
+          if (std::string abi = mpi_abi(n); !abi.empty()) return {abi, n};
+      } catch (const Error&) {  // too large, unreadable, not ELF: no opinion
+      }
+      return {};
+    }
+    return {};
+  }
+
+  static std::string mpi_name(const std::string& abi) { return abi == "openmpi" ? "Open MPI" : "MPICH-ABI MPI"; }
+
+  void mpi(const std::string& which, const std::string& program) {
     std::string flavor = which, lib;
     // Listing the image's library directories is the costly part of the
     // image checks (thousands of names): once per rank.
     const ImageMpis mpis = image_mpis();
-    if (flavor == "auto") {
-      flavor = mpis.empty() ? "" : mpis.front().first;
+    const auto [needs, needed_lib] = program_mpi(program);
+    if (flavor == "auto") {  // the program's, else the image's, else the host's Open MPI
+      flavor = !needs.empty() ? needs : mpis.empty() ? "" : mpis.front().first;
       if (flavor.empty()) flavor = find("libmpi.so.40") ? "openmpi" : "mpich";
     }
     if (!which.empty() && which.front() == '/') {
@@ -219,6 +253,10 @@ public:
                         " library (" + util::join(names, ", ") + ") in `" + cache_file_ + "`",
                     "install it, or name it in the site configuration (" + flavor + ".library)");
     }
+    if (!needs.empty() && needs != flavor)
+      throw Error("`" + program + "` links " + needed_lib + " (" + mpi_name(needs) + "), but --mpi" +
+                      (which == "auto" ? "" : "=" + which) + " injects " + mpi_name(flavor) + " `" + lib + "`",
+                  "use --mpi=" + needs + ", or plain --mpi, which follows the program");
     check_image_mpi(mpis, flavor, lib);
     add_library(lib, "MPI", true);
     // Plugins and data files, bound at the host path: MPI finds them by
@@ -477,7 +515,7 @@ GpuMask gpu_mask(const std::string& nvidia_visible, const std::vector<HostGpu>& 
 Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image, ElfCache* elf) {
   ElfCache memory(-1, "");
   Planner p(conf, image, elf ? *elf : memory);
-  if (!req.mpi.empty()) p.mpi(req.mpi);
+  if (!req.mpi.empty()) p.mpi(req.mpi, req.program);
   if (req.gpu) p.gpu(req.gpu_required);
   if (req.ib) p.ib(req.ib_required);
   if (!req.devices.empty()) apply_cdi(req.devices, conf.get("cdi.dirs", {"/etc/cdi", "/var/run/cdi"}), p.out);

@@ -24,6 +24,9 @@ struct InjectRequest {
   bool ib = false;
   bool ib_required = false;
   std::vector<std::string> devices;  // CDI names: vendor.com/class=name|all
+  // The program to run (argv[0]): the MPI it links chooses the host MPI of
+  // a plain --mpi and must agree with an explicit one. "" when unknown.
+  std::string program;
 };
 
 // Read access to the image's files, for the checks.

@@ -5,6 +5,7 @@
 
 #include "hpc/site_config.hpp"
 #include "rt/error.hpp"
+#include "run/launch.hpp"
 #include "store/root.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
@@ -33,6 +34,13 @@ hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, c
   req.ib_required = o.ib == ExecOptions::Inject::On;
   req.ib = req.ib_required || (o.ib == ExecOptions::Inject::Auto && util::path_exists("/dev/infiniband"));
   req.devices = o.devices;
+  if (!o.mpi.empty()) {
+    try {
+      auto argv = command_for(o.mode, o.command, config, "", "/bin/sh");
+      req.program = argv.front();
+    } catch (const Error&) {  // no program: exec says so later
+    }
+  }
   if (req.mpi.empty() && !req.gpu && !req.ib && req.devices.empty()) return {};
   hpc::SiteConfig conf = hpc::load_site_config();
   // Every rank of a job reads the same host plugins: remember what they are.

@@ -54,6 +54,15 @@ echo 'int MPI_Init(void){return 0;}' >"$T/m.c"
 gcc -shared -fPIC -Wl,-soname,libmpich.so.12 -o "$abi/usr/lib/x86_64-linux-gnu/libmpich.so.12" "$T/m.c"
 expect_status 125 "Open MPI into an MPICH-ABI image is refused" -- "$RT" exec --mpi=openmpi "$abi" true
 expect_match "$ERR" "MPICH-ABI MPI .*libmpich.so.12.*Open MPI \(libmpi.so.40\)" "the refusal names both ABIs"
+# Plain --mpi follows the program's own MPI (its DT_NEEDED), whatever the
+# host's default; an explicit --mpi of the other family is refused first.
+expect_match "$("$RT" exec --dry-run --mpi deb "$T/hello-mpich")" "host MPI: .*libmpich.so.12 \(mpich ABI\)" \
+  "plain --mpi injects MPICH for an MPICH program"
+expect_match "$("$RT" exec --dry-run --mpi deb "$T/hello-ompi")" "host MPI: .*libmpi.so.40 \(openmpi ABI\)" \
+  "and Open MPI for an Open MPI program"
+expect_status 125 "--mpi=openmpi for an MPICH program is refused" -- "$RT" exec --mpi=openmpi deb "$T/hello-mpich"
+expect_match "$ERR" "hello-mpich. links libmpich.so.12 \(MPICH-ABI MPI\), but --mpi=openmpi injects Open MPI" \
+  "the refusal names both"
 # An image whose glibc is older than what the host libraries need.
 old="$T/oldglibc"
 cp -a "$IMG" "$old"
