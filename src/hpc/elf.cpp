@@ -1,12 +1,12 @@
 // Minimal ELF reader for library closures and glibc checks (host).
 #include "hpc/elf.hpp"
 
-#include <cctype>
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cctype>
 
 #include <cstring>
 

@@ -200,20 +200,28 @@ public:
     } else {
       candidates.push_back(program.front() == '/' ? program : util::current_dir() + "/" + program);
     }
-    constexpr size_t kLimit = 64u << 20;
-    for (const auto& c : candidates) {
-      std::optional<std::string> data;
-      try {
-        data = image_.read(c, kLimit);
-        if (!data && program.find('/') != std::string::npos) data = util::read_file_if_exists(c, kLimit);
-        if (!data) continue;
-        auto info = parse_elf(*data, c);
-        if (!info) return {};
+    // Every rank asks: what a file links is remembered by its identity.
+    auto from = [](const std::optional<ElfInfo>& info) -> std::pair<std::string, std::string> {
+      if (info)
         for (const auto& n : info->needed)
           if (std::string abi = mpi_abi(n); !abi.empty()) return {abi, n};
-      } catch (const Error&) {  // too large, unreadable, not ELF: no opinion
-      }
       return {};
+    };
+    for (const auto& c : candidates) {
+      try {
+        if (std::string stamp = image_.stamp(c); !stamp.empty()) {
+          if (auto known = elf_.note("mpi-needs " + stamp))
+            return known->empty() ? std::pair<std::string, std::string>{}
+                                  : std::pair{known->substr(0, known->find(' ')), known->substr(known->find(' ') + 1)};
+          auto data = image_.read(c, 64u << 20);
+          auto found = data ? from(parse_elf(*data, c)) : std::pair<std::string, std::string>{};
+          elf_.set_note("mpi-needs " + stamp, found.first.empty() ? "" : found.first + " " + found.second);
+          return found;
+        }
+        if (program.find('/') != std::string::npos && util::path_exists(c)) return from(elf_.get(c));
+      } catch (const Error&) {  // too large, unreadable, not ELF: no opinion
+        return {};
+      }
     }
     return {};
   }
@@ -407,8 +415,7 @@ public:
                   "host libraries can only be injected into glibc-based images");
     if (compare_glibc(have, glibc_needed_) < 0)
       throw Error("image `" + image_.name() + "` has glibc " + (release.empty() ? have.substr(6) : release) + " (" +
-                      where + "), but the host's `" +
-                      glibc_needed_by_ + "` needs " + glibc_needed_.substr(6),
+                      where + "), but the host's `" + glibc_needed_by_ + "` needs " + glibc_needed_.substr(6),
                   "use an image with glibc " + glibc_needed_.substr(6) + " or later");
   }
 
