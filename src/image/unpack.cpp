@@ -67,6 +67,12 @@ la_ssize_t source_read(archive* a, void* client, const void** out) {
     size_t n = (*s->read)(s->buf.data(), s->buf.size());
     *out = s->buf.data();
     return static_cast<la_ssize_t>(n);
+  } catch (const std::exception& e) {
+    // The cause (a corrupt gzip stream, a digest mismatch, a failed
+    // sqfs2tar) reaches messages made from libarchive's error too.
+    s->error = std::current_exception();
+    archive_set_error(a, EIO, "%s", e.what());
+    return -1;
   } catch (...) {
     s->error = std::current_exception();
     archive_set_error(a, EIO, "read failed");

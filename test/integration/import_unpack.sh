@@ -131,6 +131,21 @@ $OCI tar "$L/hlabs.tar" file:ok hardlink:h:/etc/passwd
 refuse "an absolute hard link" "hard link" "$L/hlabs.tar"
 head -c 100000 /dev/urandom >"$L/garbage.tar"
 refuse "a layer that is not a tar" "not a .*tar" "$L/garbage.tar"
+# Corrupt in the middle of a file's data: the cause is named, not "read failed".
+python3 - "$L/midcorrupt.tar.gz" <<'PY'
+import gzip, io, os, sys, tarfile
+data = os.urandom(3000000)
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w") as t:
+    info = tarfile.TarInfo("big")
+    info.size = len(data)
+    t.addfile(info, io.BytesIO(data))
+z = bytearray(gzip.compress(buf.getvalue(), 1))
+for i in range(len(z) // 2, len(z) // 2 + 200):
+    z[i] ^= 0xff
+open(sys.argv[1], "wb").write(z)
+PY
+refuse "a gzip layer corrupt inside a file" "entry .big.: cannot read file data: .*corrupt gzip" "$L/midcorrupt.tar.gz"
 head -c 50000 "$base" >"$L/truncated.tar.gz"
 refuse "a truncated gzip layer" "truncated|corrupt" "$L/truncated.tar.gz"
 $OCI tar "$L/bomb.tar" big:b1:3000000 big:b2:3000000
