@@ -10,6 +10,9 @@
 
 #include "commands.hpp"
 #include "rt/error.hpp"
+#ifdef RT_FULL
+#include "rt/image.hpp"
+#endif
 
 namespace {
 
@@ -79,6 +82,9 @@ int main(int argc, char** argv) {
     }
     words = {words[0], "--help"};  // asked for: CLI11 shows the option table
   }
+#ifdef RT_FULL
+  rt::handle_signals_for_image_commands();
+#endif
   CLI::App app{"rt: rootless containers for HPC"};
   app.name("rt");
   app.set_version_flag("--version", std::string("rt ") + RT_VERSION);

@@ -69,4 +69,10 @@ uint64_t prune_store(const StoreOptions& options);
 // registry is meant) in ~/.docker/config.json; returns the registry host.
 std::string login(const std::string& registry, const std::string& user, const std::string& password);
 
+// For a program running image commands, first thing in main: temporary
+// files are removed on SIGINT, SIGTERM and SIGHUP, and SIGPIPE is ignored
+// (a helper such as tar2sqfs that dies is an error with a message, not a
+// silent exit 141).
+void handle_signals_for_image_commands();
+
 }  // namespace rt

@@ -228,7 +228,8 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
   }());
   int rc = image::run_program(argv, {.in = config_in.get()});
   if (rc != 0)
-    throw Error("mksquashfs failed (status " + std::to_string(rc) + ") making `" + dst + "` from `" + src + "`");
+    throw Error("mksquashfs failed (status " + std::to_string(rc) + ") making `" + dst + "` from `" + src + "`" +
+                util::full_disk_note(dst));
   if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
   struct stat st;
   ::stat(dst.c_str(), &st);

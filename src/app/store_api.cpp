@@ -1,6 +1,7 @@
 // rt images / inspect / rm / prune (host).
 #include "app/store.hpp"
 
+#include <csignal>
 #include <optional>
 
 #include "rt/error.hpp"
@@ -73,6 +74,11 @@ uint64_t prune_store(const StoreOptions& o) {
   uint64_t freed = s->prune();
   if (util::UniqueFd facts = s->dir().dir(store::kSqfsFactsDir, false)) freed += run::prune_squash_facts(facts.get());
   return freed;
+}
+
+void handle_signals_for_image_commands() {
+  util::clean_up_on_signals();
+  ::signal(SIGPIPE, SIG_IGN);
 }
 
 }  // namespace rt

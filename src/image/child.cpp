@@ -1,16 +1,16 @@
 // Child processes (host); see child.hpp.
 #include "image/child.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <utility>
 
 #include "rt/error.hpp"
-
-extern char** environ;
 
 namespace rt::image {
 
@@ -18,15 +18,46 @@ Child::Child(const std::vector<std::string>& argv, Fds fds) : name_(argv.at(0)) 
   std::vector<char*> a;
   for (const auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
   a.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (fds.in >= 0) posix_spawn_file_actions_adddup2(&fa, fds.in, 0);
-  if (fds.out >= 0) posix_spawn_file_actions_adddup2(&fa, fds.out, 1);
-  int r = ::posix_spawnp(&pid_, a[0], &fa, nullptr, a.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (r != 0) {
+  // The child reports a failed exec through this pipe (closed on success).
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) throw SysError{errno, "pipe", name_};
+  const pid_t parent = ::getpid();
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    int e = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    throw SysError(e, "fork", name_);
+  }
+  if (pid_ == 0) {
+    // Dies with rt, even by SIGKILL: no orphaned mksquashfs writing on.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // rt-image blocks some for its signal thread
+    ::signal(SIGPIPE, SIG_DFL);
+    if ((fds.in >= 0 && ::dup2(fds.in, 0) < 0) || (fds.out >= 0 && ::dup2(fds.out, 1) < 0)) {
+      int e = errno;
+      (void)!::write(report[1], &e, sizeof e);
+      ::_exit(127);
+    }
+    ::execvp(a[0], a.data());
+    int e = errno;
+    (void)!::write(report[1], &e, sizeof e);
+    ::_exit(127);
+  }
+  ::close(report[1]);
+  int e = 0;
+  ssize_t n;
+  while ((n = ::read(report[0], &e, sizeof e)) < 0 && errno == EINTR) {
+  }
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof e)) {
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
     pid_ = -1;
-    throw SysError(r, "spawn", name_);
+    throw SysError(e, "spawn", name_);
   }
 }
 

@@ -1,6 +1,7 @@
 // Child processes (host): started from argv (PATH search, no shell: every
 // argument is a word), with stdin/stdout redirected where asked, killed and
-// reaped when their owner goes out of scope without waiting for them.
+// reaped when their owner goes out of scope without waiting for them, and
+// killed by the kernel when rt dies (PR_SET_PDEATHSIG), even by SIGKILL.
 #pragma once
 #include <sys/types.h>
 

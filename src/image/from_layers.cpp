@@ -89,7 +89,7 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
   image::Child tar2sqfs(argv, {.in = rd.get()});
   rd.reset();
 
-  {
+  try {
     Pipe pipe{wr.get(), "tar2sqfs"};
     std::unique_ptr<archive, WriterDeleter> w(archive_write_new());
     archive_write_set_format_pax_restricted(w.get());
@@ -107,9 +107,18 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
     flat.finish(w.get(), {{cfg_path, src.config_text}});
     if (archive_write_close(w.get()) != ARCHIVE_OK)
       throw Error("writing the SquashFS stream: " + archive_error(w.get()));
+  } catch (const Error& e) {
+    // tar2sqfs stopped reading: say why it did, when the disk is the cause.
+    wr.reset();
+    if (int rc = tar2sqfs.wait(); rc != 0)
+      throw Error("tar2sqfs failed (status " + std::to_string(rc) + ") making `" + out + "` from image `" + src.name +
+                  "`" + util::full_disk_note(out));
+    throw;
   }
   wr.reset();
-  if (tar2sqfs.wait() != 0) throw Error("tar2sqfs failed making `" + out + "` from image `" + src.name + "`");
+  if (int rc = tar2sqfs.wait(); rc != 0)
+    throw Error("tar2sqfs failed (status " + std::to_string(rc) + ") making `" + out + "` from image `" + src.name +
+                "`" + util::full_disk_note(out));
   if (::rename(tmp.c_str(), out.c_str()) != 0) throw SysError{errno, "rename", tmp, out};
   struct stat sb;
   ::stat(out.c_str(), &sb);

@@ -5,10 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "rt/error.hpp"
@@ -324,20 +330,120 @@ void set_process_title(const std::string& title) {
 }  // namespace rt::util
 
 namespace rt::util {
+namespace {
+
+// The private directories of this process, for the signal thread. Never
+// freed: the thread may use it until the process ends.
+std::mutex& temps_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::vector<std::string>& temps() {
+  static auto* v = new std::vector<std::string>;
+  return *v;
+}
+
+constexpr char kOwner[] = ".owner";  // locked while its process lives
+
+// Removes the caller's `.rt-tmp.*` directories in `parent` whose process is
+// gone (killed, or the machine went down): their `.owner` lock is free.
+// A directory without `.owner` is being made, or is not one of these.
+void clear_stale_beside(const std::string& parent) {
+  UniqueFd dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return;
+  std::vector<std::string> names;
+  try {
+    names = list_names(dir.get(), parent);
+  } catch (const Error&) {
+    return;
+  }
+  for (const auto& n : names) {
+    if (!n.starts_with(".rt-tmp.")) continue;
+    struct stat st;
+    if (::fstatat(dir.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != ::geteuid())
+      continue;
+    UniqueFd d(::openat(dir.get(), n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!d) continue;
+    UniqueFd owner(::openat(d.get(), kOwner, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!owner || ::flock(owner.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive, or not ours to judge
+    try {
+      remove_tree_at(dir.get(), n, parent + "/" + n);
+    } catch (const Error&) {
+    }
+  }
+}
+
+}  // namespace
+
 TempDirBeside::TempDirBeside(const std::string& dst) {
   const size_t slash = dst.rfind('/');
   const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : dst.substr(0, slash);
   if (!is_directory(parent))
     throw Error("cannot write `" + dst + "`: there is no directory `" + parent + "`", "make it first");
+  clear_stale_beside(parent);
   std::string tmpl = (parent == "/" ? "" : parent) + "/.rt-tmp.XXXXXX";
   if (!::mkdtemp(tmpl.data())) throw SysError{errno, "mkdtemp", parent + "/.rt-tmp.XXXXXX"};
   dir_ = tmpl;
+  // The lock is taken before `.owner` appears under its name: a sweep
+  // never sees it unlocked while this process lives.
+  const std::string pending = dir_ + "/.owner.new";
+  owner_ = UniqueFd(::open(pending.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!owner_ || ::flock(owner_.get(), LOCK_EX) != 0 || ::rename(pending.c_str(), (dir_ + "/" + kOwner).c_str()) != 0) {
+    int e = errno;
+    ::rmdir(dir_.c_str());
+    throw SysError{e, "create", pending};
+  }
+  std::lock_guard<std::mutex> g(temps_mutex());
+  temps().push_back(dir_);
 }
 
 TempDirBeside::~TempDirBeside() {
+  {
+    std::lock_guard<std::mutex> g(temps_mutex());
+    std::erase(temps(), dir_);
+  }
   try {
     remove_tree(dir_);
   } catch (...) {
   }
+}
+
+std::string full_disk_note(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct statvfs fs;
+  if (::statvfs(dir.c_str(), &fs) != 0) return {};
+  const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  if (free_bytes >= (16u << 20)) return {};
+  return "; no space left on the filesystem of `" + dir + "` (" + std::to_string(free_bytes) + " bytes free)";
+}
+
+void clean_up_on_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    if (::sigwait(&set, &sig) != 0) return;
+    {
+      std::lock_guard<std::mutex> g(temps_mutex());
+      for (const auto& d : temps()) {
+        try {
+          remove_tree(d);
+        } catch (...) {
+        }
+      }
+    }
+    // Ends as the signal would have ended it (status 128+N); children die
+    // with it (PR_SET_PDEATHSIG).
+    ::signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    ::pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+    ::raise(sig);
+  }).detach();
 }
 }  // namespace rt::util

@@ -84,7 +84,9 @@ namespace rt::util {
 // A private directory beside `dst` (mkdtemp(3), mode 0700), removed with
 // what it holds: work there cannot be swapped or read by other users who
 // can write DST's directory, and a finished piece is renamed into place.
-// A missing directory for DST is refused with a clear message.
+// A missing directory for DST is refused with a clear message. Those left
+// by a killed rt (their `.owner` lock free) are removed by the next one
+// made beside them.
 class TempDirBeside {
 public:
   explicit TempDirBeside(const std::string& dst);
@@ -95,5 +97,17 @@ public:
 
 private:
   std::string dir_;
+  UniqueFd owner_;  // `.owner`, locked: a later rt clears the directory once this lock is free
 };
+
+// "; no space left on the filesystem of `DIR` (N bytes free)" when the
+// filesystem holding `path` is (nearly) full, else "": for the message of a
+// helper that failed writing there.
+std::string full_disk_note(const std::string& path);
+
+// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (call it first in
+// main, before other threads start) and has a thread wait for them: on one,
+// every TempDirBeside of the process is removed, then the process ends as
+// the signal would have ended it.
+void clean_up_on_signals();
 }  // namespace rt::util

@@ -77,6 +77,40 @@ for m in t:
 print(sorted(h.items()))"'
   expect_eq "$(cd / && RT_SQUASHFS_LINGER=0 "$RT" exec "$T/deb.sqfs" sh -c "$whole")" \
     "$(cd / && "$RT" exec deb sh -c "$whole")" "and so does a whole-image tar"
+
+  # Interrupted conversions: SIGTERM cleans up and ends as the signal does;
+  # SIGKILL leaves the private directory, which the next conversion there
+  # removes, and never an orphaned mksquashfs.
+  mkdir -p "$T/conv"
+  helpers() { pgrep -u "$(id -u)" -f "^mksquashfs .*$T/conv" || true; }
+  interrupt() {  # interrupt SIGNAL: start a conversion, signal it mid-way, wait
+    "$RT" convert -q --force deb "$T/conv/deb.sqfs" &
+    local pid=$! i
+    for i in $(seq 200); do [ -n "$(helpers)" ] && break; sleep 0.05; done
+    [ -n "$(helpers)" ] || fail "mksquashfs never started"
+    kill -"$1" "$pid"
+    wait "$pid" && rc=0 || rc=$?
+    for i in $(seq 40); do [ -z "$(helpers)" ] && break; sleep 0.05; done
+    [ -z "$(helpers)" ] && pass "$1: no mksquashfs left running" || fail "$1: mksquashfs outlived rt: $(helpers)"
+  }
+  interrupt TERM
+  expect_eq "$rc" 143 "SIGTERM: rt ends as the signal does"
+  expect_eq "$(ls -A "$T/conv")" "" "SIGTERM: nothing left beside the destination"
+  interrupt KILL
+  expect_match "$(ls -A "$T/conv")" "^\.rt-tmp\." "SIGKILL leaves its private directory"
+  "$RT" convert -q bb "$T/conv/bb.sqfs"
+  expect_eq "$(ls -A "$T/conv")" "bb.sqfs" "the next conversion there removes it"
+fi
+
+# A full disk: the helper's failure is named, with the cause.
+if unshare -Urm true 2>/dev/null; then
+  mkdir -p "$T/full"
+  # (a directory needs no store, which the namespace's view of /var/tmp
+  # would refuse)
+  expect_status 125 "a conversion onto a full filesystem fails" -- unshare -Urm sh -c \
+    'mount -t tmpfs -o size=64k rt-full "$1" && exec "$2" convert -q "$3" "$1/x.sqfs"' sh "$T/full" "$RT_IMAGE" "$IMG"
+  expect_match "$ERR" "mksquashfs failed .*no space left on the filesystem of .$T/full. \([0-9]+ bytes free\)" \
+    "the error says the disk is full"
 fi
 
 # A store image kept as one SquashFS file (--format sqfs, or RT_STORE_FORMAT).
