@@ -60,8 +60,9 @@ std::string LayerMerge::where(const std::string& path) const {
 // The key of comps[0..upto) with every symlink met on the way followed
 // inside the image. A link must lead to something the image has.
 std::string LayerMerge::resolve(const std::vector<std::string>& comps, size_t upto, const std::string& where,
-                                int depth) const {
-  if (depth > 40) throw Error(where + "too many levels of symbolic links");
+                                int* links) const {
+  int own = 0;
+  if (!links) links = &own;
   std::vector<std::string> out;
   for (size_t i = 0; i < upto; ++i) {
     const std::string& c = comps[i];
@@ -75,12 +76,13 @@ std::string LayerMerge::resolve(const std::vector<std::string>& comps, size_t up
     auto it = nodes_.find(key);
     if (it == nodes_.end()) continue;
     if (it->second.type == S_IFLNK) {
+      if (++*links > 40) throw Error(where + "too many levels of symbolic links (more than 40 followed)");
       out.pop_back();
       std::vector<std::string> target = out;  // relative links start from the link's directory
       const std::string& t = it->second.link;
       if (!t.empty() && t.front() == '/') target.clear();
       for (auto& x : util::split(t, '/')) target.push_back(x);
-      std::string resolved = resolve(target, target.size(), where, depth + 1);
+      std::string resolved = resolve(target, target.size(), where, links);
       if (!resolved.empty() && !nodes_.count(resolved))
         throw Error(where + "`" + key + "` is not a directory (a symlink to a path the image lacks)");
       out = resolved.empty() ? std::vector<std::string>{} : util::split(resolved, '/');

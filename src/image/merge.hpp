@@ -82,8 +82,10 @@ public:
 
 private:
   std::string where(const std::string& path) const;
+  // `links`: symlinks followed so far in this lookup (40 at most in all,
+  // as the kernel allows: a nested chain cannot grow exponentially).
   std::string resolve(const std::vector<std::string>& comps, size_t upto, const std::string& where,
-                      int depth = 0) const;
+                      int* links = nullptr) const;
   // Removes from the model what lower layers made at or under `key` (or
   // only under it), keeping this layer's entries and the directories that
   // lead to them; returns the subtrees removed.

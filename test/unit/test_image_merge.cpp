@@ -177,3 +177,17 @@ TEST_CASE("merge: a subtree is removed whole, whatever siblings sort beside it")
   o.layer({file("a/c/new"), file("a/.wh..wh..opq")});
   CHECK(o.keys() == V{"a", "a-x", "a/c", "a/c/new"});
 }
+
+TEST_CASE("symlinks followed in one lookup are counted in all, not per nesting level") {
+  // l_k -> l_{k-1}/l_{k-1}: each level doubles the links a lookup follows
+  // (2^39 for l39); 40 in all end it at once, as the kernel would.
+  Merge t;
+  std::vector<MergeEntry> links{sym("l0", ".")};
+  for (int k = 1; k < 40; ++k)
+    links.push_back(sym("l" + std::to_string(k), "l" + std::to_string(k - 1) + "/l" + std::to_string(k - 1)));
+  t.layer(links);
+  CHECK_THAT(refusal(t, file("l39/f")), Catch::Contains("more than 40 followed"));
+  CHECK_THAT(refusal(t, file("l6/f")), Catch::Contains("more than 40 followed"));  // 63 links
+  t.layer({file("l4/f")});  // 31 links: fine, and lands at the top
+  CHECK(t.type("f") == S_IFREG);
+}
