@@ -158,6 +158,13 @@ std::optional<ExecOptions> parse_exec_args(ExecMode mode, const std::vector<std:
   }
   if (i >= w.size()) throw usage(mode, "rt " + verb + " needs an IMAGE");
   s.opts.image = w[i++];
+  // `rt exec img --bind a:b ls`: PROG would be `--bind`. No program is
+  // called that; the option was meant for rt (rt run passes such words to
+  // the image's entrypoint, where they may well be options).
+  if (mode == ExecMode::Exec && i < w.size() && w[i].size() > 1 && w[i][0] == '-' && w[i] != "--" &&
+      find_option(w[i].substr(0, w[i].find('='))))
+    throw usage(mode, "rt " + verb + ": `" + w[i] + "` comes after IMAGE `" + s.opts.image +
+                          "`, where the command starts (write IMAGE -- PROG to run a program of that name)");
   if (i < w.size() && w[i] == "--") ++i;
   s.opts.command.assign(w.begin() + static_cast<long>(i), w.end());
 

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "image/layer_stream.hpp"
+#include "image/manifest.hpp"
+#include "image/sha256.hpp"
 #include "rt/error.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
@@ -37,6 +39,16 @@ void write_file(const std::string& path, const std::string& text) {
   util::write_all(fd.get(), text, path);
 }
 
+// `src` with `config` as its configuration (and its digest).
+ImageSource with_config(const ImageSource& src, const std::string& config) {
+  ImageSource out = src;
+  if (config != src.config_text) {
+    out.config_text = config;
+    out.config_digest = image::sha256_digest(config);
+  }
+  return out;
+}
+
 }  // namespace
 
 void assemble_image(app::Store& store, const ImageSource& src, const AssembleOptions& opts) {
@@ -50,6 +62,7 @@ void assemble_bundle(const std::string& dir, const ImageSource& src, const Assem
   if (::mkdir(rootfs.c_str(), 0755) != 0) throw SysError{errno, "mkdir", rootfs};
   TreeWriter writer(rootfs, src.name, opts.max_bytes);
   const size_t n = src.layers.size();
+  std::vector<std::string> diff_ids;
   for (size_t i = 0; i < n; ++i) {
     const LayerInput& l = src.layers[i];
     const std::string where =
@@ -65,6 +78,7 @@ void assemble_bundle(const std::string& dir, const ImageSource& src, const Assem
     if (!l.expected_diff_id.empty() && stream.diff_id() != l.expected_diff_id)
       throw Error(where + ": diff_id mismatch: the uncompressed layer hashes to " + stream.diff_id() +
                   ", the config says " + l.expected_diff_id);
+    diff_ids.push_back(stream.diff_id());
     if (!opts.quiet)
       util::note("layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + l.name.substr(0, 19) + " " +
                  util::human_bytes(stream.blob_size()) + " " + stream.compression() + " -> " +
@@ -77,7 +91,8 @@ void assemble_bundle(const std::string& dir, const ImageSource& src, const Assem
       util::remove_tree_at(root.get(), d, rootfs + "/" + d);
   }
 
-  write_image_files(dir, src, writer.stats().bytes);
+  write_image_files(dir, with_config(src, image::config_with_diff_ids(src.config_text, diff_ids)),
+                    writer.stats().bytes);
 }
 
 void write_image_files(const std::string& dir, const ImageSource& src, uint64_t size) {
@@ -97,10 +112,10 @@ void write_image_files(const std::string& dir, const ImageSource& src, uint64_t 
 void store_from_layers(app::Store& store, const ImageSource& src, const image::SquashOptions& options) {
   app::WorkDir work(store.tmp_dir(), "image");
   const std::string file = work.path() + "/" + store::kSquashFile;
-  image::write_from_layers(src, file, options);
+  const std::string config = image::write_from_layers(src, file, options);
   struct stat st;
   if (::stat(file.c_str(), &st) != 0) throw SysError{errno, "stat", file};
-  write_image_files(work.path(), src, static_cast<uint64_t>(st.st_size));
+  write_image_files(work.path(), with_config(src, config), static_cast<uint64_t>(st.st_size));
   store.commit_image(src.name, work);
 }
 

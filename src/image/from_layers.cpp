@@ -16,6 +16,7 @@
 #include "image/flatten.hpp"
 #include "image/from_layers.hpp"
 #include "image/layer_stream.hpp"
+#include "image/manifest.hpp"
 #include "rt/error.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
@@ -54,7 +55,7 @@ void check_compression(const std::string& name) {
   throw Error("unknown compression `" + name + "` (zstd, gzip, lz4, xz or lzo)");
 }
 
-void write_from_layers(const ImageSource& src, const std::string& out, const SquashOptions& o) {
+std::string write_from_layers(const ImageSource& src, const std::string& out, const SquashOptions& o) {
   check_compression(o.compression);
   // Built in a private directory beside `out`, renamed into place when
   // complete: nobody who can write OUT's directory can swap it meanwhile.
@@ -63,6 +64,7 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
 
   // Pass 1: verify every layer and learn the final tree.
   Flattener flat(src.name, o.max_bytes);
+  std::vector<std::string> diff_ids;
   for (size_t i = 0; i < src.layers.size(); ++i) {
     const auto& l = src.layers[i];
     image::LayerStream stream(l.open(), l.name);
@@ -72,7 +74,9 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
       throw Error(where + ": digest mismatch: the blob hashes to " + stream.blob_digest());
     if (!l.expected_diff_id.empty() && stream.diff_id() != l.expected_diff_id)
       throw Error(where + ": diff_id mismatch: the uncompressed layer hashes to " + stream.diff_id());
+    diff_ids.push_back(stream.diff_id());
   }
+  const std::string config = config_with_diff_ids(src.config_text, diff_ids);
 
   // tar2sqfs reads the merged stream on its standard input.
   int fds[2];
@@ -104,7 +108,7 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
       flat.emit_layer([&](void* b, size_t n) { return stream.read(b, n); }, l.name, w.get());
     }
     std::string cfg_path = std::string(squash::kConfigPath).substr(1);
-    flat.finish(w.get(), {{cfg_path, src.config_text}});
+    flat.finish(w.get(), {{cfg_path, config}});
     if (archive_write_close(w.get()) != ARCHIVE_OK)
       throw Error("writing the SquashFS stream: " + archive_error(w.get()));
   } catch (const Error& e) {
@@ -124,6 +128,7 @@ void write_from_layers(const ImageSource& src, const std::string& out, const Squ
   ::stat(out.c_str(), &sb);
   util::note("wrote `" + out + "` (" + util::human_bytes(static_cast<uint64_t>(sb.st_size)) + ", " +
              std::to_string(flat.entries()) + " entries, " + o.compression + ") straight from the layers");
+  return config;
 }
 
 }  // namespace rt::image

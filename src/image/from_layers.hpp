@@ -18,7 +18,8 @@ struct SquashOptions {
 void check_compression(const std::string& name);
 
 // Verifies the layers and writes `out` (beside it, then renamed), with the
-// image config inside at /.rt/image-config.json. Throws rt::Error.
-void write_from_layers(const ImageSource& src, const std::string& out, const SquashOptions& options);
+// image config inside at /.rt/image-config.json; returns that config (with
+// the layers' diff_ids when the source's listed none). Throws rt::Error.
+std::string write_from_layers(const ImageSource& src, const std::string& out, const SquashOptions& options);
 
 }  // namespace rt::image

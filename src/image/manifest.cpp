@@ -82,6 +82,16 @@ Manifest parse_manifest(const json& doc, const std::string& what) {
   return m;
 }
 
+std::string config_with_diff_ids(const std::string& config, const std::vector<std::string>& diff_ids) {
+  json doc = json::parse(config, nullptr, false);
+  if (!doc.is_object() || diff_ids.empty()) return config;
+  json& rootfs = doc["rootfs"];
+  if (!rootfs.is_object()) rootfs = {{"type", "layers"}};
+  if (rootfs.contains("diff_ids") && !(rootfs["diff_ids"].is_array() && rootfs["diff_ids"].empty())) return config;
+  rootfs["diff_ids"] = diff_ids;
+  return doc.dump();
+}
+
 void check_media_type(const Descriptor& d, const json& doc, const std::string& what) {
   std::string says = util::json_string(doc, "mediaType", what);
   if (!d.media_type.empty() && !says.empty() && d.media_type != says)

@@ -46,6 +46,11 @@ Manifest parse_manifest(const nlohmann::json& doc, const std::string& what);
 // that pointed to it, naming both.
 void check_media_type(const Descriptor& d, const nlohmann::json& doc, const std::string& what);
 
+// `config` with rootfs.diff_ids set to `diff_ids` when it lists none (an
+// image made here from a root filesystem tar): its digest then identifies
+// the content. Any other config comes back as it is.
+std::string config_with_diff_ids(const std::string& config, const std::vector<std::string>& diff_ids);
+
 // The layers' diff_ids from an image config (rootfs.diff_ids).
 std::vector<std::string> parse_diff_ids(const nlohmann::json& config, const std::string& what);
 

@@ -20,6 +20,14 @@ outside_untouched() {
 "$RT" import -q "$base" base
 out=$("$RT" exec base rt-probe argv ok)
 expect_eq "$out" "[ok]" "imported rootfs tar runs by name"
+# A root filesystem tar's digest identifies its content, in either form.
+mkdir -p "$T/other" && echo other >"$T/other/file" && tar -C "$T/other" -cf "$L/other.tar" .
+"$RT" import -q "$L/other.tar" other
+"$RT" import -q --format sqfs "$base" base-sqfs
+digest() { "$RT" inspect "$1" | sed -n 's/.*"config_digest": "\(.*\)".*/\1/p'; }
+[ "$(digest base)" != "$(digest other)" ] && pass "two root filesystems have two digests" ||
+  fail "two root filesystem tars share the digest $(digest base)"
+expect_eq "$(digest base-sqfs)" "$(digest base)" "the same root filesystem has one digest in both forms"
 
 make_tricky_layers "$L"
 $OCI layout "$T/lay" --tag v1 --env FOO=bar "$base" "$L/l1.tar.gz" "$L/l2.tar.zst" >/dev/null

@@ -99,3 +99,14 @@ TEST_CASE("exec args: what cannot be read is refused with the usage") {
   CHECK(refusal({"--uid", "x", "img"}).starts_with("--uid needs a numeric id, not `x`"));
   CHECK(refusal({"img", "sh"}, ExecMode::Shell).starts_with("rt shell takes no command"));
 }
+
+TEST_CASE("exec args: an rt option after IMAGE is named, with where options go") {
+  std::string msg = refusal({"img", "--bind", "/a:/b", "ls"});
+  CHECK_THAT(msg, Catch::Contains("`--bind` comes after IMAGE `img`"));
+  CHECK_THAT(refusal({"img", "-v", "ls"}), Catch::Contains("`-v` comes after IMAGE"));
+  CHECK_THAT(refusal({"img", "--env=A=1", "ls"}), Catch::Contains("`--env=A=1` comes after IMAGE"));
+  // A program of that name after `--`; options of the program itself; rt run's arguments.
+  CHECK(parse({"img", "--", "--bind", "x"}).command == V{"--bind", "x"});
+  CHECK(parse({"img", "ls", "--bind"}).command == V{"ls", "--bind"});
+  CHECK(parse({"img", "--verbose"}, ExecMode::Run).command == V{"--verbose"});
+}

@@ -65,3 +65,14 @@ TEST_CASE("digest strings") {
   CHECK_FALSE(rt::util::is_valid_digest("sha512:" + std::string(64, 'b')));
   CHECK_FALSE(rt::util::is_valid_digest(kD + "0"));
 }
+
+TEST_CASE("a config that lists no diff_ids gets the layers' own") {
+  using rt::image::config_with_diff_ids;
+  const std::string d = "sha256:" + std::string(64, 'a');
+  const std::string empty = R"({"os":"linux","rootfs":{"type":"layers","diff_ids":[]}})";
+  std::string filled = config_with_diff_ids(empty, {d});
+  CHECK(filled.find(d) != std::string::npos);
+  CHECK(config_with_diff_ids(filled, {"sha256:" + std::string(64, 'b')}) == filled);  // listed: kept
+  CHECK(config_with_diff_ids(R"({"os":"linux"})", {d}).find(d) != std::string::npos);
+  CHECK(config_with_diff_ids(empty, {}) == empty);
+}
