@@ -236,6 +236,38 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     struct S {
       Common common;
       StoreOptions o;
+      bool json = false;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "doctor", "check whether rt can run containers here, and what it will find", s, [](S& st) {
+      auto checks = doctor(st.o);
+      bool failed = false;
+      nlohmann::json report = nlohmann::json::array();
+      for (const auto& ch : checks) {
+        failed = failed || ch.status == DoctorCheck::Status::Fail;
+        const char* word = ch.status == DoctorCheck::Status::Ok     ? "ok"
+                           : ch.status == DoctorCheck::Status::Warn ? "warn"
+                                                                    : "fail";
+        if (st.json) {
+          report.push_back({{"check", ch.name}, {"status", word}, {"detail", ch.detail}, {"fix", ch.fix}});
+          continue;
+        }
+        const char* mark = ch.status == DoctorCheck::Status::Ok     ? "\u2714"
+                           : ch.status == DoctorCheck::Status::Warn ? "!"
+                                                                    : "\u2718";
+        std::printf("%s %s: %s\n", mark, ch.name.c_str(), ch.detail.c_str());
+        if (!ch.fix.empty()) std::printf("    fix: %s\n", ch.fix.c_str());
+      }
+      if (st.json) std::printf("%s\n", report.dump(2).c_str());
+      return failed ? 1 : 0;
+    });
+    c.app->add_flag("--json", s->json, "print the checks as JSON");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      StoreOptions o;
       std::string registry, user;
       bool password_stdin = false;
     };

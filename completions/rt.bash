@@ -9,7 +9,7 @@ _rt() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
   fi
-  local commands="exec run shell pull import convert images inspect rm prune login"
+  local commands="exec run shell pull import convert images inspect rm prune login doctor"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs
     --private-tmp --no-home --cd -e --env --env-file --unset-env --clean-env -n --dry-run
@@ -59,6 +59,7 @@ _rt() {
     inspect | rm)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common" -- "$cur")); else COMPREPLY=($(images)); fi ;;
     prune) COMPREPLY=($(compgen -W "$common" -- "$cur")) ;;
+    doctor) COMPREPLY=($(compgen -W "$common --json" -- "$cur")) ;;
     login) COMPREPLY=($(compgen -W "$common -u --username --password-stdin" -- "$cur")) ;;
   esac
 }

@@ -69,6 +69,19 @@ uint64_t prune_store(const StoreOptions& options);
 // registry is meant) in ~/.docker/config.json; returns the registry host.
 std::string login(const std::string& registry, const std::string& user, const std::string& password);
 
+// rt doctor: one check of what rt needs or uses on this node.
+struct DoctorCheck {
+  enum class Status { Ok, Warn, Fail };
+  std::string name;
+  Status status = Status::Ok;
+  std::string detail;  // what was found
+  std::string fix;     // what to do, when not Ok
+};
+// Checks user namespaces, /dev/fuse, overlayfs in a user namespace,
+// openat2, the store, launchers and MPI, NVIDIA GPUs and CDI specs,
+// InfiniBand and the site configuration. Creates nothing.
+std::vector<DoctorCheck> doctor(const StoreOptions& o);
+
 // For a program running image commands, first thing in main: temporary
 // files are removed on SIGINT, SIGTERM and SIGHUP, and SIGPIPE is ignored
 // (a helper such as tar2sqfs that dies is an error with a message, not a

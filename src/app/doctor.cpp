@@ -1,0 +1,288 @@
+// rt doctor: can rt run containers here, and what will it find (host).
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "hpc/ldcache.hpp"
+#include "hpc/site_config.hpp"
+#include "rt/error.hpp"
+#include "rt/image.hpp"
+#include "store/layout.hpp"
+#include "store/root.hpp"
+#include "util/fs.hpp"
+#include "util/strings.hpp"
+
+namespace rt {
+namespace {
+
+using Status = DoctorCheck::Status;
+
+std::string trimmed(const std::string& path) {
+  auto t = util::read_file_if_exists(path, 1 << 16);
+  return t ? util::trim(*t) : std::string();
+}
+
+// Runs `fn` in a child process in a new user and mount namespace (the
+// caller's ids mapped to themselves, as rt maps them); "" when it and the
+// namespaces worked, else why not.
+std::string in_namespace(const std::function<std::string()>& fn) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return std::strerror(errno);
+  const uid_t uid = ::getuid();
+  const gid_t gid = ::getgid();
+  pid_t pid = ::fork();
+  if (pid < 0) return std::strerror(errno);
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+    std::string why;
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+      why = std::string("unshare(CLONE_NEWUSER): ") + std::strerror(errno);
+    } else {
+      auto put = [](const char* file, const std::string& text) {
+        int fd = ::open(file, O_WRONLY | O_CLOEXEC);
+        bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+        if (fd >= 0) ::close(fd);
+        return ok;
+      };
+      auto map = [](unsigned id) { return std::to_string(id) + " " + std::to_string(id) + " 1\n"; };
+      if (!put("/proc/self/setgroups", "deny") || !put("/proc/self/uid_map", map(uid)) ||
+          !put("/proc/self/gid_map", map(gid)))
+        why = std::string("writing the id maps: ") + std::strerror(errno);
+      else
+        why = fn();
+    }
+    (void)!::write(pipe_fds[1], why.data(), why.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string why;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(pipe_fds[0], buf, sizeof buf)) > 0) why.append(buf, static_cast<size_t>(n));
+  ::close(pipe_fds[0]);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(st)) return "the test process died";
+  return why;
+}
+
+DoctorCheck check_userns() {
+  DoctorCheck c{"user namespaces", Status::Ok, "", ""};
+  utsname u{};
+  ::uname(&u);
+  const std::string max = trimmed("/proc/sys/user/max_user_namespaces");
+  const std::string apparmor = trimmed("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+  c.detail = std::string("kernel ") + u.release + (max.empty() ? "" : ", max_user_namespaces " + max);
+  if (max == "0") {
+    c.status = Status::Fail;
+    c.fix = "ask the administrator: sysctl -w user.max_user_namespaces=15000";
+    return c;
+  }
+  if (std::string why = in_namespace([] { return std::string(); }); !why.empty()) {
+    c.status = Status::Fail;
+    c.detail += ": " + why;
+    c.fix = apparmor == "1" ? "Ubuntu's AppArmor restricts them: ask the administrator for "
+                              "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+                            : "ask the administrator to allow unprivileged user namespaces";
+  }
+  return c;
+}
+
+DoctorCheck check_fuse() {
+  DoctorCheck c{"/dev/fuse", Status::Ok, "", ""};
+  struct stat st;
+  if (::stat("/dev/fuse", &st) != 0 || !S_ISCHR(st.st_mode)) {
+    c.status = Status::Fail;
+    c.detail = "missing, or not a device: SquashFS images cannot be served";
+    c.fix = "ask the administrator: modprobe fuse";
+    return c;
+  }
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+  c.detail = std::string("mode ") + mode;
+  int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    c.status = Status::Fail;
+    c.detail += std::string(": ") + std::strerror(errno) + "; SquashFS images cannot be served";
+    c.fix = "ask the administrator: chmod 0666 /dev/fuse (udev's default)";
+    return c;
+  }
+  ::close(fd);
+  return c;
+}
+
+DoctorCheck check_overlay() {
+  DoctorCheck c{"overlayfs in a user namespace", Status::Ok, "bind mounts into read-only images use it", ""};
+  std::string why = in_namespace([] {
+    if (::mount("none", "/tmp", "tmpfs", 0, nullptr) != 0) return std::string("tmpfs: ") + std::strerror(errno);
+    for (const char* d : {"/tmp/l", "/tmp/u", "/tmp/w", "/tmp/m"}) ::mkdir(d, 0700);
+    if (::mount("overlay", "/tmp/m", "overlay", 0, "lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w,userxattr") != 0)
+      return std::string("overlay: ") + std::strerror(errno);
+    return std::string();
+  });
+  if (!why.empty()) {
+    c.status = Status::Warn;
+    c.detail = why + "; rt falls back to copying directory entries (slower --bind into images)";
+    c.fix = "a kernel of 5.11 or later";
+  }
+  return c;
+}
+
+DoctorCheck check_openat2() {
+  DoctorCheck c{"openat2", Status::Ok, "in-root path resolution for image unpacking", ""};
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT;
+  long fd = ::syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof how);
+  if (fd < 0) {
+    c.status = Status::Fail;
+    c.detail = std::string("openat2: ") + std::strerror(errno) + ": images cannot be unpacked safely";
+    c.fix = "a kernel of 5.6 or later";
+  } else {
+    ::close(static_cast<int>(fd));
+  }
+  return c;
+}
+
+DoctorCheck check_store(const StoreOptions& o) {
+  DoctorCheck c{"store", Status::Ok, "", ""};
+  const std::string path = store::store_path(o.storage);
+  try {
+    auto root = store::Root::open(path, false);
+    if (!root) {
+      c.detail = "`" + path + "` does not exist yet; the first pull or import makes it (mode 0700)";
+      return c;
+    }
+    struct statvfs vfs;
+    struct statfs fs;
+    c.detail = "`" + root->path() + "`, yours, mode 0700";
+    if (::fstatvfs(root->fd(), &vfs) == 0)
+      c.detail += ", " + util::human_bytes(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize) + " free";
+    if (::fstatfs(root->fd(), &fs) == 0) {
+      const auto type = static_cast<unsigned long>(fs.f_type);
+      const char* shared = type == NFS_SUPER_MAGIC ? "NFS"
+                           : type == 0x0BD00BD0UL  ? "Lustre"
+                           : type == 0x47504653UL  ? "GPFS"
+                                                   : nullptr;
+      if (shared) {
+        c.status = Status::Warn;
+        c.detail += std::string(", on ") + shared;
+        c.fix =
+            "keep the store on node-local disk (--storage or RT_STORAGE, e.g. /var/tmp or $TMPDIR); "
+            "put SquashFS files on the shared filesystem instead";
+      }
+    }
+  } catch (const Error& e) {
+    c.status = Status::Fail;
+    c.detail = e.what();
+    c.fix = e.hint().empty() ? "use another store with --storage or RT_STORAGE" : e.hint();
+  }
+  return c;
+}
+
+// The first of `names` on PATH, or "".
+std::string on_path(std::initializer_list<const char*> names) {
+  const char* path = std::getenv("PATH");
+  for (const char* n : names)
+    for (const auto& dir : util::split(path ? path : "/usr/bin:/bin", ':'))
+      if (!dir.empty() && ::access((dir + "/" + n).c_str(), X_OK) == 0) return dir + "/" + n;
+  return {};
+}
+
+DoctorCheck check_launchers(const std::map<std::string, std::string>& cache) {
+  DoctorCheck c{"launchers and MPI", Status::Ok, "", ""};
+  std::vector<std::string> found;
+  if (auto s = on_path({"srun"}); !s.empty()) found.push_back("Slurm (" + s + ")");
+  if (cache.count("libpmix.so.2")) found.push_back("PMIx (" + cache.at("libpmix.so.2") + ")");
+  if (auto m = on_path({"mpirun.openmpi", "mpirun"}); !m.empty()) found.push_back("mpirun (" + m + ")");
+  if (auto m = on_path({"mpiexec.hydra", "mpiexec.mpich"}); !m.empty()) found.push_back("Hydra (" + m + ")");
+  if (cache.count("libmpi.so.40")) found.push_back("Open MPI library " + cache.at("libmpi.so.40") + " (--mpi=openmpi)");
+  for (const char* abi : {"libmpi.so.12", "libmpich.so.12"})
+    if (cache.count(abi)) {
+      found.push_back("MPICH-ABI library " + cache.at(abi) + " (--mpi=mpich)");
+      break;
+    }
+  c.detail = found.empty() ? "none found: images run, --mpi has nothing to inject" : util::join(found, "; ");
+  if (found.empty()) c.status = Status::Warn;
+  return c;
+}
+
+DoctorCheck check_gpu(const std::map<std::string, std::string>& cache, const hpc::SiteConfig& conf) {
+  DoctorCheck c{"NVIDIA GPUs", Status::Ok, "", ""};
+  const std::string version = trimmed("/proc/driver/nvidia/version");
+  std::vector<std::string> specs;
+  for (const auto& dir : conf.get("cdi.dirs", {"/etc/cdi", "/var/run/cdi"}))
+    if (util::is_directory(dir))
+      for (const auto& n : util::list_names(util::open_fd(dir, O_PATH | O_DIRECTORY).get(), dir))
+        if (n.ends_with(".json") || n.ends_with(".yaml") || n.ends_with(".yml")) specs.push_back(dir + "/" + n);
+  if (version.empty()) {
+    c.detail = "no NVIDIA driver on this node; --gpu is refused";
+  } else {
+    c.detail = version.substr(0, version.find('\n'));
+    if (!cache.count("libcuda.so.1")) {
+      c.status = Status::Warn;
+      c.detail += "; but libcuda.so.1 is not in the linker cache";
+      c.fix = "ask the administrator to run ldconfig after installing the driver";
+    }
+  }
+  c.detail += specs.empty() ? "; no CDI specs" : "; CDI specs: " + util::join(specs, ", ");
+  return c;
+}
+
+DoctorCheck check_ib() {
+  DoctorCheck c{"InfiniBand", Status::Ok, "", ""};
+  std::vector<std::string> devices;
+  if (util::is_directory("/sys/class/infiniband"))
+    devices =
+        util::list_names(util::open_fd("/sys/class/infiniband", O_PATH | O_DIRECTORY).get(), "/sys/class/infiniband");
+  c.detail = devices.empty() ? "no devices; --ib has nothing to inject"
+                             : "devices " + util::join(devices, ", ") +
+                                   (util::path_exists("/dev/infiniband") ? "" : "; but no /dev/infiniband");
+  return c;
+}
+
+}  // namespace
+
+std::vector<DoctorCheck> doctor(const StoreOptions& o) {
+  std::vector<DoctorCheck> out{check_userns(), check_fuse(), check_overlay(), check_openat2(), check_store(o)};
+  DoctorCheck site{"site configuration", Status::Ok, "", ""};
+  hpc::SiteConfig conf;
+  try {
+    conf = hpc::load_site_config();
+    site.detail = conf.file.empty() ? "none (" + std::string(std::getenv("RT_CONF") ? "$RT_CONF" : "/etc/rt/rt.conf") +
+                                          "): built-in defaults"
+                                    : "`" + conf.file + "`";
+  } catch (const Error& e) {
+    site.status = Status::Fail;
+    site.detail = e.what();
+    site.fix = "correct the file (rt-exec(1), SITE CONFIGURATION)";
+  }
+  std::map<std::string, std::string> cache;
+  const std::string ld = conf.get("ld_cache", {"/etc/ld.so.cache"}).front();
+  try {
+    cache = hpc::read_ld_cache(ld);
+  } catch (const Error&) {  // then nothing is found through it
+  }
+  out.push_back(check_launchers(cache));
+  out.push_back(check_gpu(cache, conf));
+  out.push_back(check_ib());
+  out.push_back(site);
+  return out;
+}
+
+}  // namespace rt
