@@ -226,8 +226,18 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     };
     auto s = std::make_shared<S>();
     Command c = make<S>(app, "prune", "remove cached blobs no image uses and debris of interrupted runs", s, [](S& st) {
-      uint64_t freed = prune_store(st.o);
-      if (!st.common.quiet) std::printf("freed %.1f MB\n", static_cast<double>(freed) / 1e6);
+      const PruneReport r = prune_store(st.o);
+      if (!st.common.quiet) {
+        auto count = [](size_t n, const char* one, const char* many) {
+          return std::to_string(n) + " " + (n == 1 ? one : many);
+        };
+        std::printf("removed %s (%.1f MB), %s (%.1f kB), %s; freed %.1f MB\n",
+                    count(r.blobs, "unused blob", "unused blobs").c_str(), static_cast<double>(r.blob_bytes) / 1e6,
+                    count(r.facts, "stale SquashFS record", "stale SquashFS records").c_str(),
+                    static_cast<double>(r.fact_bytes) / 1e3,
+                    count(r.debris, "piece of interrupted work", "pieces of interrupted work").c_str(),
+                    static_cast<double>(r.freed()) / 1e6);
+      }
       return 0;
     });
     out.push_back(std::move(c));

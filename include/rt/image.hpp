@@ -63,7 +63,16 @@ void convert(const std::string& src, const std::string& dst, const ConvertOption
 std::vector<ImageSummary> list_images(const StoreOptions& options);
 ImageSummary inspect_image(const std::string& name, const StoreOptions& options);
 void remove_image(const std::string& name, const StoreOptions& options);
-uint64_t prune_store(const StoreOptions& options);
+// What rt prune removed.
+struct PruneReport {
+  size_t blobs = 0;  // cached layers no image uses
+  uint64_t blob_bytes = 0;
+  size_t facts = 0;  // remembered facts of SquashFS files changed or gone
+  uint64_t fact_bytes = 0;
+  size_t debris = 0;  // work of interrupted runs
+  uint64_t freed() const { return blob_bytes + fact_bytes; }
+};
+PruneReport prune_store(const StoreOptions& options);
 
 // Saves credentials for `registry` (a host[:port], or a reference whose
 // registry is meant) in ~/.docker/config.json; returns the registry host.

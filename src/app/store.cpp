@@ -89,11 +89,12 @@ Store::Store(Root root) : root_(std::move(root)) {
   clear_debris();
 }
 
-void Store::clear_debris() const {
+size_t Store::clear_debris() const {
   // A work directory whose lock nobody holds belongs to a run that died.
+  size_t removed = 0;
   try {
     util::UniqueFd tmp = root_.dir(kTmpDir, false);
-    if (!tmp) return;
+    if (!tmp) return 0;
     for (const auto& n : util::list_names(tmp.get(), tmp_dir())) {
       if (!is_work_lock(n)) continue;
       std::string lock = tmp_dir() + "/" + n;
@@ -103,10 +104,12 @@ void Store::clear_debris() const {
       util::remove_tree_at(tmp.get(), base + ".d", tmp_dir() + "/" + base + ".d");
       util::remove_tree_at(tmp.get(), base + ".blob", tmp_dir() + "/" + base + ".blob");
       ::unlinkat(tmp.get(), n.c_str(), 0);
+      ++removed;
     }
   } catch (const Error& e) {
     util::warn(std::string("cannot clear what killed runs left in the store: ") + e.what());
   }
+  return removed;
 }
 
 std::string Store::blob_path(const std::string& digest) const {
@@ -177,7 +180,8 @@ void Store::remove(const std::string& name) {
   if (::rename(dir.c_str(), target.c_str()) != 0) throw SysError{errno, "rename", dir, target};
 }
 
-uint64_t Store::prune() {
+uint64_t Store::prune(size_t* blobs_removed, size_t* debris_removed) {
+  size_t blobs_count = 0;
   std::set<std::string> used;
   for (const auto& i : list()) {
     auto text = util::read_file_if_exists(i.dir + "/" + kMetaFile);
@@ -197,8 +201,11 @@ uint64_t Store::prune() {
     struct stat st;
     if (::fstatat(blobs.get(), hex.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) freed += static_cast<uint64_t>(st.st_size);
     util::remove_tree_at(blobs.get(), hex, root_.sub(kBlobsDir) + "/" + hex);
+    ++blobs_count;
   }
-  clear_debris();
+  size_t debris = clear_debris();
+  if (blobs_removed) *blobs_removed = blobs_count;
+  if (debris_removed) *debris_removed = debris;
   return freed;
 }
 

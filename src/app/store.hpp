@@ -76,11 +76,11 @@ public:
   void remove(const std::string& name);
   // Removes blobs no image refers to and debris; returns bytes freed. Only
   // names of the store's own form are removed, and no symlink is followed.
-  uint64_t prune();
+  uint64_t prune(size_t* blobs_removed = nullptr, size_t* debris_removed = nullptr);
 
 private:
   explicit Store(Root root);
-  void clear_debris() const;
+  size_t clear_debris() const;  // how many pieces it removed
   Root root_;
 };
 

@@ -68,12 +68,14 @@ void remove_image(const std::string& name, const StoreOptions& o) {
   util::note("removed `" + stored + "`");
 }
 
-uint64_t prune_store(const StoreOptions& o) {
+PruneReport prune_store(const StoreOptions& o) {
+  PruneReport r;
   auto s = existing_store(o);
-  if (!s) return 0;  // nothing there to prune
-  uint64_t freed = s->prune();
-  if (util::UniqueFd facts = s->dir().dir(store::kSqfsFactsDir, false)) freed += run::prune_squash_facts(facts.get());
-  return freed;
+  if (!s) return r;  // nothing there to prune
+  r.blob_bytes = s->prune(&r.blobs, &r.debris);
+  if (util::UniqueFd facts = s->dir().dir(store::kSqfsFactsDir, false))
+    r.fact_bytes = run::prune_squash_facts(facts.get(), &r.facts);
+  return r;
 }
 
 void handle_signals_for_image_commands() {

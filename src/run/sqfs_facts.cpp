@@ -84,8 +84,9 @@ SquashFacts squash_facts(const std::string& path, int cache_dir, const std::func
   return f;
 }
 
-uint64_t prune_squash_facts(int cache_dir) {
+uint64_t prune_squash_facts(int cache_dir, size_t* removed) {
   uint64_t freed = 0;
+  size_t count = 0;
   for (const auto& name : util::list_names(cache_dir, "sqfs-facts")) {
     // The cache's own names: hash_hex (32 hex digits), and the temporary
     // names of write_file_atomic_at (".HEX.PID.N.tmp") left by a killed run.
@@ -104,8 +105,12 @@ uint64_t prune_squash_facts(int cache_dir) {
     struct stat st;
     bool current = !temporary && lines.size() >= 3 && lines[0] == kVersion && ::stat(lines[1].c_str(), &st) == 0 &&
                    lines[2] == util::file_stamp(st) && name == util::hash_hex(lines[1]);
-    if (!current && ::unlinkat(cache_dir, name.c_str(), 0) == 0) freed += static_cast<uint64_t>(own.st_size);
+    if (!current && ::unlinkat(cache_dir, name.c_str(), 0) == 0) {
+      freed += static_cast<uint64_t>(own.st_size);
+      ++count;
+    }
   }
+  if (removed) *removed = count;
   return freed;
 }
 

@@ -34,6 +34,6 @@ SquashFacts squash_facts(const std::string& path, int cache_dir, const std::func
 // Removes from `cache_dir` the facts of files that are gone or changed,
 // and damaged entries (rt prune); names not of the cache's own form are
 // left alone, and nothing is followed. Returns the bytes freed.
-uint64_t prune_squash_facts(int cache_dir);
+uint64_t prune_squash_facts(int cache_dir, size_t* removed = nullptr);
 
 }  // namespace rt::run

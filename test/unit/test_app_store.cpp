@@ -113,7 +113,7 @@ TEST_CASE("store: commands that only read or remove do not make a missing store"
   CHECK(rt::list_images(o).empty());
   CHECK_THROWS_WITH(rt::inspect_image("x", o), Catch::Contains("no image `x` in store"));
   CHECK_THROWS_WITH(rt::remove_image("x", o), Catch::Contains("no image `x` in store"));
-  CHECK(rt::prune_store(o) == 0);
+  CHECK(rt::prune_store(o).freed() == 0);
   CHECK_FALSE(fs::exists(t.root()));
   CHECK_FALSE(Store::existing(t.root()).has_value());
   Store made(t.root());  // a writer makes it
