@@ -280,6 +280,8 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       StoreOptions o;
       std::string registry, user;
       bool password_stdin = false;
+      LoginOptions login;
+      bool no_check = false;
     };
     auto s = std::make_shared<S>();
     Command c = make<S>(app, "login", "save registry credentials in ~/.docker/config.json", s, [](S& st) {
@@ -288,12 +290,17 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       std::string pw;
       std::getline(std::cin, pw);
       if (pw.empty()) throw Error("no password on standard input");
-      std::string reg = login(st.registry, st.user, pw);
+      st.login.check = !st.no_check;
+      std::string reg = login(st.registry, st.user, pw, st.login);
       if (!st.common.quiet) std::printf("saved credentials for %s\n", reg.c_str());
       return 0;
     });
     c.app->add_option("-u,--username", s->user, "user name")->type_name("USER");
     c.app->add_flag("--password-stdin", s->password_stdin, "read the password from standard input");
+    c.app->add_option("--ca-file", s->login.ca_file, "trust the CA certificates in FILE too")->type_name("FILE");
+    c.app->add_flag("--insecure", s->login.insecure, "do not verify the registry's TLS certificate (test registries)");
+    c.app->add_flag("--plain-http", s->login.plain_http, "talk HTTP, not HTTPS (test registries)");
+    c.app->add_flag("--no-check", s->no_check, "save without asking the registry first");
     c.app->add_option("registry", s->registry, "registry host[:port], e.g. ghcr.io")->required()->type_name("REGISTRY");
     out.push_back(std::move(c));
   }

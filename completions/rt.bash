@@ -60,7 +60,7 @@ _rt() {
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common" -- "$cur")); else COMPREPLY=($(images)); fi ;;
     prune) COMPREPLY=($(compgen -W "$common" -- "$cur")) ;;
     doctor) COMPREPLY=($(compgen -W "$common --json" -- "$cur")) ;;
-    login) COMPREPLY=($(compgen -W "$common -u --username --password-stdin" -- "$cur")) ;;
+    login) COMPREPLY=($(compgen -W "$common -u --username --password-stdin --ca-file --insecure --plain-http --no-check" -- "$cur")) ;;
   esac
 }
 # _filedir comes with bash-completion; a plain one otherwise.

@@ -76,7 +76,13 @@ PruneReport prune_store(const StoreOptions& options);
 
 // Saves credentials for `registry` (a host[:port], or a reference whose
 // registry is meant) in ~/.docker/config.json; returns the registry host.
-std::string login(const std::string& registry, const std::string& user, const std::string& password);
+struct LoginOptions {
+  std::string ca_file;
+  bool insecure = false, plain_http = false;
+  bool check = true;  // ask the registry first; nothing is saved when it refuses
+};
+std::string login(const std::string& registry, const std::string& user, const std::string& password,
+                  const LoginOptions& options = {});
 
 // rt doctor: one check of what rt needs or uses on this node.
 struct DoctorCheck {

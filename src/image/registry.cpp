@@ -241,6 +241,24 @@ Registry::Registry(store::Reference ref, RegistryOptions opts) : ref_(std::move(
 
 Registry::~Registry() = default;
 
+void Registry::check_credentials() {
+  const std::string url = std::string(opts_.plain_http ? "http://" : "https://") + ref_.api_host() + "/v2/";
+  const std::string refused = "registry `" + ref_.registry + "` refused the credentials of `" + opts_.username + "`";
+  const char* hint = "check the user name and password; nothing was saved";
+  const long timeout_ms = static_cast<long>(blob_deadline(0) * 1000);
+  Response r = request(url, "", -1, 0, nullptr, {}, {-1, timeout_ms});
+  if (r.curl == CURLE_OK && r.status == 401 && !r.www_authenticate.empty()) {
+    if (!authenticate(r.www_authenticate)) throw Error(refused, hint);
+    r = request(url, "", -1, 0, nullptr, {}, {-1, timeout_ms});
+  }
+  if (r.curl != CURLE_OK)
+    throw Error("cannot reach `" + url + "`: " + r.curl_error,
+                "for a registry with its own CA, give it with --ca-file; nothing was saved");
+  if (r.status == 200) return;
+  if (r.status == 401 || r.status == 403) throw Error(refused, hint);
+  throw Error("`" + url + "` answered HTTP " + std::to_string(r.status) + "; nothing was saved");
+}
+
 std::string Registry::base_url() const {
   return std::string(opts_.plain_http ? "http://" : "https://") + ref_.api_host() + "/v2/" + ref_.repository;
 }

@@ -47,6 +47,11 @@ public:
   // partial file after a dropped connection. `progress` gets byte counts.
   void download_blob(const Descriptor& d, const std::string& file, const std::function<void(uint64_t)>& progress = {});
 
+  // Asks the registry's API root (/v2/) with the credentials, through its
+  // token service when it has one; throws rt::Error when they are refused
+  // or the registry cannot be reached.
+  void check_credentials();
+
   const store::Reference& ref() const { return ref_; }
   struct Response;
 

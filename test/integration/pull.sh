@@ -23,9 +23,16 @@ expect_status 125 "an untrusted certificate is refused" -- "$RT" pull "$REG/test
 expect_match "$ERR" "--ca-file" "the hint names --ca-file"
 expect_status 125 "no credentials" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:v1"
 expect_match "$ERR" "rt login" "the hint names rt login"
-echo wrong | "$RT" login -q -u "$REG_USER" --password-stdin "$REG"
-expect_status 125 "wrong credentials" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:v1"
-echo "$REG_PASS" | "$RT" login -q -u "$REG_USER" --password-stdin "$REG"
+# rt login asks the registry first: wrong credentials are refused, not saved.
+echo wrong >"$T/wrong"
+expect_status 125 "rt login with a wrong password is refused" -- \
+  "$RT" login -q -u "$REG_USER" --password-stdin --ca-file "$REG_CA" "$REG" <"$T/wrong"
+expect_match "$ERR" "refused the credentials of .$REG_USER.*nothing was saved" "it says so"
+[ ! -e "$HOME/.docker/config.json" ] || ! grep -q "$REG" "$HOME/.docker/config.json" && pass "nothing was saved" ||
+  fail "refused credentials were saved"
+"$RT" login -q --no-check -u "$REG_USER" --password-stdin "$REG" <"$T/wrong"
+expect_status 125 "wrong credentials saved with --no-check fail at pull" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:v1"
+echo "$REG_PASS" | "$RT" login -q -u "$REG_USER" --password-stdin --ca-file "$REG_CA" "$REG"
 [ "$(stat -c %a "$HOME/.docker/config.json")" = 600 ] || fail "config.json is not private"
 expect_status 0 "pull with saved credentials" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:v1"
 if echo "$OUT$ERR" | grep -q "$REG_PASS"; then fail "the password was printed"; fi
@@ -133,7 +140,10 @@ start_registry "$T/reg-token" token
 push "$T/bb:v1" "test/bb:v1" "$REG_USER:$REG_PASS"
 rm -f "$HOME/.docker/config.json"
 expect_status 125 "token auth without credentials" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:v1"
-echo "$REG_PASS" | "$RT" login -q -u "$REG_USER" --password-stdin "$REG"
+echo wrong | "$RT" login -q -u "$REG_USER" --password-stdin --ca-file "$REG_CA" "$REG" 2>"$T/err" &&
+  fail "a wrong password was accepted by the token service"
+expect_match "$(cat "$T/err")" "refused the credentials" "rt login checks them through the token service"
+echo "$REG_PASS" | "$RT" login -q -u "$REG_USER" --password-stdin --ca-file "$REG_CA" "$REG"
 expect_status 0 "token auth with credentials" -- "$RT" pull -q --ca-file "$REG_CA" "$REG/test/bb:v1"
 out=$("$RT" run "$REG/test/bb:v1")
 expect_eq "$out" "[from-cmd]" "the image pulled with a bearer token runs"
