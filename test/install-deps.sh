@@ -1,19 +1,27 @@
 #!/bin/bash
 # Installs the Debian 12 packages rt needs to build, test and benchmark.
 # Idempotent: does nothing when they are all there already.
-#   install-deps.sh --fuzz  adds clang and its libFuzzer (test/run-all.sh --fuzz)
+#   install-deps.sh --runtime  only what rt needs to build and run
+#   install-deps.sh --fuzz     adds clang and its libFuzzer (test/run-all.sh --fuzz)
 set -euo pipefail
+# What rt needs to build and run (the quickstart installs only these).
 PACKAGES=(
   build-essential cmake pkg-config
-  libcli11-dev libsodium-dev catch2 nlohmann-json3-dev libyaml-cpp-dev libseccomp-dev
+  libcli11-dev libsodium-dev nlohmann-json3-dev libyaml-cpp-dev libseccomp-dev
   libarchive-dev libssl-dev libcurl4-openssl-dev libsquashfuse-dev libfuse3-dev
   libzstd-dev libisal-dev zlib1g-dev liblz4-dev liblzo2-dev liblzma-dev squashfs-tools squashfs-tools-ng
-  busybox-static util-linux sudo python3 openssl zstd
+  busybox-static util-linux
+)
+# What the tests and benchmarks add: a registry, Slurm, both MPIs, and the
+# tools rt is compared with.
+TEST_PACKAGES=(
+  catch2 sudo python3 openssl zstd
   docker-registry skopeo apache2-utils mmdebstrap time
   charliecloud hyperfine
   openmpi-bin libopenmpi-dev mpich libmpich-dev
   munge slurmctld slurmd slurm-client
 )
+[ "${1:-}" = --runtime ] || PACKAGES+=("${TEST_PACKAGES[@]}")
 [ "${1:-}" = --fuzz ] && PACKAGES+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
