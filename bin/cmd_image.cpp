@@ -43,6 +43,13 @@ Command make(CLI::App& app, const char* name, const char* help, std::shared_ptr<
   return c;
 }
 
+// The state of a store command whose only option of its own is --json.
+struct JsonState {
+  Common common;
+  StoreOptions o;
+  bool json = false;
+};
+
 std::string json_escape(const std::string& s) { return nlohmann::json(s).dump(); }
 
 // What pull and import share: the size guard and writing SquashFS directly.
@@ -146,11 +153,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     out.push_back(std::move(c));
   }
   {
-    struct S {
-      Common common;
-      StoreOptions o;
-      bool json = false;
-    };
+    using S = JsonState;
     auto s = std::make_shared<S>();
     Command c = make<S>(app, "images", "list the images in the store", s, [](S& st) {
       auto list = list_images(st.o);
@@ -243,11 +246,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     out.push_back(std::move(c));
   }
   {
-    struct S {
-      Common common;
-      StoreOptions o;
-      bool json = false;
-    };
+    using S = JsonState;
     auto s = std::make_shared<S>();
     Command c = make<S>(app, "doctor", "check whether rt can run containers here, and what it will find", s, [](S& st) {
       auto checks = doctor(st.o);

@@ -22,8 +22,8 @@ namespace {
 using Input = std::vector<uint8_t>;
 
 // Bytes that make parsers take edges: limits, signs, and format markers.
-constexpr uint32_t kInteresting[] = {0, 1, 2, 0x7f, 0x80, 0xff, 0x100, 0x1000, 0x2000, 0x7fff, 0x8000, 0xffff,
-                                     0x10000, 0x7fffffff, 0x80000000, 0xffffffff};
+constexpr uint32_t kInteresting[] = {0,      1,      2,      0x7f,   0x80,    0xff,       0x100,      0x1000,
+                                     0x2000, 0x7fff, 0x8000, 0xffff, 0x10000, 0x7fffffff, 0x80000000, 0xffffffff};
 
 void mutate(Input& in, std::mt19937_64& rng, const std::vector<Input>& corpus) {
   auto pick = [&](size_t n) { return n ? static_cast<size_t>(rng() % n) : 0; };

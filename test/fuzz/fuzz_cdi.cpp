@@ -9,27 +9,17 @@
 
 #include "hpc/cdi.hpp"
 #include "rt/error.hpp"
-
-namespace {
-const std::string& dir() {
-  static const std::string d = [] {
-    char tmpl[] = "/tmp/rt-fuzz-cdi.XXXXXX";
-    if (!::mkdtemp(tmpl)) std::abort();
-    return std::string(tmpl);
-  }();
-  return d;
-}
-}  // namespace
+#include "scratch_dir.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The first byte chooses the syntax, the rest is the spec.
   const bool json = size > 0 && (data[0] & 1);
-  const std::string file = dir() + (json ? "/spec.json" : "/spec.yaml");
+  const std::string file = scratch_dir() + (json ? "/spec.json" : "/spec.yaml");
   std::ofstream(file, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(data) + (size ? 1 : 0), static_cast<std::streamsize>(size ? size - 1 : 0));
   rt::hpc::Injection inj;
   try {
-    rt::hpc::apply_cdi({"example.com/gpu=all", "example.com/gpu=0"}, {dir()}, inj);
+    rt::hpc::apply_cdi({"example.com/gpu=all", "example.com/gpu=0"}, {scratch_dir()}, inj);
   } catch (const rt::Error&) {
   }
   ::unlink(file.c_str());

@@ -12,21 +12,11 @@
 
 #include "image/unpack.hpp"
 #include "rt/error.hpp"
+#include "scratch_dir.hpp"
 #include "util/fs.hpp"
 
-namespace {
-const std::string& dir() {
-  static const std::string d = [] {
-    char tmpl[] = "/tmp/rt-fuzz-tar.XXXXXX";
-    if (!::mkdtemp(tmpl)) std::abort();
-    return std::string(tmpl);
-  }();
-  return d;
-}
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string root = dir() + "/root";
+  const std::string root = scratch_dir() + "/root";
   if (::mkdir(root.c_str(), 0700) != 0) std::abort();
   size_t at = 0;
   auto read = [&](void* buf, size_t n) {
@@ -42,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const rt::Error&) {
   }
   // Only `root` may exist in the directory.
-  for (const auto& e : std::filesystem::directory_iterator(dir()))
+  for (const auto& e : std::filesystem::directory_iterator(scratch_dir()))
     if (e.path().filename() != "root") std::abort();
   rt::util::remove_tree(root);  // whatever modes the archive left
   return 0;
