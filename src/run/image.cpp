@@ -38,9 +38,18 @@ Image open_image(const std::string& ref, const std::string& cwd, const std::stri
     if (e != ENOENT) throw SysError(e, "stat", path);
     const store::Root* root = store::Root::user_if_exists(storage);
     auto dir = root ? store::find_image(*root, ref) : std::nullopt;
-    if (!dir)
+    if (!dir) {
+      const std::vector<std::string> similar = root ? store::similar_images(*root, ref) : std::vector<std::string>{};
+      std::string hint = "rt pull " + ref + " from a registry, or rt import FILE " + ref;
+      if (!similar.empty()) {
+        std::string list;
+        for (size_t i = 0; i < similar.size() && i < 5; ++i) list += (i ? ", " : "") + similar[i];
+        hint = "the store has " + list + ": name one of them, with its tag";
+      }
       throw Error("image `" + ref + "` not found: no directory `" + path + "`, and no image of that name in store `" +
-                  (root ? root->path() : store::store_path(storage)) + "`");
+                      (root ? root->path() : store::store_path(storage)) + "`",
+                  hint);
+    }
     path = *dir;
     if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
   }

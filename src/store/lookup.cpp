@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "rt/error.hpp"
@@ -64,6 +65,28 @@ std::optional<std::string> find_image(const Root& store, const std::string& name
   } catch (const Error&) {
     return std::nullopt;
   }
+}
+
+std::vector<std::string> similar_images(const Root& store, const std::string& name) {
+  std::vector<std::string> out;
+  util::UniqueFd images = store.dir(kImagesDir, false);
+  if (!images) return out;
+  std::vector<std::string> prefixes{name + ":"};
+  try {
+    std::string canonical = store::parse_reference(name).str();
+    prefixes.push_back(canonical.substr(0, canonical.rfind(':')) + ":");
+  } catch (const Error&) {
+  }
+  for (const auto& n : util::list_names(images.get(), store.sub(kImagesDir))) {
+    const std::string stored = unescape_name(n);
+    for (const auto& p : prefixes)
+      if (stored.starts_with(p)) {
+        out.push_back(stored);
+        break;
+      }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace rt::store

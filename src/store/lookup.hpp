@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "store/layout.hpp"
 
@@ -20,5 +21,10 @@ std::string unescape_name(std::string_view dir);
 // store's images/.
 class Root;
 std::optional<std::string> find_image(const Root& store, const std::string& name);
+
+// Stored names that are `name` with a tag (myapp -> myapp:1.0; ubuntu ->
+// docker.io/library/ubuntu:24.04), for the error when `name` itself is
+// not there.
+std::vector<std::string> similar_images(const Root& store, const std::string& name);
 
 }  // namespace rt::store

@@ -7,7 +7,15 @@ before=$(tree_listing "$IMG")
 expect_status 125 "missing image" -- "$RT" exec "$T/nope" true
 expect_match "$ERR" "nope" "names the missing image"
 expect_match "$ERR" "store" "says where else it looked"
-expect_eq "$(echo "$ERR" | wc -l)" 1 "one line"
+expect_eq "$(echo "$ERR" | grep -c '^rt: error')" 1 "one error line"
+expect_match "$ERR" "rt: hint: rt pull .*nope.*rt import" "and a hint of how to get it"
+# A name that is stored only with a tag: the error names the tagged ones.
+export RT_STORAGE="$T/store"
+tar -C "$IMG" -cf "$T/img.tar" .
+"$RT" import -q "$T/img.tar" myapp:1.0
+expect_status 125 "an image stored only with a tag" -- "$RT" run myapp true
+expect_match "$ERR" "hint: the store has myapp:1.0" "the hint names the tagged image"
+unset RT_STORAGE
 
 mkdir -p "$T/empty"
 expect_status 125 "not a root filesystem" -- "$RT" exec "$T/empty" true
