@@ -170,13 +170,17 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
         std::cout << a.dump(2) << "\n";
         return 0;
       }
-      std::printf("%-50s %-19s %10s  %s\n", "NAME", "DIGEST", "SIZE", "CREATED");
+      // The ID is the config digest, as docker's IMAGE ID: every image has
+      // one, pulled, imported or converted (a manifest digest only some).
+      size_t width = 4;
+      for (const auto& i : list) width = std::max(width, i.name.size());
+      const int w = static_cast<int>(width);
+      std::printf("%-*s  %-12s  %10s  %s\n", w, "NAME", "ID", "SIZE", "CREATED");
       for (const auto& i : list) {
         char size[32];
         std::snprintf(size, sizeof size, "%.1f MB", static_cast<double>(i.size) / 1e6);
-        std::printf("%-50s %-19s %10s  %s\n", i.name.c_str(),
-                    (i.manifest_digest.empty() ? i.config_digest : i.manifest_digest).substr(0, 19).c_str(), size,
-                    i.created.c_str());
+        const std::string id = i.config_digest.starts_with("sha256:") ? i.config_digest.substr(7, 12) : i.config_digest;
+        std::printf("%-*s  %-12s  %10s  %s\n", w, i.name.c_str(), id.c_str(), size, i.created.c_str());
       }
       return 0;
     });

@@ -43,6 +43,9 @@ out=$("$RT" exec "$REG/test/bb:v1" sh -c 'echo $APP; cat /app/hello')
 expect_eq "$out" $'1\nhi' "layers and Env of the pulled image"
 out=$("$RT" images)
 expect_match "$out" "$REG/test/bb:v1" "rt images lists it"
+expect_eq "$(echo "$out" | awk '{print index($0, " " $2 " ")}' | sort -u | wc -l)" 1 "its columns line up, long names included"
+cfg=$("$RT" inspect "$REG/test/bb:v1" | sed -n 's/.*"config_digest": "sha256:\(.\{12\}\).*/\1/p')
+expect_match "$out" "$REG/test/bb:v1 +$cfg " "the ID is the config digest's start"
 "$RT" images --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[0]["manifest_digest"].startswith("sha256:")' ||
   fail "rt images --json"
 pass "rt images --json"
