@@ -15,7 +15,7 @@ PACKAGES=(
 # What the tests and benchmarks add: a registry, Slurm, both MPIs, and the
 # tools rt is compared with.
 TEST_PACKAGES=(
-  catch2 sudo python3 openssl zstd
+  catch2 sudo python3 openssl zstd zsh fish
   docker-registry skopeo apache2-utils mmdebstrap time
   charliecloud hyperfine
   openmpi-bin libopenmpi-dev mpich libmpich-dev

@@ -44,4 +44,22 @@ complete_words() {  # WORD...: what completing the last word offers
 complete_words rt exec --no-j | grep -qx -- --no-join || fail "bash completion of exec options"
 (cd "$RT_SOURCE_DIR" && complete_words rt import README | grep -qx README.md) || fail "bash completion of files"
 echo "ok: bash completion without bash-completion"
+
+# zsh and fish take each command's options from its --help: the commands
+# they list must be rt's, and an option must come back for a command.
+bin=$(dirname "$RT")
+commands="exec run shell pull import convert images inspect rm prune login doctor"
+for shell in zsh fish; do
+  command -v $shell >/dev/null || fail "$shell is missing (test/install-deps.sh installs it)"
+done
+zsh_words() { PATH="$bin:$PATH" zsh -f -c '. "$1"; shift; _rt_words $# "$@"' _ "$RT_SOURCE_DIR/completions/_rt" "$@"; }
+fish_words() { PATH="$bin:$PATH" fish --no-config -c "source $RT_SOURCE_DIR/completions/rt.fish; complete -C'$*'"; }
+for c in $commands; do
+  zsh_words rt "" | grep -qx "$c" || fail "zsh completion lacks the command $c"
+  fish_words "rt " | grep -qx "$c" || fail "fish completion lacks the command $c"
+done
+zsh_words rt exec --no-j | grep -qx -- --no-join || fail "zsh completion of exec options"
+[ "$(fish_words rt exec --no-j)" = --no-join ] || fail "fish completion of exec options: [$(fish_words rt exec --no-j)]"
+fish_words rt doctor --j | grep -qx -- --json || fail "fish completion of doctor options"
+echo "ok: zsh and fish completion"
 echo "ok: $n options documented"

@@ -1,0 +1,24 @@
+# fish completion for rt. Commands are listed here; each command's options
+# come from its own --help, so they are always those of the rt installed.
+set -l rt_commands exec run shell pull import convert images inspect rm prune login doctor
+
+function __rt_options --argument-names cmd
+    rt $cmd --help 2>/dev/null | string match -ar -- '--[a-z][a-z-]*' | sort -u
+end
+
+function __rt_images
+    set -l store $RT_STORAGE
+    test -n "$store"; or set store /var/tmp/$USER.rt
+    test -d $store/images; and ls $store/images | string replace -a + /
+end
+
+complete -c rt -f
+complete -c rt -n "not __fish_seen_subcommand_from $rt_commands" -a "$rt_commands"
+complete -c rt -n "not __fish_seen_subcommand_from $rt_commands" -l version -l help
+for cmd in $rt_commands
+    complete -c rt -n "__fish_seen_subcommand_from $cmd; and string match -q -- '-*' (commandline -ct)" \
+        -a "(__rt_options $cmd)"
+end
+complete -c rt -n "__fish_seen_subcommand_from exec run shell convert inspect rm; and not string match -q -- '-*' (commandline -ct)" \
+    -a "(__rt_images)"
+complete -c rt -n "__fish_seen_subcommand_from exec run shell import convert; and not string match -q -- '-*' (commandline -ct)" -F
