@@ -1,9 +1,15 @@
 // `rt exec`, `rt run`, `rt shell`: read the words (exec_args), call rt::exec.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <memory>
 #include <string>
 
 #include "commands.hpp"
 #include "exec_args.hpp"
+#include "rt/error.hpp"
 #include "rt/exec.hpp"
 
 namespace rt::cli {
@@ -38,6 +44,41 @@ void add_one(CLI::App& app, std::vector<Command>& out, const char* name, const c
   out.push_back(std::move(c));
 }
 
+const char* verb_name(ExecMode mode) {
+  return mode == ExecMode::Exec ? "exec" : mode == ExecMode::Run ? "run" : "shell";
+}
+
+// A name rt pull could fetch: a reference ([docker://][REGISTRY/]REPO[:TAG]),
+// not a path, and not a file name mistyped (x.sqfs, x.sif, x.tar).
+bool looks_pullable(const std::string& ref) {
+  if (ref.starts_with("docker://")) return true;
+  if (ref.empty() || ref[0] == '/' || ref[0] == '.' || ref[0] == '~') return false;
+  for (const char* suffix : {".sqfs", ".squashfs", ".sif", ".tar", ".tar.gz", ".tgz"})
+    if (ref.ends_with(suffix)) return false;
+  return ref.find_first_of(" \t\n") == std::string::npos;
+}
+
+// Runs the full program (rt-image) with `args` and waits: its exit status.
+int run_full_program(const std::vector<std::string>& args) {
+  for (const auto& path : full_program_paths()) {
+    if (::access(path.c_str(), X_OK) != 0) continue;
+    std::vector<char*> argv{const_cast<char*>(path.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = ::fork();
+    if (pid < 0) throw rt::SysError{errno, "fork", path};
+    if (pid == 0) {
+      ::execv(path.c_str(), argv.data());
+      ::_exit(127);
+    }
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0)
+      if (errno != EINTR) throw rt::SysError{errno, "waitpid", path};
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  throw rt::Error("cannot find rt-image beside rt (" + full_program_paths().front() + ")");
+}
+
 ExecMode mode_of(const std::string& verb) {
   return verb == "exec" ? ExecMode::Exec : verb == "run" ? ExecMode::Run : ExecMode::Shell;
 }
@@ -46,10 +87,35 @@ ExecMode mode_of(const std::string& verb) {
 
 bool is_exec_verb(const std::string& w) { return w == "exec" || w == "run" || w == "shell"; }
 
+std::vector<std::string> full_program_paths() {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) throw rt::SysError{errno, "readlink", "/proc/self/exe"};
+  std::string dir(self, static_cast<size_t>(n));
+  dir.resize(dir.rfind('/'));
+  return {dir + "/rt-image", dir + "/../libexec/rt/rt-image"};
+}
+
 std::optional<int> exec_command(const std::vector<std::string>& words) {
   auto opts = parse_exec_args(mode_of(words[0]), std::vector<std::string>(words.begin() + 1, words.end()));
   if (!opts) return std::nullopt;
-  exec(*opts);
+  try {
+    exec(*opts);
+  } catch (const ImageNotFound& e) {
+    if (opts->no_pull || e.tagged || !looks_pullable(e.ref)) throw;
+    // Pulled once per node: other ranks wait on the store's lock for the
+    // image, then find it up to date.
+    if (opts->verbosity >= 0)
+      std::fprintf(stderr, "rt: `%s` is not in the store: pulling it (--no-pull to refuse instead)\n", e.ref.c_str());
+    std::vector<std::string> pull{"pull", "-q"};
+    if (!opts->storage.empty()) pull.insert(pull.end(), {"--storage", opts->storage});
+    pull.push_back(e.ref);
+    if (int rc = run_full_program(pull); rc != 0)
+      throw rt::Error("could not pull `" + e.ref + "` (rt pull said why, above)",
+                      "for an image file of your own: rt import FILE NAME, then rt " +
+                          std::string(verb_name(opts->mode)) + " NAME");
+    exec(*opts);
+  }
   return 0;  // reached only with --dry-run
 }
 

@@ -28,6 +28,9 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out);
 // archive and TLS libraries the exec path must not load.
 bool is_exec_verb(const std::string& word);
 
+// Where the full program may be: beside this one, or in ../libexec/rt/.
+std::vector<std::string> full_program_paths();
+
 // exec/run/shell (words[0] is the verb), without building the CLI11 parser
 // (the per-rank path). nullopt when help is asked for: CLI11 shows it.
 // Throws rt::Error for words it cannot read.

@@ -78,6 +78,8 @@ constexpr OptSpec kOptions[] = {
      [](ExecState& s, const std::string&) { s.opts.join = ExecOptions::Inject::On; }},
     {"--no-join", nullptr, "a container of its own for this rank",
      [](ExecState& s, const std::string&) { s.opts.join = ExecOptions::Inject::Off; }},
+    {"--no-pull", nullptr, "an image reference not in the store is an error (default: pull it once)",
+     [](ExecState& s, const std::string&) { s.opts.no_pull = true; }},
     {"--device", "VENDOR/CLASS=NAME", "add a CDI device (e.g. nvidia.com/gpu=all); repeatable",
      [](ExecState& s, const std::string& v) { s.opts.devices.push_back(v); }},
 };

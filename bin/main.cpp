@@ -30,16 +30,13 @@ bool installed_privileged() {
 // Hands the command line to the full program, installed beside rt or in
 // ../libexec/rt/. Only returns on failure.
 int forward_to_full(char** argv) {
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) {
-    std::perror("rt: readlink /proc/self/exe");
+  std::vector<std::string> candidates;
+  try {
+    candidates = rt::cli::full_program_paths();
+  } catch (const rt::Error& e) {
+    rt::print_error(e);
     return rt::kExitRtFailed;
   }
-  self[n] = '\0';
-  std::string dir(self);
-  dir.resize(dir.rfind('/'));
-  std::string candidates[] = {dir + "/rt-image", dir + "/../libexec/rt/rt-image"};
   for (const auto& c : candidates) {
     ::execv(c.c_str(), argv);
     if (errno != ENOENT) {

@@ -39,4 +39,13 @@ private:
 // ("rt[17]: ") under a launcher.
 void print_error(const Error& e);
 
+// Thrown by exec when IMAGE is neither a path nor in the store: the
+// program may pull it and try again.
+struct ImageNotFound : Error {
+  ImageNotFound(std::string ref_, bool tagged_, const std::string& message, const std::string& hint)
+      : Error(message, hint), ref(std::move(ref_)), tagged(tagged_) {}
+  std::string ref;
+  bool tagged;  // the store has REF with a tag: the user meant that, not a pull
+};
+
 }  // namespace rt

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -69,6 +70,7 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
   store::Reference ref = store::parse_reference(ref_text);
   image::RegistryOptions ro;
   ro.ca_file = o.ca_file;
+  if (const char* ca = std::getenv("RT_CA_FILE"); ro.ca_file.empty() && ca) ro.ca_file = ca;
   ro.insecure = o.insecure;
   ro.plain_http = o.plain_http;
   image::Registry reg(ref, ro);

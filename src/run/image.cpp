@@ -46,9 +46,11 @@ Image open_image(const std::string& ref, const std::string& cwd, const std::stri
         for (size_t i = 0; i < similar.size() && i < 5; ++i) list += (i ? ", " : "") + similar[i];
         hint = "the store has " + list + ": name one of them, with its tag";
       }
-      throw Error("image `" + ref + "` not found: no directory `" + path + "`, and no image of that name in store `" +
-                      (root ? root->path() : store::store_path(storage)) + "`",
-                  hint);
+      throw ImageNotFound(ref, !similar.empty(),
+                          "image `" + ref + "` not found: no directory `" + path +
+                              "`, and no image of that name in store `" +
+                              (root ? root->path() : store::store_path(storage)) + "`",
+                          hint);
     }
     path = *dir;
     if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};

@@ -154,6 +154,32 @@ expect_eq "$out" "[from-cmd]" "the image pulled with a bearer token runs"
 # --- a flaky network: 503 and 429 on manifests, connections cut mid-blob -------
 start_registry "$T/reg-open" open
 push "$T/big:v1" "test/big:v1"
+
+# --- pull on first use -----------------------------------------------------------
+push "$T/bb:v1" "test/bb:v1"
+export RT_CA_FILE=$REG_CA
+expect_status 125 "--no-pull: a reference not in the store is an error" -- \
+  env RT_STORAGE="$T/store-first" "$RT" exec --no-pull "$REG/test/bb:v1" true
+expect_match "$ERR" "not found.*hint: rt pull" "and the hint says how to get it"
+# Three ranks at once on one node: each runs, the image is stored once.
+ranks=()
+for i in 1 2 3; do
+  RT_STORAGE="$T/store-first" "$RT" run "$REG/test/bb:v1" >"$T/first$i.out" 2>"$T/first$i.err" &
+  ranks+=($!)
+done
+wait "${ranks[@]}"  # not the registries, which are jobs of this shell too
+for i in 1 2 3; do
+  expect_eq "$(cat "$T/first$i.out")" "[from-cmd]" "rank $i ran the image pulled on first use"
+done
+expect_match "$(cat "$T/first1.err")" "is not in the store: pulling it" "it says it pulls"
+expect_eq "$(RT_STORAGE="$T/store-first" "$RT" images | grep -c "test/bb:v1")" 1 "one image in the store"
+out=$(RT_STORAGE="$T/store-first" "$RT" run "docker://$REG/test/bb:v1" 2>"$T/err")
+expect_eq "$out" "[from-cmd]" "docker://REF finds it"
+[ -s "$T/err" ] && fail "a stored image was pulled again: $(cat "$T/err")"
+pass "and pulls nothing once it is stored"
+expect_status 125 "an image no registry has" -- env RT_STORAGE="$T/store-first" "$RT" exec "$REG/test/none:v1" true
+expect_match "$ERR" "could not pull .*rt import FILE NAME" "says the pull failed and suggests rt import"
+unset RT_CA_FILE
 python3 "$RT_SOURCE_DIR/test/integration/flaky_proxy.py" "$T/pport" "$REG" "$REG_CA" 2>"$T/proxy.log" &
 REG_PIDS+=($!)
 for _ in $(seq 100); do [ -s "$T/pport" ] && break; sleep 0.05; done
