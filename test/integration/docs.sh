@@ -53,10 +53,17 @@ for shell in zsh fish; do
   command -v $shell >/dev/null || fail "$shell is missing (test/install-deps.sh installs it)"
 done
 zsh_words() { PATH="$bin:$PATH" zsh -f -c '. "$1"; shift; _rt_words $# "$@"' _ "$RT_SOURCE_DIR/completions/_rt" "$@"; }
-fish_words() { PATH="$bin:$PATH" fish --no-config -c "source $RT_SOURCE_DIR/completions/rt.fish; complete -C'$*'"; }
+fishhome=$(mktemp -d)
+trap 'rm -rf "$fishhome"' EXIT
+fish_words() {  # fish keeps state under XDG dirs: a private one, not the user's
+  PATH="$bin:$PATH" XDG_CONFIG_HOME="$fishhome" XDG_DATA_HOME="$fishhome" \
+    fish --no-config -c "source $RT_SOURCE_DIR/completions/rt.fish; complete -C'$*'"
+}
+zsh_commands=$(zsh_words rt "")
+fish_commands=$(fish_words "rt ")
 for c in $commands; do
-  zsh_words rt "" | grep -qx "$c" || fail "zsh completion lacks the command $c"
-  fish_words "rt " | grep -qx "$c" || fail "fish completion lacks the command $c"
+  grep -qx "$c" <<<"$zsh_commands" || fail "zsh completion lacks the command $c: [$zsh_commands]"
+  grep -qx "$c" <<<"$fish_commands" || fail "fish completion lacks the command $c: [$fish_commands]"
 done
 zsh_words rt exec --no-j | grep -qx -- --no-join || fail "zsh completion of exec options"
 [ "$(fish_words rt exec --no-j)" = --no-join ] || fail "fish completion of exec options: [$(fish_words rt exec --no-j)]"
