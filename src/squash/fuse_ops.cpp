@@ -130,6 +130,20 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
   g_pusher->push_now(next);
 }
 
+// `ino`'s inode (under g_meta). When it has none, or `want_dir` and it is
+// not a directory, replies ENOENT or ENOTDIR and returns false.
+bool inode_or_reply(fuse_req_t req, fuse_ino_t ino, sqfs_inode& inode, bool want_dir) {
+  if (sqfs_ll_inode(g_ll, &inode, ino) != SQFS_OK) {
+    fuse_reply_err(req, ENOENT);
+    return false;
+  }
+  if (want_dir && !S_ISDIR(inode.base.mode)) {
+    fuse_reply_err(req, ENOTDIR);
+    return false;
+  }
+  return true;
+}
+
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (g_no_opendir) {
     fuse_reply_err(req, ENOSYS);
@@ -137,14 +151,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   std::lock_guard<std::mutex> g(g_meta);
   sqfs_inode inode;
-  if (sqfs_ll_inode(g_ll, &inode, ino) != SQFS_OK) {
-    fuse_reply_err(req, ENOENT);
-    return;
-  }
-  if (!S_ISDIR(inode.base.mode)) {
-    fuse_reply_err(req, ENOTDIR);
-    return;
-  }
+  if (!inode_or_reply(req, ino, inode, true)) return;
   fi->keep_cache = 1;
   fi->cache_readdir = 1;
   fuse_reply_open(req, fi);
@@ -167,7 +174,8 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   std::lock_guard<std::mutex> g(g_meta);
   sqfs_inode inode;
   struct stat st {};
-  if (sqfs_ll_inode(g_ll, &inode, ino) != SQFS_OK || !attributes(inode, st)) {
+  if (!inode_or_reply(req, ino, inode, false)) return;
+  if (!attributes(inode, st)) {
     fuse_reply_err(req, ENOENT);
     return;
   }
@@ -178,14 +186,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   std::lock_guard<std::mutex> g(g_meta);
   sqfs_inode dir;
-  if (sqfs_ll_inode(g_ll, &dir, parent) != SQFS_OK) {
-    fuse_reply_err(req, ENOENT);
-    return;
-  }
-  if (!S_ISDIR(dir.base.mode)) {
-    fuse_reply_err(req, ENOTDIR);
-    return;
-  }
+  if (!inode_or_reply(req, parent, dir, true)) return;
   sqfs_name buf;
   sqfs_dir_entry entry;
   sqfs_dentry_init(&entry, buf);
@@ -234,10 +235,7 @@ void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
   sqfs* fs = &g_ll->fs;
   sqfs_inode dir_inode;
   sqfs_dir dir;
-  if (sqfs_ll_inode(g_ll, &dir_inode, ino) != SQFS_OK) {
-    fuse_reply_err(req, ENOENT);
-    return;
-  }
+  if (!inode_or_reply(req, ino, dir_inode, false)) return;
   if (sqfs_dir_open(fs, &dir_inode, &dir, off) != SQFS_OK) {
     fuse_reply_err(req, EINVAL);
     return;
