@@ -26,6 +26,7 @@
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/progress.hpp"
 #include "util/strings.hpp"
 
 namespace rt {
@@ -83,7 +84,9 @@ void write_bundle_dir(const image::ImageSource& src, const std::string& dst, con
   util::TempDirBeside work(dst);
   const std::string tmp = work.path("bundle");
   if (::mkdir(tmp.c_str(), 0755) != 0) throw SysError{errno, "mkdir", tmp};
-  app::assemble_bundle(tmp, src, {kDefaultMaxBytes, o.verbosity < 0});
+  util::Meter meter("unpacking into `" + dst + "`", app::layer_bytes(src), util::Meter::mode_for(o.verbosity));
+  app::assemble_bundle(tmp, app::metered(src, meter), {kDefaultMaxBytes, o.verbosity < 0});
+  meter.done();
   if (util::path_exists(dst)) util::remove_tree(dst);  // --force was checked
   if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
   util::note("wrote the bundle `" + dst + "` (rootfs/ and image-config.json)");
@@ -189,6 +192,30 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
 
 namespace {
 
+// The bytes of the regular files under `dir`, for progress.
+uint64_t tree_bytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator
+           it(dir, std::filesystem::directory_options::skip_permission_denied, ec),
+       end;
+       !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec) && !it->is_symlink(ec)) total += it->file_size(ec);
+  return total;
+}
+
+// What a process has read so far: `rchar` in /proc/PID/io (0 when gone).
+uint64_t read_chars(const std::string& io) {
+  std::optional<std::string> text;
+  try {
+    text = util::read_file_if_exists(io);
+  } catch (const Error&) {  // it ended meanwhile
+  }
+  if (!text) return 0;
+  size_t at = text->find("rchar: ");
+  return at == std::string::npos ? 0 : std::strtoull(text->c_str() + at + 7, nullptr, 10);
+}
+
 void tree_to_squashfs(const run::Image& img, const std::string& src, const std::string& dst, const ConvertOptions& o) {
   // Work next to the destination; rename into place only when complete, so
   // an interrupted convert never leaves a half-written image under DST.
@@ -226,7 +253,13 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
     for (const auto& a : argv) s += " " + a;
     return s;
   }());
-  int rc = image::run_program(argv, {.in = config_in.get()});
+  // Progress: what mksquashfs has read of the tree's bytes.
+  util::Meter meter("writing `" + dst + "`", 0, util::Meter::mode_for(o.verbosity));
+  if (meter.shown()) meter.set_total(tree_bytes(img.rootfs));
+  image::Child mksquashfs(argv, {.in = config_in.get()});
+  meter.follow([io = "/proc/" + std::to_string(mksquashfs.pid()) + "/io"] { return read_chars(io); });
+  int rc = mksquashfs.wait();
+  meter.done();
   if (rc != 0)
     throw Error("mksquashfs failed (status " + std::to_string(rc) + ") making `" + dst + "` from `" + src + "`" +
                 util::full_disk_note(dst));

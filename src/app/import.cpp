@@ -21,6 +21,7 @@
 #include "util/fs.hpp"
 #include "util/json.hpp"
 #include "util/log.hpp"
+#include "util/progress.hpp"
 #include "util/strings.hpp"
 
 namespace rt {
@@ -35,6 +36,11 @@ using nlohmann::json;
 ReadFn file_reader(const std::string& path) {
   auto fd = std::make_shared<util::UniqueFd>(util::open_fd(path, O_RDONLY));
   return [fd, path](void* buf, size_t size) -> size_t { return util::read_some(fd->get(), buf, size, path); };
+}
+
+uint64_t size_of(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
 std::string base_name(const std::string& path) { return util::base_name(util::normalize_path(path)); }
@@ -88,7 +94,8 @@ ImageSource from_oci_layout(const Layout& lay, const std::string& tag, const std
   for (const auto& m : index["manifests"])
     tags.push_back(util::json_string(util::json_object(m, "annotations", what), "org.opencontainers.image.ref.name",
                                      what + " annotations"));
-  const bool one_image = std::all_of(ms.begin(), ms.end(), [&](const Descriptor& d) { return d.digest == ms[0].digest; });
+  const bool one_image =
+      std::all_of(ms.begin(), ms.end(), [&](const Descriptor& d) { return d.digest == ms[0].digest; });
   if (!tag.empty()) {
     for (size_t i = 0; i < ms.size(); ++i)
       if (tags[i] == tag) pick = &ms[i];
@@ -181,6 +188,7 @@ ImageSource from_docker_archive(const std::string& tar, const std::string& sourc
   }
   auto tags = util::json_strings(m, "RepoTags", what);
   if (!tags.empty()) src.name = tags.front();
+  src.bytes_hint = size_of(tar);
   return src;
 }
 
@@ -189,6 +197,7 @@ ImageSource from_rootfs_tar(const std::string& tar) {
   src.config_text = default_config();
   src.config_digest = image::sha256_digest(src.config_text);
   src.layers.push_back({base_name(tar), "", -1, "", [tar] { return file_reader(tar); }});
+  src.bytes_hint = size_of(tar);
   return src;
 }
 
@@ -244,18 +253,48 @@ std::string default_config() {
 
 namespace app {
 
-bool deliver(app::Store& store, const ImageSource& src, const ImportOptions& o) {
+// The layers' bytes (else the source's hint, 0 when unknown).
+uint64_t layer_bytes(const ImageSource& src) {
+  uint64_t total = 0;
+  for (const auto& l : src.layers) {
+    if (l.expected_size < 0) return src.bytes_hint;
+    total += static_cast<uint64_t>(l.expected_size);
+  }
+  return total;
+}
+
+// `src` with every read of a layer counted by `meter`.
+ImageSource metered(const ImageSource& src, util::Meter& meter) {
+  ImageSource counted = src;
+  for (auto& l : counted.layers)
+    l.open = [open = std::move(l.open), &meter] {
+      return ReadFn([read = open(), &meter](void* buf, size_t size) {
+        size_t n = read(buf, size);
+        meter.add(n);
+        return n;
+      });
+    };
+  return counted;
+}
+
+bool deliver(app::Store& store, const ImageSource& src, const ImportOptions& o, bool progress) {
   const uint64_t max_bytes = o.max_bytes ? o.max_bytes : kDefaultMaxBytes;
   const image::SquashOptions squash{o.compression, o.level, 0, max_bytes};
-  if (!o.squash.empty()) {
-    image::write_from_layers(src, util::normalize_path(o.squash, util::current_dir()), squash);
-    return false;
-  }
-  if (store_format(o.format) == "sqfs")
-    app::store_from_layers(store, src, squash);
+  const bool sqfs = !o.squash.empty() || store_format(o.format) == "sqfs";
+  // A SquashFS file from the layers reads each layer twice (headers, then
+  // contents).
+  util::Meter meter(o.squash.empty() ? "unpacking `" + src.name + "`" : "writing `" + o.squash + "`",
+                    layer_bytes(src) * (sqfs ? 2 : 1),
+                    progress ? util::Meter::mode_for(o.verbosity) : util::Meter::Mode::Off);
+  const ImageSource counted = metered(src, meter);
+  if (!o.squash.empty())
+    image::write_from_layers(counted, util::normalize_path(o.squash, util::current_dir()), squash);
+  else if (sqfs)
+    app::store_from_layers(store, counted, squash);
   else
-    assemble_image(store, src, {max_bytes, o.verbosity < 0});
-  return true;
+    assemble_image(store, counted, {max_bytes, o.verbosity < 0});
+  meter.done();
+  return o.squash.empty();
 }
 
 }  // namespace app

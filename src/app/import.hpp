@@ -5,6 +5,7 @@
 #include "app/assemble.hpp"
 #include "app/store.hpp"
 #include "rt/image.hpp"
+#include "util/progress.hpp"
 
 namespace rt::app {
 
@@ -15,8 +16,14 @@ ImageSource import_source(const std::string& source);
 // The config of an image with none of its own (a root-filesystem tar).
 std::string default_config();
 
+// The layers' bytes (else the source's hint, 0 when unknown).
+uint64_t layer_bytes(const ImageSource& src);
+// `src` with every read of a layer counted by `meter`.
+ImageSource metered(const ImageSource& src, util::Meter& meter);
+
 // Where pull and import put an image: the --squash file, else the store in
 // the chosen format (--format, RT_STORE_FORMAT). True when it was stored.
-bool deliver(app::Store& store, const ImageSource& src, const ImportOptions& o);
+// `progress`: show how far it got (on a terminal, or at -v).
+bool deliver(app::Store& store, const ImageSource& src, const ImportOptions& o, bool progress = true);
 
 }  // namespace rt::app

@@ -5,11 +5,9 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "app/assemble.hpp"
@@ -23,6 +21,7 @@
 #include "store/ref.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/progress.hpp"
 #include "util/strings.hpp"
 #include "util/work_queue.hpp"
 
@@ -30,38 +29,6 @@ namespace rt {
 namespace {
 
 using image::Descriptor;
-
-// A terminal line showing the bytes downloaded so far.
-class Progress {
-public:
-  Progress(uint64_t total, size_t layers, bool show)
-      : total_(total), layers_(layers), tty_(show && util::stderr_is_tty()), show_(show) {}
-  void add(uint64_t n) {
-    uint64_t now = done_ += n;
-    if (!tty_) return;
-    auto t = std::chrono::steady_clock::now();
-    std::lock_guard<std::mutex> g(m_);
-    if (t - last_ < std::chrono::milliseconds(100)) return;
-    last_ = t;
-    std::fprintf(stderr, "\rrt: downloading %zu layer%s: %s / %s   ", layers_, layers_ == 1 ? "" : "s",
-                 util::human_bytes(now).c_str(), util::human_bytes(total_).c_str());
-  }
-  void layer_done(size_t i, size_t n, const Descriptor& d) {
-    if (!show_) return;
-    std::lock_guard<std::mutex> g(m_);
-    if (tty_) std::fprintf(stderr, "\r\033[K");
-    util::note("downloaded layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + d.digest.substr(0, 19) +
-               " " + util::human_bytes(static_cast<uint64_t>(std::max<int64_t>(d.size, 0))));
-  }
-
-private:
-  std::atomic<uint64_t> done_{0};
-  uint64_t total_;
-  size_t layers_;
-  bool tty_, show_;
-  std::mutex m_;
-  std::chrono::steady_clock::time_point last_{};
-};
 
 }  // namespace
 
@@ -120,7 +87,9 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
       ++missing;
     }
   }
-  Progress progress(total, missing, o.verbosity >= 0);
+  util::Meter progress("downloading " + std::to_string(missing) + " layer" + (missing == 1 ? "" : "s"), total,
+                       util::Meter::mode_for(o.verbosity));
+  std::atomic<size_t> left{missing};
   auto fetch = [&](const size_t& i) {
     const Descriptor& d = m.layers[i];
     try {
@@ -129,7 +98,10 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
         std::string file = work.path() + "/blob";
         reg.download_blob(d, file, [&](uint64_t b) { progress.add(b); });
         store.commit_blob(d.digest, file);
-        progress.layer_done(i, n, d);
+        util::note("downloaded layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " +
+                   d.digest.substr(0, 19) + " " +
+                   util::human_bytes(static_cast<uint64_t>(std::max<int64_t>(d.size, 0))));
+        if (--left == 0) progress.done();
       }
       ready[i].set_value();
     } catch (...) {
@@ -160,7 +132,8 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
                [fd, path](void* buf, size_t size) { return util::read_some(fd->get(), buf, size, path); });
          }});
   }
-  if (!app::deliver(store, src, o)) return src.name;
+  // Unpacking overlaps the downloads, whose progress shows meanwhile.
+  if (!app::deliver(store, src, o, missing == 0)) return src.name;
   util::note("pulled `" + shown + "` as `" + name + "` (" + manifest_digest.substr(0, 19) + ")");
   return name;
 }

@@ -28,6 +28,7 @@ public:
   // signal N). Throws SysError{errno, "waitpid"}.
   int wait();
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
 
 private:
   pid_t pid_ = -1;

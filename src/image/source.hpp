@@ -27,6 +27,7 @@ struct ImageSource {
   std::string manifest_digest;  // may be empty
   std::vector<LayerInput> layers;
   std::vector<std::string> drop;  // top-level names removed from the tree at the end
+  uint64_t bytes_hint = 0;        // about the layers' bytes when their sizes are unknown (an archive's), for progress
 };
 
 }  // namespace rt::image

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <ctime>
 #include <string>
@@ -14,6 +15,7 @@ namespace rt::util {
 namespace {
 
 int g_verbosity = 0;
+std::atomic<bool> g_bar_shown{false};
 timespec g_start{};
 
 // "rt: ", or "rt[RANK]: " under a launcher; decided on first use, so that
@@ -28,7 +30,7 @@ const std::string& prefix() {
 }
 
 void write_line(std::string_view kind, std::string_view message) {
-  std::string line = prefix();
+  std::string line = g_bar_shown.exchange(false) ? "\r\033[K" + prefix() : prefix();
   line += kind;
   line += message;
   line += '\n';
@@ -58,6 +60,8 @@ void error(std::string_view message, std::string_view hint) {
 void note(std::string_view message) {
   if (g_verbosity >= 0) write_line("", message);
 }
+
+void set_bar_shown(bool shown) { g_bar_shown = shown; }
 
 bool stderr_is_tty() { return ::isatty(STDERR_FILENO) == 1; }
 

@@ -22,6 +22,9 @@ void error(std::string_view message, std::string_view hint = {});
 void note(std::string_view message);
 // True when stderr is a terminal (progress bars instead of lines).
 bool stderr_is_tty();
+// A progress bar is on stderr's last line (no newline): the next line
+// logged clears it first, and the bar is drawn again after it.
+void set_bar_shown(bool shown);
 inline void info(std::string_view m) { log(Level::Info, m); }
 inline void debug(std::string_view m) { log(Level::Debug, m); }
 

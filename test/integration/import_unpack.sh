@@ -241,3 +241,22 @@ PY
 "$RT" import -q "$L/names.tar" names
 R=$("$RT" inspect names | sed -n 's/.*"path": "\(.*\)".*/\1/p')/rootfs
 expect_eq "$(ls -b "$R/n" | LC_ALL=C sort | tr '\n' '|')" 'bad\377byte|new\nline|sp\ ace|ünï|' "names with spaces, newlines, invalid UTF-8 and UTF-8 survive"
+
+# Progress: a bar on a terminal (script(1) gives one), nothing when stderr
+# is no terminal or under Slurm, lines and a summary at -v.
+on_tty() { script -qec "$(printf '%q ' "$@")" /dev/null; }
+out=$(on_tty "$RT" import "$base" progress 2>&1)
+expect_match "$out" $'\r'"rt: unpacking \`progress\`: [0-9.]+ [kMG]?B / [0-9.]+ [kMG]?B \([0-9]+%\)" "a terminal shows bytes of the total"
+expect_match "$out" "imported \`progress\`" "... then the result"
+out=$(SLURM_JOB_ID=1 on_tty "$RT" import "$base" progress 2>&1)
+[[ "$out" != *"unpacking"* ]] && pass "no bar under Slurm" || fail "a bar under Slurm: $out"
+out=$(on_tty "$RT" import -q "$base" progress 2>&1)
+[[ "$out" != *"unpacking"* ]] && pass "no bar with -q" || fail "a bar with -q: $out"
+expect_status 0 "import, stderr no terminal" -- "$RT" import "$base" progress
+[[ "$ERR" != *"unpacking"* ]] && pass "no progress off a terminal" || fail "progress off a terminal: $ERR"
+expect_status 0 "import -v, stderr no terminal" -- "$RT" import -v "$base" progress
+expect_match "$ERR" "unpacking \`progress\`: [0-9.]+ [kMG]?B in [0-9.]+ s" "-v off a terminal: a summary line"
+out=$(on_tty "$RT" convert progress "$T/progress.sqfs" 2>&1)
+expect_match "$out" $'\r'"rt: writing \`$T/progress.sqfs\`: [0-9.]+ [kMG]?B / " "convert to SquashFS shows what mksquashfs read of the tree"
+out=$(on_tty "$RT" import --squash "$T/progress2.sqfs" "$base" 2>&1)
+expect_match "$out" $'\r'"rt: writing \`$T/progress2.sqfs\`: [0-9.]+ [kMG]?B / " "import --squash too"
