@@ -1,5 +1,7 @@
 // `rt pull`, `rt import`, `rt images`, `rt inspect`, `rt rm`, `rt prune`,
 // `rt login`: fill the options, call librt.
+#include <sys/stat.h>
+
 #include <unistd.h>
 
 #include <iostream>
@@ -194,22 +196,29 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       std::string name;
     };
     auto s = std::make_shared<S>();
-    Command c = make<S>(app, "inspect", "print what the store knows of an image, as JSON", s, [](S& st) {
-      auto i = inspect_image(st.name, st.o);
-      std::cout << "{\n  \"name\": " << json_escape(i.name) << ",\n  \"ref\": " << json_escape(i.ref)
-                << ",\n  \"manifest_digest\": " << json_escape(i.manifest_digest)
-                << ",\n  \"config_digest\": " << json_escape(i.config_digest) << ",\n  \"size\": " << i.size
-                << ",\n  \"created\": " << json_escape(i.created) << ",\n  \"path\": " << json_escape(i.dir);
-      // The image's own settings; User is shown though rt runs programs as the caller.
-      if (!i.config.empty()) {
-        std::string cfg = i.config;
-        for (size_t at = cfg.find('\n'); at != std::string::npos; at = cfg.find('\n', at + 3)) cfg.insert(at + 1, "  ");
-        std::cout << ",\n  \"config\": " << cfg;
-      }
-      std::cout << "\n}\n";
-      return 0;
-    });
-    c.app->add_option("name", s->name, "image name")->required()->type_name("NAME");
+    Command c = make<S>(
+        app, "inspect", "print what the store knows of an image, or what a SIF file holds, as JSON", s, [](S& st) {
+          struct stat file;
+          if (::stat(st.name.c_str(), &file) == 0 && S_ISREG(file.st_mode)) {
+            std::cout << inspect_sif(st.name);
+            return 0;
+          }
+          auto i = inspect_image(st.name, st.o);
+          std::cout << "{\n  \"name\": " << json_escape(i.name) << ",\n  \"ref\": " << json_escape(i.ref)
+                    << ",\n  \"manifest_digest\": " << json_escape(i.manifest_digest)
+                    << ",\n  \"config_digest\": " << json_escape(i.config_digest) << ",\n  \"size\": " << i.size
+                    << ",\n  \"created\": " << json_escape(i.created) << ",\n  \"path\": " << json_escape(i.dir);
+          // The image's own settings; User is shown though rt runs programs as the caller.
+          if (!i.config.empty()) {
+            std::string cfg = i.config;
+            for (size_t at = cfg.find('\n'); at != std::string::npos; at = cfg.find('\n', at + 3))
+              cfg.insert(at + 1, "  ");
+            std::cout << ",\n  \"config\": " << cfg;
+          }
+          std::cout << "\n}\n";
+          return 0;
+        });
+    c.app->add_option("name", s->name, "image name, or a SIF file")->required()->type_name("NAME|FILE.sif");
     out.push_back(std::move(c));
   }
   {

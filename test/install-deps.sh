@@ -12,10 +12,12 @@ PACKAGES=(
   libzstd-dev libisal-dev zlib1g-dev liblz4-dev liblzo2-dev liblzma-dev squashfs-tools squashfs-tools-ng
   busybox-static util-linux
 )
-# What the tests and benchmarks add: a registry, Slurm, both MPIs, and the
-# tools rt is compared with.
+# What the tests and benchmarks add: a registry, Slurm, both MPIs, the
+# tools rt is compared with, and SIF files written by the SIF reference
+# library (its test images, in golang-github-sylabs-sif-dev).
 TEST_PACKAGES=(
   catch2 sudo python3 openssl zstd zsh fish
+  golang-github-sylabs-sif-dev
   docker-registry skopeo apache2-utils mmdebstrap time
   charliecloud hyperfine
   openmpi-bin libopenmpi-dev mpich libmpich-dev

@@ -62,6 +62,10 @@ void convert(const std::string& src, const std::string& dst, const ConvertOption
 
 std::vector<ImageSummary> list_images(const StoreOptions& options);
 ImageSummary inspect_image(const std::string& name, const StoreOptions& options);
+// rt inspect FILE.sif: the header, the objects (partitions, signatures,
+// definition file, labels) and Apptainer's scripts, as JSON. Throws
+// rt::Error when `path` is not a readable SIF file.
+std::string inspect_sif(const std::string& path);
 void remove_image(const std::string& name, const StoreOptions& options);
 // What rt prune removed.
 struct PruneReport {

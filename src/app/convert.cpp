@@ -22,7 +22,9 @@
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "run/image.hpp"
+#include "squash/sif.hpp"
 #include "squash/sqfs.hpp"
+#include "squash/verify.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
@@ -114,13 +116,37 @@ void store_source(image::ImageSource src, const std::string& name, const Convert
   util::note("stored `" + name + "` in " + store.root());
 }
 
-// `from` to `to`, through a private temporary beside it.
-void copy_file(const std::string& from, const std::string& to) {
+// The bytes of `from` that `span` covers (all of it by default) into the
+// new file `to`.
+void copy_span(const std::string& from, const squash::Span& span, const std::string& to) {
+  util::UniqueFd in = util::open_fd(from, O_RDONLY);
+  struct stat st;
+  if (::fstat(in.get(), &st) != 0) throw SysError{errno, "stat", from};
+  util::UniqueFd out = util::open_fd(to, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  auto at = static_cast<loff_t>(span.offset);
+  uint64_t left = span.size ? span.size : static_cast<uint64_t>(st.st_size) - span.offset;
+  while (left > 0) {
+    ssize_t n = ::copy_file_range(in.get(), &at, out.get(), nullptr, std::min<uint64_t>(left, 1 << 30), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw SysError{errno, "copy_file_range", from, to};
+    if (n == 0) throw Error("cannot copy `" + from + "`: it ended early (changed meanwhile?)");
+    left -= static_cast<uint64_t>(n);
+  }
+}
+
+// A SIF file's root filesystem partition (squash/sif.hpp); throws its errors.
+squash::Span sif_root_span(const std::string& file) {
+  util::UniqueFd fd = util::open_fd(file, O_RDONLY);
+  const squash::SifObject& p = squash::sif_root_partition(squash::read_sif(fd.get(), file), file);
+  return {p.offset, p.size};
+}
+
+// `from` (or the part `span` covers) to `to`, through a private temporary
+// beside it.
+void copy_file(const std::string& from, const std::string& to, const squash::Span& span = {}) {
   util::TempDirBeside work(to);
   const std::string tmp = work.path("image.sqfs");
-  std::error_code ec;
-  std::filesystem::copy_file(from, tmp, ec);
-  if (ec) throw Error("cannot copy `" + from + "` to `" + tmp + "`: " + ec.message());
+  copy_span(from, span, tmp);
   if (::rename(tmp.c_str(), to.c_str()) != 0) throw SysError{errno, "rename", tmp, to};
   util::note("wrote `" + to + "`");
 }
@@ -170,12 +196,24 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   // sqfs2tar, its config from inside.
   if (img.squashfs) {
     const std::string& file = img.rootfs;
+    // A SIF file: its SquashFS partition (Apptainer's /.singularity.d
+    // inside it keeps working wherever it goes).
+    const squash::Span span = img.sif ? sif_root_span(file) : squash::Span{};
     if (target == Target::Sqfs) {
-      if (file == src_path) throw Error("`" + src + "` is already a SquashFS image");
-      return copy_file(file, dst);  // out of the store, as it is
+      if (file == src_path && !img.sif) throw Error("`" + src + "` is already a SquashFS image");
+      return copy_file(file, dst, span);  // as it is
     }
     std::optional<std::string> config = squash::Image(file).read_file(squash::kConfigPath);
-    auto s = tree_source(util::base_name(dst), file, {"sqfs2tar", "--no-xattr", file}, config);
+    // sqfs2tar reads a SquashFS file from its start: a SIF file's
+    // partition is copied out first, into a private directory.
+    std::optional<util::TempDirBeside> scratch;
+    std::string tree = file;
+    if (img.sif) {
+      scratch.emplace(target == Target::Store ? app::Store(o.storage).tmp_dir() + "/sif" : dst);
+      tree = scratch->path("root.sqfs");
+      copy_span(file, span, tree);
+    }
+    auto s = tree_source(util::base_name(dst), file, {"sqfs2tar", "--no-xattr", tree}, config);
     s.drop = {".rt"};
     if (target == Target::Store) return store_source(std::move(s), dst, o);
     return write_bundle_dir(s, dst, o);

@@ -112,7 +112,9 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
     std::erase_if(p.env, [](const std::string& kv) { return kv.starts_with("SHELL="); });
     p.env.push_back("SHELL=" + shell);
   }
-  p.argv = run::command_for(o.mode, o.command, config, image.name(), shell);
+  const run::ApptainerFiles apptainer = image.apptainer();
+  p.argv = run::command_for(o.mode, o.command, config, image.name(), shell, apptainer);
+  if (apptainer.env_scripts) p.argv = run::after_apptainer_env(std::move(p.argv));
   // An image's USER is not honoured: the program runs as the caller, as
   // under Apptainer. rt run says so, once per node (the first local rank).
   if (o.mode == ExecMode::Run && config && !config->user.empty() && launcher.local_rank <= 0) {

@@ -56,10 +56,12 @@ Image open_image(const std::string& ref, const std::string& cwd, const std::stri
     if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
   }
   if (S_ISREG(st.st_mode)) {
-    if (!squash::is_squashfs(path))
-      throw Error("image `" + ref + "`: `" + path + "` is neither a directory nor a SquashFS file");
+    const squash::FileKind kind = squash::file_kind(path);
+    if (kind == squash::FileKind::Other)
+      throw Error("image `" + ref + "`: `" + path + "` is neither a directory, a SquashFS file nor a SIF file");
     img.rootfs = path;
     img.squashfs = true;
+    img.sif = kind == squash::FileKind::Sif;
     return img;
   }
   if (!S_ISDIR(st.st_mode)) throw Error("image `" + ref + "`: `" + path + "` is not a directory");

@@ -14,13 +14,39 @@ namespace rt::run {
 //   DIR             a root filesystem (has bin/, usr/ or etc/)
 //   DIR             a bundle: DIR/rootfs/ plus DIR/image-config.json
 //   FILE            a SquashFS file (its config at /.rt/image-config.json inside)
+//   FILE            a SIF file: its primary SquashFS partition
 //   NAME            an image in the store (a bundle there)
 struct Image {
   std::string name;       // what the user typed, for RT_CONTAINER and messages
   std::string rootfs;     // absolute host path of the root filesystem (or the .sqfs file)
   bool squashfs = false;  // rootfs is a SquashFS file; its config is inside it
+  bool sif = false;       // ... a SIF file holding one
   std::optional<ImageConfig> config;
 };
+
+// What an image built by Apptainer keeps in /.singularity.d and rt honours
+// as Apptainer does: environment scripts (env/*.sh, sourced by /bin/sh
+// before the program), the runscript (rt run) and the startscript (rt
+// instance start).
+struct ApptainerFiles {
+  bool env_scripts = false;
+  bool runscript = false;
+  bool startscript = false;
+};
+inline constexpr const char* kApptainerEnvDir = "/.singularity.d/env";
+inline constexpr const char* kApptainerRunscript = "/.singularity.d/runscript";
+inline constexpr const char* kApptainerStartscript = "/.singularity.d/startscript";
+
+// Looks for them in `tree`, anything with has(PATH) and list(DIR).
+template <class Tree>
+ApptainerFiles apptainer_files(Tree& tree) {
+  ApptainerFiles a;
+  if (!tree.has("/.singularity.d")) return a;
+  for (const auto& name : tree.list(kApptainerEnvDir)) a.env_scripts |= name.ends_with(".sh");
+  a.runscript = tree.has(kApptainerRunscript);
+  a.startscript = tree.has(kApptainerStartscript);
+  return a;
+}
 
 inline constexpr const char* kBundleRootfs = "rootfs";
 inline constexpr const char* kBundleConfig = "image-config.json";

@@ -10,6 +10,7 @@
 #include "run/mount_apply.hpp"
 #include "run/sqfs_facts.hpp"
 #include "run/userns.hpp"
+#include "squash/sif.hpp"
 #include "squash/sqfs.hpp"
 #include "store/root.hpp"
 #include "util/fs.hpp"
@@ -47,6 +48,7 @@ public:
   }
   std::string passwd() const override { return read("/etc/passwd", kEtcLimit).value_or(""); }
   std::string group() const override { return read("/etc/group", kEtcLimit).value_or(""); }
+  ApptainerFiles apptainer() const override { return apptainer_files(*this); }
   std::string staging() const override { return ""; }
   void close() override { root_.reset(); }
   void build(const MountPlan& plan, const std::function<const std::string&()>&) const override {
@@ -69,6 +71,7 @@ public:
     facts_ = squash_facts(image_.rootfs, store.dir(store::kSqfsFactsDir, true).get(),
                           [this]() -> squash::Image& { return opened(); });
     if (facts_.config) image_.config = parse_image_config(*facts_.config, image_.rootfs + ":" + squash::kConfigPath);
+    if (image_.sif && util::log_enabled(util::Level::Info)) note_signatures();
   }
 
   std::optional<std::string> read(const std::string& path, size_t limit) const override {
@@ -83,6 +86,7 @@ public:
   bool has(const std::string& path) const override { return !path.empty() && opened().has(path); }
   std::string passwd() const override { return facts_.passwd.value_or(""); }
   std::string group() const override { return facts_.group.value_or(""); }
+  ApptainerFiles apptainer() const override { return facts_.apptainer; }
   std::string staging() const override { return staging_; }
   void close() override { opened_.reset(); }
   void build(const MountPlan& plan, const std::function<const std::string&()>& secret) const override {
@@ -92,6 +96,15 @@ public:
   }
 
 private:
+  // -v: a signed SIF file runs, its signatures unchecked.
+  void note_signatures() const {
+    util::UniqueFd fd = util::open_fd(image_.rootfs, O_RDONLY);
+    const size_t n = squash::read_sif(fd.get(), image_.rootfs).signatures();
+    if (n)
+      util::info("image `" + image_.rootfs + "` is signed (" + std::to_string(n) + " signature" + (n == 1 ? "" : "s") +
+                 "), but rt does not verify SIF signatures: it runs unverified");
+  }
+
   // Opened on first use only (a server that starts opens it for itself).
   squash::Image& opened() const {
     if (!opened_) opened_ = std::make_unique<squash::Image>(image_.rootfs);

@@ -33,6 +33,8 @@ public:
   // The image's /etc/passwd and /etc/group ("" when it has none).
   virtual std::string passwd() const = 0;
   virtual std::string group() const = 0;
+  // Apptainer's files in the image (/.singularity.d).
+  virtual ApptainerFiles apptainer() const = 0;
   // The host directory the staging tmpfs covers ("": the root filesystem).
   virtual std::string staging() const = 0;
   // Lets go of what was opened on the host (before a holder could keep it).

@@ -14,7 +14,8 @@
 namespace rt::run {
 
 std::vector<std::string> command_for(ExecMode mode, const std::vector<std::string>& args, const ImageConfig* config,
-                                     const std::string& image_name, const std::string& shell) {
+                                     const std::string& image_name, const std::string& shell,
+                                     const ApptainerFiles& apptainer) {
   switch (mode) {
     case ExecMode::Exec:
       if (args.empty()) throw Error("no program given to run in image `" + image_name + "`");
@@ -23,6 +24,11 @@ std::vector<std::string> command_for(ExecMode mode, const std::vector<std::strin
       return {shell.empty() ? std::string("/bin/sh") : shell};
     case ExecMode::Run: {
       std::vector<std::string> argv;
+      if (apptainer.runscript && (!config || (config->entrypoint.empty() && config->cmd.empty()))) {
+        argv = {kApptainerRunscript};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return argv;
+      }
       if (config) argv = config->entrypoint;
       if (!args.empty())
         argv.insert(argv.end(), args.begin(), args.end());
@@ -35,6 +41,14 @@ std::vector<std::string> command_for(ExecMode mode, const std::vector<std::strin
     }
   }
   return args;
+}
+
+std::vector<std::string> after_apptainer_env(std::vector<std::string> argv) {
+  static const char script[] =
+      "for rt_env_script in /.singularity.d/env/*.sh; do "
+      "if [ -f \"$rt_env_script\" ]; then . \"$rt_env_script\"; fi; done; unset rt_env_script; exec \"$@\"";
+  argv.insert(argv.begin(), {"/bin/sh", "-c", script, "rt-env"});
+  return argv;
 }
 
 [[noreturn]] void exec_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,

@@ -4,15 +4,24 @@
 #include <vector>
 
 #include "rt/exec.hpp"
+#include "run/image.hpp"
 #include "run/image_config.hpp"
 
 namespace rt::run {
 
 // The argv to run (pure). Exec: `args` as given. Run: Docker semantics,
-// ENTRYPOINT + (args, or CMD when there are none). Shell: `shell`.
-// Throws rt::Error when there is nothing to run.
+// ENTRYPOINT + (args, or CMD when there are none); with neither, an
+// Apptainer image's runscript + args. Shell: `shell`. Throws rt::Error
+// when there is nothing to run.
 std::vector<std::string> command_for(ExecMode mode, const std::vector<std::string>& args, const ImageConfig* config,
-                                     const std::string& image_name, const std::string& shell);
+                                     const std::string& image_name, const std::string& shell,
+                                     const ApptainerFiles& apptainer = {});
+
+// `argv` run by the image's /bin/sh after it sources Apptainer's
+// environment scripts (/.singularity.d/env/*.sh, in glob order), as
+// Apptainer's action scripts do. The script is a constant: no name reaches
+// the shell but through "$@".
+std::vector<std::string> after_apptainer_env(std::vector<std::string> argv);
 
 // execve(2) with PATH search in the *container's* environment (execvpe(3)
 // would search the caller's PATH). Never returns: on failure it prints why

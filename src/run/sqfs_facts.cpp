@@ -18,12 +18,17 @@
 namespace rt::run {
 namespace {
 
-// "rt-sqfs-facts 1\n" PATH "\n" STAMP "\n", then per fact its length (or
-// "-" when the image lacks the file) on a line, followed by its bytes.
-constexpr char kVersion[] = "rt-sqfs-facts 1";
+// "rt-sqfs-facts 2\n" PATH "\n" STAMP "\n", then per fact its length (or
+// "-" when the image lacks the file) on a line, followed by its bytes. The
+// last fact is Apptainer's files, as letters: e(nv), r(unscript),
+// s(tartscript).
+constexpr char kVersion[] = "rt-sqfs-facts 2";
 constexpr size_t kLimit = 1 << 22;  // per file, as read from the image
 
-std::array<std::optional<std::string>*, 3> fields(SquashFacts& f) { return {&f.config, &f.passwd, &f.group}; }
+// The facts as text, Apptainer's as letters in `apptainer`.
+std::array<std::optional<std::string>*, 4> fields(SquashFacts& f, std::optional<std::string>& apptainer) {
+  return {&f.config, &f.passwd, &f.group, &apptainer};
+}
 
 std::string line_at(const std::string& text, size_t& at) {
   size_t nl = text.find('\n', at);
@@ -36,9 +41,10 @@ std::string line_at(const std::string& text, size_t& at) {
 std::optional<SquashFacts> parse(const std::string& text, const std::string& head) {
   if (!text.starts_with(head)) return std::nullopt;
   SquashFacts f;
+  std::optional<std::string> apptainer;
   size_t at = head.size();
   try {
-    for (auto* field : fields(f)) {
+    for (auto* field : fields(f, apptainer)) {
       std::string n = line_at(text, at);
       if (n == "-") continue;
       char* end = nullptr;
@@ -50,7 +56,9 @@ std::optional<SquashFacts> parse(const std::string& text, const std::string& hea
   } catch (const std::runtime_error&) {
     return std::nullopt;
   }
-  if (at != text.size()) return std::nullopt;
+  if (at != text.size() || !apptainer) return std::nullopt;
+  f.apptainer = {apptainer->find('e') != std::string::npos, apptainer->find('r') != std::string::npos,
+                 apptainer->find('s') != std::string::npos};
   return f;
 }
 
@@ -76,9 +84,13 @@ SquashFacts squash_facts(const std::string& path, int cache_dir, const std::func
   f.config = image.read_file(squash::kConfigPath, kLimit);
   f.passwd = image.read_file("/etc/passwd", kLimit);
   f.group = image.read_file("/etc/group", kLimit);
+  f.apptainer = apptainer_files(image);
   if (cacheable) {
+    std::optional<std::string> apptainer = std::string(f.apptainer.env_scripts ? "e" : "") +
+                                           (f.apptainer.runscript ? "r" : "") + (f.apptainer.startscript ? "s" : "");
     std::string text = head;
-    for (auto* field : fields(f)) text += (*field ? std::to_string((*field)->size()) + "\n" + **field : "-\n");
+    for (auto* field : fields(f, apptainer))
+      text += (*field ? std::to_string((*field)->size()) + "\n" + **field : "-\n");
     util::write_file_atomic_at(cache_dir, name, text);
   }
   return f;

@@ -1,5 +1,6 @@
 // What `rt exec` reads from inside a SquashFS image before running it: the
-// image's configuration, /etc/passwd and /etc/group (host).
+// image's configuration, /etc/passwd and /etc/group, and which of
+// Apptainer's files it has (host).
 //
 // Reading them costs a fresh process about 2 ms (metadata and fragment
 // blocks decompressed into memory it touches for the first time), paid by
@@ -12,6 +13,8 @@
 #include <optional>
 #include <string>
 
+#include "run/image.hpp"
+
 namespace rt::squash {
 class Image;
 }
@@ -22,6 +25,7 @@ struct SquashFacts {
   std::optional<std::string> config;  // squash::kConfigPath
   std::optional<std::string> passwd;  // /etc/passwd
   std::optional<std::string> group;   // /etc/group
+  ApptainerFiles apptainer;           // in /.singularity.d
 };
 
 // The facts of the SquashFS file `path`, from the directory `cache_dir`

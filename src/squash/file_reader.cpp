@@ -87,7 +87,7 @@ bool decompress_fast(sqfs* fs, uint64_t pos, uint32_t hdr, const std::shared_ptr
     dst = out.own.get();
   }
   for (size_t got = 0; got < size;) {
-    ssize_t n = ::pread(fs->fd, dst + got, size - got, static_cast<off_t>(pos + got));
+    ssize_t n = ::pread(fs->fd, dst + got, size - got, static_cast<off_t>(fs->offset + pos + got));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     got += static_cast<size_t>(n);

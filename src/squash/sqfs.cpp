@@ -23,6 +23,7 @@ extern "C" {
 #include "rt/error.hpp"
 #include "squash/file_reader.hpp"
 #include "squash/fuse_ops.hpp"
+#include "squash/sif.hpp"
 #include "squash/verify.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
@@ -65,14 +66,15 @@ bool start_session(sqfs_ll* ll, int fuse_fd, uid_t uid, gid_t gid) {
 
 }  // namespace
 
-bool is_squashfs(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+FileKind file_kind(const std::string& path) {
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return FileKind::Other;
   unsigned char m[4] = {};
-  bool ok = ::read(fd, m, 4) == 4 && std::memcmp(m, kMagic, 4) == 0;
-  ::close(fd);
-  return ok;
+  if (::pread(fd.get(), m, 4, 0) == 4 && std::memcmp(m, kMagic, 4) == 0) return FileKind::Squashfs;
+  return is_sif(fd.get()) ? FileKind::Sif : FileKind::Other;
 }
+
+bool is_squashfs(const std::string& path) { return file_kind(path) != FileKind::Other; }
 
 Image::Image(const std::string& path) : path_(path) {
   util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -80,12 +82,19 @@ Image::Image(const std::string& path) : path_(path) {
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) throw SysError{errno, "stat", path};
   if (!S_ISREG(st.st_mode)) throw Error("image `" + path + "` is not a regular file");
+  // A SIF file: its primary partition, served from where it lies.
+  Span span;
+  if (is_sif(fd.get())) {
+    sif_ = read_sif(fd.get(), path);
+    const SifObject& part = sif_root_partition(*sif_, path);
+    span = {part.offset, part.size};
+  }
   // Everything libsquashfuse will read is checked first, from this same
   // open file: the library trusts what it reads.
-  verify_image(fd.get(), path);
+  verify_image(fd.get(), path, span);
   ll_ = static_cast<sqfs_ll*>(std::calloc(1, sizeof(sqfs_ll)));
   if (!ll_) throw std::bad_alloc();
-  if (sqfs_init(&ll_->fs, fd.get(), 0) != SQFS_OK) {
+  if (sqfs_init(&ll_->fs, fd.get(), static_cast<size_t>(span.offset)) != SQFS_OK) {
     std::free(ll_);
     ll_ = nullptr;
     throw Error("image `" + path + "` cannot be opened as SquashFS");

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "squash/sif.hpp"
+
 struct sqfs_ll;
 
 namespace rt::squash {
@@ -15,14 +17,19 @@ namespace rt::squash {
 // that `rt run img.sqfs` works wherever the file is copied.
 inline constexpr const char* kConfigPath = "/.rt/image-config.json";
 
-// True when `path` is a regular file that starts with the SquashFS magic.
+// What a file holds: a SquashFS image, a SIF file (whose primary partition
+// is one), or something else.
+enum class FileKind { Other, Squashfs, Sif };
+FileKind file_kind(const std::string& path);
+// A SquashFS image or a SIF file: what squash::Image opens.
 bool is_squashfs(const std::string& path);
 
 class Image {
 public:
   // Opens the image and checks its metadata (squash/verify.hpp); throws
   // rt::Error naming the file and what is wrong (not SquashFS, truncated,
-  // unsupported compression, corrupt).
+  // unsupported compression, corrupt). A SIF file is opened at its primary
+  // partition (squash/sif.hpp), in place.
   explicit Image(const std::string& path);
   ~Image();
   Image(const Image&) = delete;
@@ -41,9 +48,13 @@ public:
   // server, run/image_server).
   void mount_in_background(const std::string& mountpoint, uid_t uid, gid_t gid);
 
+  // The SIF file's header and objects, when the image is one.
+  const std::optional<SifFile>& sif() const { return sif_; }
+
 private:
   int mount(const std::string& mountpoint, uid_t uid, gid_t gid);
   std::string path_;
+  std::optional<SifFile> sif_;
   int fd_ = -1;
   sqfs_ll* ll_ = nullptr;
 };

@@ -39,15 +39,16 @@ T le(const std::string& s, size_t at) {
   return static_cast<T>(v);
 }
 
+// The image's bytes: `size` of them from `base` in the file.
 class File {
 public:
-  File(int fd, uint64_t size) : fd_(fd), size_(size) {}
+  File(int fd, uint64_t base, uint64_t size) : fd_(fd), base_(base), size_(size) {}
   uint64_t size() const { return size_; }
   std::string read(uint64_t pos, uint64_t n, const std::string& what) const {
     if (pos > size_ || n > size_ - pos) bad(what + " lies past the end of the file");
     std::string out(n, '\0');
     for (uint64_t got = 0; got < n;) {
-      ssize_t r = ::pread(fd_, out.data() + got, n - got, static_cast<off_t>(pos + got));
+      ssize_t r = ::pread(fd_, out.data() + got, n - got, static_cast<off_t>(base_ + pos + got));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) throw SysError{errno, "read"};
       if (r == 0) bad(what + " lies past the end of the file");
@@ -58,7 +59,7 @@ public:
 
 private:
   int fd_;
-  uint64_t size_;
+  uint64_t base_, size_;
 };
 
 struct Super {
@@ -71,10 +72,10 @@ Super read_super(const File& f) {
   if (f.size() < sizeof(squashfs_super_block)) bad("truncated: smaller than a SquashFS superblock");
   std::string s = f.read(0, sizeof(squashfs_super_block), "the superblock");
   if (le<uint32_t>(s, 0) != SQUASHFS_MAGIC) bad("not a SquashFS file (no `hsqs` magic)");
-  Super sb{le<uint32_t>(s, 4),  le<uint32_t>(s, 12), le<uint32_t>(s, 16), le<uint16_t>(s, 20), le<uint16_t>(s, 22),
-           le<uint16_t>(s, 26), le<uint16_t>(s, 28), le<uint16_t>(s, 30), le<uint64_t>(s, 32), le<uint64_t>(s, 40),
-           le<uint64_t>(s, 48), le<uint64_t>(s, 56), le<uint64_t>(s, 64), le<uint64_t>(s, 72), le<uint64_t>(s, 80),
-           le<uint64_t>(s, 88)};
+  Super sb{le<uint32_t>(s, 4),  le<uint32_t>(s, 12), le<uint32_t>(s, 16), le<uint16_t>(s, 20),
+           le<uint16_t>(s, 22), le<uint16_t>(s, 26), le<uint16_t>(s, 28), le<uint16_t>(s, 30),
+           le<uint64_t>(s, 32), le<uint64_t>(s, 40), le<uint64_t>(s, 48), le<uint64_t>(s, 56),
+           le<uint64_t>(s, 64), le<uint64_t>(s, 72), le<uint64_t>(s, 80), le<uint64_t>(s, 88)};
   if (sb.major != 4 || sb.minor != 0)
     bad("SquashFS version " + std::to_string(sb.major) + "." + std::to_string(sb.minor) + " (rt reads 4.0)");
   if (sb.block_size < 4096 || sb.block_size > (1U << 20) || (sb.block_size & (sb.block_size - 1)) ||
@@ -207,7 +208,9 @@ void check_table(const File& f, sqfs_decompressor d, const Super& sb, uint64_t i
 class Walker {
 public:
   Walker(const File& f, const Super& sb, sqfs_decompressor d, const VerifyLimits& limits)
-      : sb_(sb), limits_(limits), inodes_(f, d, sb.inode_table, sb.dir_table, "inode table"),
+      : sb_(sb),
+        limits_(limits),
+        inodes_(f, d, sb.inode_table, sb.dir_table, "inode table"),
         dirs_(f, d, sb.dir_table, first_table_after_dirs(), "directory table") {
     if (sb.xattr_table != kNone) {
       std::string h = f.read(sb.xattr_table, 16, "the xattr table");
@@ -437,16 +440,20 @@ private:
 
 }  // namespace
 
-void verify_image(int fd, const std::string& path, const VerifyLimits& limits) {
+void verify_image(int fd, const std::string& path, const Span& span, const VerifyLimits& limits) {
   struct stat st;
   if (::fstat(fd, &st) != 0) throw SysError{errno, "stat", path};
+  const auto file_size = static_cast<uint64_t>(st.st_size);
   try {
-    File f(fd, static_cast<uint64_t>(st.st_size));
+    if (span.offset > file_size || span.size > file_size - span.offset)
+      bad("the SquashFS partition lies past the end of the file");
+    File f(fd, span.offset, span.size ? span.size : file_size - span.offset);
     Super sb = read_super(f);
     sqfs_decompressor d = sqfs_decompressor_get(sb.compression);
     if (!d) {
       char* name = sqfs_compression_name(sb.compression);
-      bad(std::string("compressed with ") + (name ? name : "an unknown algorithm (id " + std::to_string(sb.compression) + ")") +
+      bad(std::string("compressed with ") +
+          (name ? name : "an unknown algorithm (id " + std::to_string(sb.compression) + ")") +
           ", which this rt cannot read");
     }
     Walker w(f, sb, d, limits);

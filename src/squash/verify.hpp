@@ -14,6 +14,13 @@
 
 namespace rt::squash {
 
+// Where a SquashFS image lies in its file: from `offset`, `size` bytes
+// (0: to the end of the file).
+struct Span {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
 struct VerifyLimits {
   uint64_t max_entries = uint64_t{1} << 26;  // directory entries in the whole tree
 };
@@ -21,6 +28,7 @@ struct VerifyLimits {
 // Throws rt::Error "image `PATH`: REASON" when the image at `fd` (its file
 // named `path` in messages) is not a SquashFS 4.0 image whose metadata
 // stays within the file and its own tables.
-void verify_image(int fd, const std::string& path, const VerifyLimits& limits = {});
+// `span`: where the image lies in the file (a SIF file's partition).
+void verify_image(int fd, const std::string& path, const Span& span = {}, const VerifyLimits& limits = {});
 
 }  // namespace rt::squash

@@ -23,6 +23,9 @@ for i in $(seq 400); do : >"$t/tree/long/a-rather-long-file-name-to-fill-listing
 mksquashfs "$t/tree" "$out/squashfs/tree-gzip.sqfs" -noappend -quiet -no-progress -b 4096 -comp gzip -nopad >/dev/null
 mksquashfs "$t/tree/etc" "$out/squashfs/small-zstd.sqfs" -noappend -quiet -no-progress -comp zstd -nopad >/dev/null
 mksquashfs "$t/tree/usr" "$out/squashfs/plain.sqfs" -noappend -quiet -no-progress -noI -noD -noF -noX -nopad >/dev/null
+# A SIF file around one of them (this project's writer, from the published layout).
+python3 "$(dirname "$0")/../integration/siftool.py" make "$out/squashfs/small.sif" \
+  --squashfs "$out/squashfs/small-zstd.sqfs" --deffile "$t/tree/etc/passwd" --signatures 1
 
 mkdir -p "$out"/reference "$out"/manifest "$out"/site_config "$out"/cdi "$out"/tar
 i=0

@@ -23,7 +23,7 @@ expect_match "$ERR" "not a root filesystem" "says why"
 
 echo x >"$T/file"
 expect_status 125 "image is a file" -- "$RT" exec "$T/file" true
-expect_match "$ERR" "neither a directory nor a SquashFS" "says why"
+expect_match "$ERR" "neither a directory, a SquashFS file nor a SIF" "says why"
 
 expect_status 125 "missing bind source" -- "$RT" exec -b "$T/nosrc:/x" "$IMG" true
 expect_match "$ERR" "nosrc" "names the bind source"

@@ -199,7 +199,7 @@ expect_status 125 "a corrupt SquashFS file" -- "$RT" exec "$T/garbage.sqfs" true
 expect_match "$ERR" "garbage.sqfs" "names the file"
 echo hello >"$T/notsqfs"
 expect_status 125 "a file that is not SquashFS" -- "$RT" exec "$T/notsqfs" true
-expect_match "$ERR" "neither a directory nor a SquashFS" "says why"
+expect_match "$ERR" "neither a directory, a SquashFS file nor a SIF" "says why"
 
 # --- SquashFS straight from the layers (import --squash): same tree as unpacking ---
 if command -v tar2sqfs >/dev/null; then

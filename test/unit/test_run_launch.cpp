@@ -29,3 +29,26 @@ TEST_CASE("rt shell runs the given shell or else bin sh") {
   CHECK(command_for(ExecMode::Shell, {}, nullptr, "i", "/bin/bash") == V{"/bin/bash"});
   CHECK(command_for(ExecMode::Shell, {}, nullptr, "i", "") == V{"/bin/sh"});
 }
+
+TEST_CASE("rt run of an Apptainer image runs its runscript when there is no ENTRYPOINT or CMD") {
+  ApptainerFiles a;
+  a.runscript = true;
+  CHECK(command_for(ExecMode::Run, {"x", "y z"}, nullptr, "i", "", a) ==
+        V{"/.singularity.d/runscript", "x", "y z"});
+  ImageConfig empty;
+  CHECK(command_for(ExecMode::Run, {}, &empty, "i", "", a) == V{"/.singularity.d/runscript"});
+  ImageConfig c;
+  c.cmd = {"default"};
+  CHECK(command_for(ExecMode::Run, {}, &c, "i", "", a) == V{"default"});  // the image's own CMD wins
+  CHECK(command_for(ExecMode::Exec, {"prog"}, nullptr, "i", "", a) == V{"prog"});
+}
+
+TEST_CASE("Apptainer's environment scripts run before the program, whose arguments pass as they are") {
+  V argv = after_apptainer_env({"prog", "a b", "$(x);"});
+  REQUIRE(argv.size() == 7);
+  CHECK(argv[0] == "/bin/sh");
+  CHECK(argv[1] == "-c");
+  CHECK(argv[2].find("/.singularity.d/env/*.sh") != std::string::npos);
+  CHECK(argv[2].ends_with("exec \"$@\""));
+  CHECK(V(argv.begin() + 4, argv.end()) == V{"prog", "a b", "$(x);"});
+}

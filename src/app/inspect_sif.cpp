@@ -1,0 +1,107 @@
+// rt inspect FILE.sif: what a SIF file holds, as JSON (host).
+#include <fcntl.h>
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "rt/error.hpp"
+#include "rt/image.hpp"
+#include "run/image.hpp"
+#include "squash/sif.hpp"
+#include "squash/sqfs.hpp"
+#include "util/fs.hpp"
+
+namespace rt {
+namespace {
+
+using nlohmann::ordered_json;
+constexpr size_t kTextLimit = 1 << 20;
+
+std::string utc(int64_t t) {
+  const auto tt = static_cast<time_t>(t);
+  std::tm tm{};
+  char buf[32] = "";
+  if (gmtime_r(&tt, &tm)) std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// A data object's bytes, at most kTextLimit of them.
+std::string object_text(int fd, const squash::SifObject& o, const std::string& path) {
+  std::string out(std::min<uint64_t>(o.size, kTextLimit), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(o.offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw SysError{errno, "read", path};
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+}  // namespace
+
+std::string inspect_sif(const std::string& path) {
+  util::UniqueFd fd = util::open_fd(path, O_RDONLY);
+  if (!squash::is_sif(fd.get())) throw Error("`" + path + "` is not a SIF file");
+  const squash::SifFile sif = squash::read_sif(fd.get(), path);
+  ordered_json j;
+  j["path"] = path;
+  j["format"] = "SIF";
+  j["id"] = sif.id;
+  j["arch"] = squash::sif_arch_name(sif.arch);
+  if (sif.created > 0) j["created"] = utc(sif.created);
+  ordered_json objects = ordered_json::array();
+  std::optional<std::string> deffile, labels;
+  for (const auto& o : sif.objects) {
+    ordered_json e;
+    e["id"] = o.id;
+    e["type"] = squash::sif_type_name(o.type);
+    if (o.group & 0xf0000000u && o.group != 0xf0000000u) e["group"] = o.group & 0x0fffffffu;
+    if (!o.name.empty()) e["name"] = o.name;
+    e["offset"] = o.offset;
+    e["size"] = o.size;
+    if (o.type == static_cast<int32_t>(squash::SifData::Partition)) {
+      e["filesystem"] = squash::sif_fs_name(o.fs);
+      e["partition"] = squash::sif_part_name(o.part);
+      e["arch"] = squash::sif_arch_name(o.arch);
+    } else if (o.type == static_cast<int32_t>(squash::SifData::Signature)) {
+      e["signer"] = o.entity;
+      e["signs"] =
+          o.link & 0xf0000000u ? "group " + std::to_string(o.link & 0x0fffffffu) : "object " + std::to_string(o.link);
+    } else if (o.type == static_cast<int32_t>(squash::SifData::Deffile)) {
+      deffile = object_text(fd.get(), o, path);
+    } else if (o.type == static_cast<int32_t>(squash::SifData::Labels)) {
+      labels = object_text(fd.get(), o, path);
+    }
+    objects.push_back(std::move(e));
+  }
+  j["objects"] = std::move(objects);
+  const size_t n = sif.signatures();
+  j["signatures"] = n ? std::to_string(n) + ", not verified by rt" : "none";
+
+  // What the root filesystem holds of Apptainer's, when rt can read it.
+  std::string root_error;
+  try {
+    squash::Image root(path);
+    if (!labels) labels = root.read_file("/.singularity.d/labels.json", kTextLimit);
+    if (!deffile) deffile = root.read_file("/.singularity.d/Singularity", kTextLimit);
+    if (auto s = root.read_file(run::kApptainerRunscript, kTextLimit)) j["runscript"] = *s;
+    if (auto s = root.read_file(run::kApptainerStartscript, kTextLimit)) j["startscript"] = *s;
+  } catch (const Error& e) {
+    root_error = e.what();
+  }
+  if (labels) {
+    auto parsed = ordered_json::parse(*labels, nullptr, false);
+    if (parsed.is_discarded())
+      j["labels"] = *labels;
+    else
+      j["labels"] = std::move(parsed);
+  }
+  if (deffile) j["definition"] = *deffile;
+  if (!root_error.empty()) j["root_filesystem"] = "not readable: " + root_error;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace rt

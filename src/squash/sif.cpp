@@ -1,0 +1,233 @@
+// SIF files: header and descriptor table (host); see sif.hpp.
+#include "squash/sif.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+
+#include "rt/error.hpp"
+#include "util/strings.hpp"
+
+namespace rt::squash {
+namespace {
+
+// The header: launch script [32], magic [10], version [3], arch [3], id
+// [16], then eight little-endian int64: created, modified, descriptors
+// free, total, offset, size, data offset, size.
+constexpr size_t kHeaderSize = 128;
+constexpr size_t kMagicAt = 32;
+constexpr char kMagic[10] = {'S', 'I', 'F', '_', 'M', 'A', 'G', 'I', 'C', '\0'};
+// A descriptor, packed: type i32, used u8, id, group, link u32, offset,
+// size, size with padding, created, modified, uid, gid i64, name [128],
+// extra [384].
+constexpr size_t kDescriptorSize = 4 + 1 + 3 * 4 + 7 * 8 + 128 + 384;
+constexpr size_t kNameAt = 4 + 1 + 3 * 4 + 7 * 8;
+constexpr size_t kExtraAt = kNameAt + 128;
+constexpr uint64_t kMaxDescriptors = 1 << 16;
+
+template <class T>
+T le(const std::string& s, size_t at) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t{static_cast<unsigned char>(s[at + i])} << (8 * i);
+  return static_cast<T>(v);
+}
+
+// A NUL-padded field as a string.
+std::string padded(const std::string& s, size_t at, size_t n) {
+  std::string out = s.substr(at, n);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+std::string read_at(int fd, uint64_t at, size_t n, const std::string& what) {
+  std::string out(n, '\0');
+  for (size_t got = 0; got < n;) {
+    ssize_t r = ::pread(fd, out.data() + got, n - got, static_cast<off_t>(at + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw SysError{errno, "read", what};
+    if (r == 0) throw Error(what + " lies past the end of the file");
+    got += static_cast<size_t>(r);
+  }
+  return out;
+}
+
+// `at` + `n` within `size`, both as read (signed in the file).
+bool within(int64_t at, int64_t n, uint64_t size) {
+  return at >= 0 && n >= 0 && static_cast<uint64_t>(at) <= size &&
+         static_cast<uint64_t>(n) <= size - static_cast<uint64_t>(at);
+}
+
+}  // namespace
+
+const SifObject* SifFile::primary() const {
+  for (const auto& o : objects)
+    if (o.type == static_cast<int32_t>(SifData::Partition) && o.part == static_cast<int32_t>(SifPart::PrimarySystem))
+      return &o;
+  return nullptr;
+}
+
+size_t SifFile::signatures() const {
+  size_t n = 0;
+  for (const auto& o : objects) n += o.type == static_cast<int32_t>(SifData::Signature);
+  return n;
+}
+
+bool is_sif(int fd) {
+  char m[sizeof kMagic];
+  return ::pread(fd, m, sizeof m, kMagicAt) == static_cast<ssize_t>(sizeof m) && std::memcmp(m, kMagic, sizeof m) == 0;
+}
+
+SifFile read_sif(int fd, const std::string& path) {
+  const std::string where = "image `" + path + "`";
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw SysError{errno, "stat", path};
+  const auto size = static_cast<uint64_t>(st.st_size);
+  try {
+    const std::string h = read_at(fd, 0, kHeaderSize, "the SIF header");
+    if (std::memcmp(h.data() + kMagicAt, kMagic, sizeof kMagic) != 0) throw Error("is not a SIF file (no SIF_MAGIC)");
+    SifFile sif;
+    sif.arch = padded(h, 45, 3);
+    sif.id = util::hex(h.data() + 48, 16);
+    sif.created = le<int64_t>(h, 64);
+    sif.modified = le<int64_t>(h, 72);
+    const auto total = le<int64_t>(h, 88), offset = le<int64_t>(h, 96), bytes = le<int64_t>(h, 104);
+    if (total <= 0 || static_cast<uint64_t>(total) > kMaxDescriptors)
+      throw Error("the SIF descriptor table is corrupt (" + std::to_string(total) + " descriptors)");
+    const uint64_t need = static_cast<uint64_t>(total) * kDescriptorSize;
+    if (!within(offset, bytes, size) || static_cast<uint64_t>(bytes) < need)
+      throw Error("the SIF descriptor table (" + std::to_string(total) + " descriptors at byte " +
+                  std::to_string(offset) + ") lies past the end of the file or is too small");
+    const std::string table = read_at(fd, static_cast<uint64_t>(offset), need, "the SIF descriptor table");
+    for (uint64_t i = 0; i < static_cast<uint64_t>(total); ++i) {
+      const size_t d = i * kDescriptorSize;
+      if (table[d + 4] == 0) continue;  // unused
+      SifObject o;
+      o.type = le<int32_t>(table, d);
+      o.id = le<uint32_t>(table, d + 5);
+      o.group = le<uint32_t>(table, d + 9);
+      o.link = le<uint32_t>(table, d + 13);
+      const auto at = le<int64_t>(table, d + 17), n = le<int64_t>(table, d + 25);
+      if (!within(at, n, size))
+        throw Error("SIF object " + std::to_string(o.id) + " (" + sif_type_name(o.type) + ", " + std::to_string(n) +
+                    " bytes at byte " + std::to_string(at) + ") lies outside the file (" + std::to_string(size) +
+                    " bytes)");
+      o.offset = static_cast<uint64_t>(at);
+      o.size = static_cast<uint64_t>(n);
+      o.name = padded(table, d + kNameAt, 128);
+      if (o.type == static_cast<int32_t>(SifData::Partition)) {
+        o.fs = le<int32_t>(table, d + kExtraAt);
+        o.part = le<int32_t>(table, d + kExtraAt + 4);
+        o.arch = padded(table, d + kExtraAt + 8, 3);
+      } else if (o.type == static_cast<int32_t>(SifData::Signature)) {
+        o.hash = le<int32_t>(table, d + kExtraAt);
+        std::string entity = table.substr(d + kExtraAt + 4, 256);
+        while (!entity.empty() && entity.back() == '\0') entity.pop_back();
+        o.entity = util::hex(entity.data(), entity.size());
+      }
+      sif.objects.push_back(std::move(o));
+    }
+    return sif;
+  } catch (const SysError&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+}
+
+const SifObject& sif_root_partition(const SifFile& sif, const std::string& path) {
+  const std::string where = "image `" + path + "`";
+  const SifObject* p = sif.primary();
+  if (!p) {
+    std::string held;
+    for (const auto& o : sif.objects) held += (held.empty() ? "" : ", ") + sif_type_name(o.type);
+    throw Error(where + ": the SIF file has no primary system partition (it holds " +
+                (held.empty() ? std::string("no objects") : held) + ")");
+  }
+  if (p->fs == static_cast<int32_t>(SifFs::EncryptedSquash))
+    throw Error(where + ": its root filesystem is an encrypted SquashFS partition, which rt cannot read",
+                "decrypt it with Apptainer first (apptainer build --sandbox DIR FILE.sif), then rt convert DIR NAME");
+  if (p->fs != static_cast<int32_t>(SifFs::Squash))
+    throw Error(where + ": its root filesystem partition is " + sif_fs_name(p->fs) +
+                    ", not SquashFS; rt serves SquashFS partitions only",
+                "rebuild it as a SquashFS SIF (apptainer build)");
+  for (const auto& o : sif.objects)
+    if (o.type == static_cast<int32_t>(SifData::Partition) && o.part == static_cast<int32_t>(SifPart::Overlay))
+      throw Error(where + ": it holds an overlay partition (" + sif_fs_name(o.fs) + ", object " + std::to_string(o.id) +
+                      ": writable data kept in the image), which rt cannot serve",
+                  "copy what the overlay holds out with Apptainer, then run a SIF file without it");
+  return *p;
+}
+
+std::string sif_type_name(int32_t type) {
+  switch (static_cast<SifData>(type)) {
+    case SifData::Deffile:
+      return "definition file";
+    case SifData::EnvVar:
+      return "environment";
+    case SifData::Labels:
+      return "labels";
+    case SifData::Partition:
+      return "partition";
+    case SifData::Signature:
+      return "signature";
+    case SifData::GenericJson:
+      return "JSON";
+    case SifData::Generic:
+      return "data";
+    case SifData::CryptoMessage:
+      return "cryptographic message";
+    case SifData::Sbom:
+      return "SBOM";
+    case SifData::OciRootIndex:
+      return "OCI index";
+    case SifData::OciBlob:
+      return "OCI blob";
+  }
+  return "unknown object type " + std::to_string(type);
+}
+
+std::string sif_fs_name(int32_t fs) {
+  switch (static_cast<SifFs>(fs)) {
+    case SifFs::Squash:
+      return "SquashFS";
+    case SifFs::Ext3:
+      return "ext3";
+    case SifFs::ImmutableObjects:
+      return "object archive";
+    case SifFs::Raw:
+      return "raw";
+    case SifFs::EncryptedSquash:
+      return "encrypted SquashFS";
+  }
+  return "unknown (" + std::to_string(fs) + ")";
+}
+
+std::string sif_part_name(int32_t part) {
+  switch (static_cast<SifPart>(part)) {
+    case SifPart::System:
+      return "system";
+    case SifPart::PrimarySystem:
+      return "primary system";
+    case SifPart::Data:
+      return "data";
+    case SifPart::Overlay:
+      return "overlay";
+  }
+  return "unknown (" + std::to_string(part) + ")";
+}
+
+std::string sif_arch_name(const std::string& arch) {
+  static const char* names[] = {"unknown", "386",    "amd64",  "arm",      "arm64", "ppc64",  "ppc64le",
+                                "mips",    "mipsle", "mips64", "mips64le", "s390x", "riscv64"};
+  if (arch.size() == 2 && std::isdigit(static_cast<unsigned char>(arch[0])) &&
+      std::isdigit(static_cast<unsigned char>(arch[1]))) {
+    size_t i = static_cast<size_t>((arch[0] - '0') * 10 + (arch[1] - '0'));
+    if (i < sizeof names / sizeof names[0]) return names[i];
+  }
+  return "unknown (" + arch + ")";
+}
+
+}  // namespace rt::squash
