@@ -85,7 +85,7 @@ ExecMode mode_of(const std::string& verb) {
 
 }  // namespace
 
-bool is_exec_verb(const std::string& w) { return w == "exec" || w == "run" || w == "shell"; }
+bool is_exec_verb(const std::string& w) { return w == "exec" || w == "run" || w == "shell" || w == "instance"; }
 
 std::vector<std::string> full_program_paths() {
   char self[4096];
@@ -97,6 +97,7 @@ std::vector<std::string> full_program_paths() {
 }
 
 std::optional<int> exec_command(const std::vector<std::string>& words) {
+  if (words[0] == "instance") return instance_command(words);
   auto opts = parse_exec_args(mode_of(words[0]), std::vector<std::string>(words.begin() + 1, words.end()));
   if (!opts) return std::nullopt;
   try {
@@ -134,6 +135,13 @@ void add_exec_commands(CLI::App& app, std::vector<Command>& out, const std::stri
   for (const auto& v : kVerbs) known = known || only == v.name;
   for (const auto& v : kVerbs)
     if (!known || only == v.name) add_one(app, out, v.name, v.help, v.mode);
+  if (!known) {  // listed by rt --help; instance_command reads its words and prints its usage
+    Command c;
+    c.app = app.add_subcommand("instance", "long-running containers: start, list, stop, logs, and instance://NAME");
+    c.app->allow_extras();
+    c.run = [] { return 0; };
+    out.push_back(std::move(c));
+  }
 }
 
 }  // namespace rt::cli

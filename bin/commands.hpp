@@ -28,6 +28,10 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out);
 // archive and TLS libraries the exec path must not load.
 bool is_exec_verb(const std::string& word);
 
+// cmd_instance.cpp: rt instance start|list|stop|logs (words[0] is
+// "instance"); prints its own usage.
+int instance_command(const std::vector<std::string>& words);
+
 // Where the full program may be: beside this one, or in ../libexec/rt/.
 std::vector<std::string> full_program_paths();
 

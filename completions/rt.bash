@@ -9,7 +9,7 @@ _rt() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
   fi
-  local commands="exec run shell pull import convert images inspect rm prune login doctor"
+  local commands="exec run shell instance pull import convert images inspect rm prune login doctor"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs
     --private-tmp --no-home --cd -e --env --env-file --unset-env --clean-env -n --dry-run
@@ -18,20 +18,38 @@ _rt() {
     COMPREPLY=($(compgen -W "$commands --version --help" -- "$cur"))
     return
   fi
-  local images
+  local images instances
   images() {
     local store=${RT_STORAGE:-/var/tmp/$USER.rt}
     [[ -d $store/images ]] && compgen -W "$(ls "$store/images" | tr + /)" -- "$cur"
+    [[ -d $store/instances ]] && compgen -W "$(ls "$store/instances" | sed 's|^|instance://|')" -- "$cur"
+  }
+  instances() {
+    local store=${RT_STORAGE:-/var/tmp/$USER.rt}
+    [[ -d $store/instances ]] && compgen -W "$(ls "$store/instances")" -- "$cur"
   }
   case $prev in
     -b | --bind | --env-file | --ca-file | --squash) _filedir; return ;;
     --cd | --storage) _filedir -d; return ;;
     --device) COMPREPLY=($(compgen -W "nvidia.com/gpu=all" -- "$cur")); return ;;
-    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level) return ;;
+    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level | -t | --timeout) return ;;
+    -s | --signal) COMPREPLY=($(compgen -W "TERM INT HUP KILL USR1 USR2 QUIT" -- "$cur")); return ;;
     --compression) COMPREPLY=($(compgen -W "zstd gzip lz4 xz lzo" -- "$cur")); return ;;
     --format) COMPREPLY=($(compgen -W "dir sqfs" -- "$cur")); return ;;
   esac
   case ${words[1]} in
+    instance)
+      if [[ $cword -eq 2 ]]; then
+        COMPREPLY=($(compgen -W "start list stop logs --help" -- "$cur"))
+        return
+      fi
+      case ${words[2]} in
+        start) if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$exec_opts" -- "$cur")); else COMPREPLY=($(images)); _filedir; fi ;;
+        list) COMPREPLY=($(compgen -W "$common --json" -- "$cur")) ;;
+        stop) if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -s --signal -t --timeout -a --all" -- "$cur")); else COMPREPLY=($(instances)); fi ;;
+        logs) COMPREPLY=($(instances)) ;;
+      esac
+      ;;
     exec | run | shell)
       # Past IMAGE the words belong to the container's program.
       local i

@@ -1,6 +1,6 @@
 # fish completion for rt. Commands are listed here; each command's options
 # come from its own --help, so they are always those of the rt installed.
-set -l rt_commands exec run shell pull import convert images inspect rm prune login doctor
+set -l rt_commands exec run shell instance pull import convert images inspect rm prune login doctor
 
 function __rt_options --argument-names cmd
     rt $cmd --help 2>/dev/null | string match -ar -- '--[a-z][a-z-]*' | sort -u
@@ -10,6 +10,12 @@ function __rt_images
     set -l store $RT_STORAGE
     test -n "$store"; or set store /var/tmp/$USER.rt
     test -d $store/images; and ls $store/images | string replace -a + /
+end
+
+function __rt_instances
+    set -l store $RT_STORAGE
+    test -n "$store"; or set store /var/tmp/$USER.rt
+    test -d $store/instances; and ls $store/instances
 end
 
 complete -c rt -f
@@ -22,3 +28,8 @@ end
 complete -c rt -n "__fish_seen_subcommand_from exec run shell convert inspect rm; and not string match -q -- '-*' (commandline -ct)" \
     -a "(__rt_images)"
 complete -c rt -n "__fish_seen_subcommand_from exec run shell import convert; and not string match -q -- '-*' (commandline -ct)" -F
+complete -c rt -n "__fish_seen_subcommand_from instance; and not __fish_seen_subcommand_from start list stop logs" \
+    -a "start list stop logs"
+complete -c rt -n "__fish_seen_subcommand_from stop logs; and __fish_seen_subcommand_from instance" -a "(__rt_instances)"
+complete -c rt -n "__fish_seen_subcommand_from exec run shell; and not string match -q -- '-*' (commandline -ct)" \
+    -a "(__rt_instances | string replace -r '^' instance://)"

@@ -17,7 +17,7 @@ PACKAGES=(
 # library (its test images, in golang-github-sylabs-sif-dev).
 TEST_PACKAGES=(
   catch2 sudo python3 openssl zstd zsh fish
-  golang-github-sylabs-sif-dev
+  golang-github-sylabs-sif-dev curl
   docker-registry skopeo apache2-utils mmdebstrap time
   charliecloud hyperfine
   openmpi-bin libopenmpi-dev mpich libmpich-dev

@@ -73,7 +73,8 @@ struct PruneReport {
   uint64_t blob_bytes = 0;
   size_t facts = 0;  // remembered facts of SquashFS files changed or gone
   uint64_t fact_bytes = 0;
-  size_t debris = 0;  // work of interrupted runs
+  size_t debris = 0;     // work of interrupted runs
+  size_t instances = 0;  // records of instances whose processes have all exited
   uint64_t freed() const { return blob_bytes + fact_bytes; }
 };
 PruneReport prune_store(const StoreOptions& options);

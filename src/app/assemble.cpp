@@ -25,15 +25,6 @@ using image::TreeWriter;
 
 namespace {
 
-std::string now_utc() {
-  char buf[32];
-  time_t t = ::time(nullptr);
-  tm tmv{};
-  ::gmtime_r(&t, &tmv);
-  ::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-  return buf;
-}
-
 void write_file(const std::string& path, const std::string& text) {
   util::UniqueFd fd = util::open_fd(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   util::write_all(fd.get(), text, path);
@@ -105,7 +96,7 @@ void write_image_files(const std::string& dir, const ImageSource& src, uint64_t 
   meta["layers"] = nlohmann::json::array();
   for (const auto& l : src.layers) meta["layers"].push_back(l.expected_blob.empty() ? l.name : l.expected_blob);
   meta["size"] = size;
-  meta["created"] = now_utc();
+  meta["created"] = util::utc_time(::time(nullptr));
   write_file(dir + "/" + store::kMetaFile, meta.dump(2) + "\n");
 }
 

@@ -1,7 +1,6 @@
 // rt inspect FILE.sif: what a SIF file holds, as JSON (host).
 #include <fcntl.h>
 
-#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "rt/error.hpp"
@@ -10,20 +9,13 @@
 #include "squash/sif.hpp"
 #include "squash/sqfs.hpp"
 #include "util/fs.hpp"
+#include "util/strings.hpp"
 
 namespace rt {
 namespace {
 
 using nlohmann::ordered_json;
 constexpr size_t kTextLimit = 1 << 20;
-
-std::string utc(int64_t t) {
-  const auto tt = static_cast<time_t>(t);
-  std::tm tm{};
-  char buf[32] = "";
-  if (gmtime_r(&tt, &tm)) std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // A data object's bytes, at most kTextLimit of them.
 std::string object_text(int fd, const squash::SifObject& o, const std::string& path) {
@@ -51,7 +43,7 @@ std::string inspect_sif(const std::string& path) {
   j["format"] = "SIF";
   j["id"] = sif.id;
   j["arch"] = squash::sif_arch_name(sif.arch);
-  if (sif.created > 0) j["created"] = utc(sif.created);
+  if (sif.created > 0) j["created"] = util::utc_time(sif.created);
   ordered_json objects = ordered_json::array();
   std::optional<std::string> deffile, labels;
   for (const auto& o : sif.objects) {

@@ -6,6 +6,7 @@
 
 #include "rt/error.hpp"
 #include "rt/image.hpp"
+#include "rt/instance.hpp"
 #include "run/sqfs_facts.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
@@ -75,6 +76,7 @@ PruneReport prune_store(const StoreOptions& o) {
   r.blob_bytes = s->prune(&r.blobs, &r.debris);
   if (util::UniqueFd facts = s->dir().dir(store::kSqfsFactsDir, false))
     r.fact_bytes = run::prune_squash_facts(facts.get(), &r.facts);
+  r.instances = prune_instances(o.storage).size();
   return r;
 }
 

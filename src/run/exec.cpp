@@ -1,5 +1,14 @@
 // rt::exec, the orchestrator: a list of verbs (host -> namespace -> container).
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <optional>
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,10 +17,12 @@
 #include "hpc/launcher.hpp"
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
+#include "rt/instance.hpp"
 #include "run/env.hpp"
 #include "run/hostinfo.hpp"
 #include "run/image_root.hpp"
 #include "run/injection.hpp"
+#include "run/instance.hpp"
 #include "run/join.hpp"
 #include "run/launch.hpp"
 #include "run/mount_apply.hpp"
@@ -21,6 +32,7 @@
 #include "store/root.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/strings.hpp"
 
 namespace rt {
 namespace {
@@ -148,15 +160,29 @@ void show(const ExecOptions& o, const Prepared& p, const hpc::Launcher& launcher
   out(cmd);
 }
 
+// An instance's container, for rt exec instance://NAME (enter it) and rt
+// instance start (make it).
+struct InstanceEntry {
+  std::string name;
+  bool start = false;
+};
+
 // Namespace: enters the container, building its tree, or joins the node's
-// shared one; a SquashFS image comes from its server. Both are found by
-// socket names keyed with the user's secret. Returns at the container's
-// working directory, with no capability left to a root inside.
-void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, const hpc::Launcher& launcher) {
+// shared one or an instance's; a SquashFS image comes from its server. All
+// are found by socket names keyed with the user's secret. Returns at the
+// container's working directory, with no capability left to a root inside.
+void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, const hpc::Launcher& launcher,
+           const InstanceEntry* instance = nullptr) {
   auto secret = [&]() -> const std::string& { return store::Root::user(o.storage).secret(); };
   auto build = [&] { image.build(p.plan, secret); };
-  if (p.join &&
-      run::join_container(run::join_key(p.plan, launcher, secret()), launcher.local_size, p.plan.rootfs, build)) {
+  if (instance) {
+    if (!run::enter_holder(run::instance_key(instance->name, secret()),
+                           run::instance_policy(instance->name, instance->start), build))
+      throw Error("other users hold every socket name of instance `" + instance->name + "`",
+                  "pick another name for it");
+    util::timing("entered the instance");
+  } else if (p.join && run::join_container(run::join_key(p.plan, launcher, secret()), launcher.local_size,
+                                           p.plan.rootfs, build)) {
     util::timing("joined");
   } else {
     if (p.join) util::info("other users hold the names of this launch's shared container: running one of its own");
@@ -188,11 +214,46 @@ void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, cons
   run::exec_program(p.argv, p.env, image);
 }
 
+// rt exec instance://NAME: the instance's image and ids, so that the
+// environment and passwd are planned as for its own program; the mounts
+// are the instance's, so options that would change them are refused.
+ExecOptions for_instance(const ExecOptions& in, const run::InstanceRecord& r) {
+  std::string given;
+  if (!in.binds.empty()) given = "--bind";
+  if (in.write || in.write_tmpfs) given = in.write ? "--write" : "--write-tmpfs";
+  if (in.private_tmp) given = "--private-tmp";
+  if (in.no_home) given = "--no-home";
+  if (!in.mpi.empty() || in.gpu == ExecOptions::Inject::On || in.ib == ExecOptions::Inject::On || !in.devices.empty())
+    given = "--mpi, --gpu, --ib or --device";
+  if (in.uid || in.gid) given = "--uid/--gid";
+  if (!given.empty())
+    throw Error(given + " cannot change the container of running instance `" + r.info.name + "`",
+                "give mount and id options to rt instance start");
+  if (!r.info.running)
+    throw Error(
+        "instance `" + r.info.name + "` is not running (its processes have exited)",
+        "rt instance logs " + r.info.name + " shows its output; rt instance stop " + r.info.name + " removes it");
+  ExecOptions o = in;
+  o.image = r.info.image;
+  o.uid = r.uid;
+  o.gid = r.gid;
+  o.join = ExecOptions::Inject::Off;
+  o.gpu = o.ib = ExecOptions::Inject::Off;
+  return o;
+}
+
 }  // namespace
 
-void exec(const ExecOptions& o) {
-  util::log_init(o.verbosity);
+void exec(const ExecOptions& given) {
+  util::log_init(given.verbosity);
   util::timing("start");
+  std::optional<ExecOptions> adjusted;
+  std::optional<InstanceEntry> instance;
+  if (given.image.starts_with(kInstanceScheme)) {
+    instance = InstanceEntry{given.image.substr(std::strlen(kInstanceScheme))};
+    adjusted = for_instance(given, run::read_instance(store::Root::user(given.storage), instance->name));
+  }
+  const ExecOptions& o = adjusted ? *adjusted : given;
   // Host: gather and decide everything while errors are easy to explain.
   HostInfo host = run::gather_host_info();
   const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage);
@@ -205,8 +266,148 @@ void exec(const ExecOptions& o) {
   if (shown) show(o, p, launcher, injection);
   if (o.dry_run) return;
   util::timing("planned");
-  enter(o, p, *image, launcher);
+  enter(o, p, *image, launcher, instance ? &*instance : nullptr);
   launch(p, image->name());
+}
+
+namespace {
+
+// What the starting child says: "R MNTNS" (entered; the program is next)
+// or "ECODE MESSAGE\nHINT" (failed, to exit with CODE). Read with a deadline, watching the child.
+std::string await_report(int fd, pid_t child, const std::string& name) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  std::string text;
+  for (;;) {
+    pollfd pfd{fd, POLLIN, 0};
+    int r = ::poll(&pfd, 1, 200);
+    if (r > 0) {
+      char buf[4096];
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) text.append(buf, static_cast<size_t>(n));
+      if (n <= 0 || text.ends_with("\n\n")) return text;
+    } else if (::waitpid(child, nullptr, WNOHANG) == child) {
+      return text;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(child, SIGKILL);
+      throw Error("instance `" + name + "` did not start within 120 s");
+    }
+  }
+}
+
+}  // namespace
+
+InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
+  util::log_init(given.verbosity);
+  check_instance_name(name);
+  const store::Root& store = store::Root::user(given.storage);
+  if (run::holder_serving(run::instance_key(name, store.secret())))
+    throw Error("instance `" + name + "` is already running",
+                "rt instance stop " + name + " first, or pick another name");
+  if (util::UniqueFd all = store.dir(store::kInstancesDir, false))  // a dead one's record and logs
+    if (util::UniqueFd old = store.dir(std::string(store::kInstancesDir) + "/" + name, false))
+      util::remove_tree_at(all.get(), name, store.sub(store::kInstancesDir) + "/" + name);
+  const util::UniqueFd dir = run::instance_dir(store, name, true);
+  // Until the record is written, a failure leaves no trace of the instance.
+  struct Discard {
+    const store::Root& store;
+    const std::string& name;
+    bool keep = false;
+    ~Discard() {
+      if (keep) return;
+      try {
+        if (util::UniqueFd all = store.dir(store::kInstancesDir, false))
+          util::remove_tree_at(all.get(), name, store.sub(store::kInstancesDir) + "/" + name);
+      } catch (const Error&) {
+      }
+    }
+  } discard{store, name};
+  auto log = [&](const char* file) {
+    int fd = ::openat(dir.get(), file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) throw SysError{errno, "open", store.sub(store::kInstancesDir) + "/" + name + "/" + file};
+    return util::UniqueFd(fd);
+  };
+  const util::UniqueFd out = log("out.log"), err = log("err.log");
+
+  ExecOptions o = given;
+  o.mode = ExecMode::Exec;
+  o.join = ExecOptions::Inject::Off;
+  HostInfo host = run::gather_host_info();
+  // Entered again later (instance://NAME) from anywhere: a path is kept absolute.
+  if (o.image.find('/') != std::string::npos || util::path_exists(o.image))
+    o.image = util::normalize_path(o.image, host.cwd.empty() ? "/" : host.cwd);
+  const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage);
+  check_bind_sources(o, host);
+  // As Apptainer does: the image's startscript with ARGS, else ARGS as the command.
+  if (image->apptainer().startscript)
+    o.command.insert(o.command.begin(), run::kApptainerStartscript);
+  else if (o.command.empty())
+    throw Error("image `" + image->name() + "` has no startscript (/.singularity.d/startscript)",
+                "give the command: rt instance start IMAGE " + name + " PROG [ARGS...]");
+  const hpc::Launcher launcher = hpc::detect_launcher([](const char* k) { return std::getenv(k); });
+  const hpc::Injection injection = run::plan_injection(o, image->config(), *image);
+  const Prepared p = prepare(o, std::move(host), *image, launcher, injection, util::log_enabled(util::Level::Info));
+  image->close();
+  if (util::log_enabled(util::Level::Info)) show(o, p, launcher, injection);
+  const std::string secret = store.secret();  // read before the child needs it
+
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) throw SysError{errno, "pipe"};
+  util::UniqueFd report_r(report[0]), report_w(report[1]);
+  const pid_t child = ::fork();
+  if (child < 0) throw SysError{errno, "fork"};
+  if (child == 0) {
+    // Detached: a session of its own, no terminal, output to the logs.
+    report_r.reset();
+    ::setsid();
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(out.get(), 1) < 0 || ::dup2(err.get(), 2) < 0) ::_exit(125);
+    std::string msg;
+    int code = kExitRtFailed;
+    try {
+      const InstanceEntry entry{name, true};
+      enter(o, p, *image, launcher, &entry);
+      if (!run::program_found(p.argv.front(), p.env))
+        throw Error("cannot run " + util::quoted(p.argv.front()) + " in image `" + image->name() + "`: not found", "",
+                    kExitNotFound);
+      msg = "R " + run::mount_namespace_of("self") + "\n\n";
+      util::write_all(report_w.get(), msg, "report");
+      report_w.reset();
+      launch(p, image->name());
+    } catch (const Error& e) {
+      code = e.exit_code();
+      msg = "E" + std::to_string(code) + " " + e.what() + "\n" + e.hint() + "\n\n";
+    } catch (const std::exception& e) {
+      msg = "E" + std::to_string(code) + " " + e.what() + "\n\n\n";
+    }
+    if (report_w) (void)!::write(report_w.get(), msg.data(), msg.size());
+    ::_exit(code);
+  }
+  report_w.reset();
+  const std::string text = await_report(report_r.get(), child, name);
+  const std::string logs = store.sub(store::kInstancesDir) + "/" + name;
+  if (!text.starts_with("R mnt:")) {
+    if (text.starts_with("E")) {  // "ECODE MESSAGE\nHINT\n\n"
+      const size_t sp = text.find(' '), nl = text.find('\n');
+      const std::string hint = text.substr(nl + 1, text.find('\n', nl + 1) - nl - 1);
+      throw Error("instance `" + name + "`: " + text.substr(sp + 1, nl - sp - 1), hint, std::atoi(text.c_str() + 1));
+    }
+    throw Error("instance `" + name + "` ended before its program started", "its log: " + logs + "/err.log");
+  }
+  run::InstanceRecord r;
+  r.info.name = name;
+  r.info.image = o.image;
+  r.info.command = o.command;
+  r.info.started = util::utc_time(::time(nullptr));
+  r.info.pid = child;
+  r.info.running = true;
+  r.info.logs = logs;
+  r.uid = p.plan.inner_uid;
+  r.gid = p.plan.inner_gid;
+  r.mntns = text.substr(2, text.find('\n') - 2);
+  run::write_instance(store, r);
+  discard.keep = true;
+  return r.info;
 }
 
 }  // namespace rt

@@ -29,6 +29,26 @@
 #include "util/strings.hpp"
 
 namespace rt::run {
+std::string mount_namespace_of(const std::string& pid) {
+  char ns[64] = {};
+  std::string path = "/proc/" + pid + "/ns/mnt";
+  if (::readlink(path.c_str(), ns, sizeof ns - 1) <= 0) return {};
+  return ns;
+}
+
+std::vector<pid_t> processes_in(const std::string& ns) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  const pid_t me = ::getpid();
+  while (dirent* e = ::readdir(d)) {
+    pid_t pid = std::atoi(e->d_name);
+    if (pid > 0 && pid != me && mount_namespace_of(e->d_name) == ns) out.push_back(pid);
+  }
+  ::closedir(d);
+  return out;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -79,14 +99,6 @@ UniqueFd new_socket(bool nonblock) {
 std::vector<int> g_own_fds;
 
 int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
-
-// The identity of a process's mount namespace ("mnt:[4026532...]").
-std::string mount_namespace_of(const std::string& pid) {
-  char ns[64] = {};
-  std::string path = "/proc/" + pid + "/ns/mnt";
-  if (::readlink(path.c_str(), ns, sizeof ns - 1) <= 0) return {};
-  return ns;
-}
 
 // ---- the holder -------------------------------------------------------------
 
@@ -392,7 +404,7 @@ std::string HolderKey::proof(const std::string& name) const {
 
 namespace {
 
-enum class Tried { Entered, Foreign };
+enum class Tried { Entered, Foreign, Absent };
 
 // Gets into the holder serving `name`, starting one when nobody does.
 // Foreign: the name is held by another uid, or bound by somebody who does
@@ -418,6 +430,7 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
       if (receive_namespaces(conn.get(), userns, mntns, deadline, policy)) return Tried::Entered;
       refused = 0;  // the holder was exiting, or failed to build: start over
     } else if (errno == ECONNREFUSED) {
+      if (!policy.may_start) return Tried::Absent;
       // Nobody serves the name: take it, or wait for whoever has it.
       UniqueFd mine = new_socket(true);
       if (::bind(mine.get(), reinterpret_cast<const sockaddr*>(&addr.sa), addr.len) == 0) {
@@ -445,11 +458,14 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
 bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build) {
   const auto deadline = Clock::now() + kEnterTimeout;
   UniqueFd conn, userns, mntns;
-  bool entered = false;
+  bool entered = false, absent = false;
   for (int i = 0; i < kNames && !entered; ++i) {
     const std::string name = key.name(i);
-    entered = try_name(name, key.proof(name), policy, build, deadline, conn, userns, mntns) == Tried::Entered;
+    const Tried t = try_name(name, key.proof(name), policy, build, deadline, conn, userns, mntns);
+    entered = t == Tried::Entered;
+    absent |= t == Tried::Absent;
   }
+  if (!entered && absent) throw Error(policy.what + " is not running", policy.hint);
   if (!entered) return false;
   if (::setns(userns.get(), CLONE_NEWUSER) != 0) throw SysError{errno, "setns(CLONE_NEWUSER)", policy.what};
   if (::setns(mntns.get(), CLONE_NEWNS) != 0) throw SysError{errno, "setns(CLONE_NEWNS)", policy.what};
@@ -460,6 +476,20 @@ bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::f
   }
   util::debug("entered " + policy.what);
   return true;
+}
+
+bool holder_serving(const HolderKey& key) {
+  for (int i = 0; i < kNames; ++i) {
+    const Address addr = address_of(key.name(i));
+    UniqueFd conn = new_socket(false);
+    if (::connect(conn.get(), reinterpret_cast<const sockaddr*>(&addr.sa), addr.len) != 0) continue;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::getuid()) continue;
+    ::send(conn.get(), "?", 1, MSG_NOSIGNAL);  // no proof: turned away at once
+    return true;
+  }
+  return false;
 }
 
 }  // namespace rt::run

@@ -30,6 +30,9 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
+
+#include <sys/types.h>
 
 namespace rt::run {
 
@@ -48,6 +51,9 @@ struct HolderPolicy {
   std::function<std::chrono::milliseconds(int joined)> linger;
   // How often to look for daemons once every client has exited.
   std::chrono::milliseconds daemon_poll{200};
+  // False: a client only enters a holder that serves; when none does,
+  // enter_holder throws "WHAT is not running" (an instance).
+  bool may_start = true;
 };
 
 struct HolderKey {
@@ -68,5 +74,16 @@ struct HolderKey {
 // private copy of it (Copy); false, having entered nothing, when every name
 // of the key is held by somebody else. The caller must be single-threaded.
 bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build);
+
+// The identity of a process's mount namespace ("mnt:[4026532...]"; `pid`
+// may be "self"), "" when it cannot be read.
+std::string mount_namespace_of(const std::string& pid);
+// The processes (other than this one) whose mount namespace is `ns`, as
+// far as they can be seen.
+std::vector<pid_t> processes_in(const std::string& ns);
+
+// True when a holder of this user serves `key` (it is asked nothing: the
+// holder turns the connection away).
+bool holder_serving(const HolderKey& key);
 
 }  // namespace rt::run

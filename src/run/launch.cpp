@@ -51,6 +51,16 @@ std::vector<std::string> after_apptainer_env(std::vector<std::string> argv) {
   return argv;
 }
 
+bool program_found(const std::string& prog, const std::vector<std::string>& env) {
+  if (prog.find('/') != std::string::npos) return ::access(prog.c_str(), X_OK) == 0;
+  std::string path = kDefaultPath;
+  for (const auto& kv : env)
+    if (kv.starts_with("PATH=")) path = kv.substr(5);
+  for (const auto& dir : util::split(path, ':'))
+    if (::access(((dir.empty() ? std::string(".") : dir) + "/" + prog).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
 [[noreturn]] void exec_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                                const std::string& image_name) {
   std::vector<char*> cargv;

@@ -23,6 +23,10 @@ std::vector<std::string> command_for(ExecMode mode, const std::vector<std::strin
 // the shell but through "$@".
 std::vector<std::string> after_apptainer_env(std::vector<std::string> argv);
 
+// True when `prog` is an executable file, found as exec_program would find
+// it (in the container).
+bool program_found(const std::string& prog, const std::vector<std::string>& env);
+
 // execve(2) with PATH search in the *container's* environment (execvpe(3)
 // would search the caller's PATH). Never returns: on failure it prints why
 // and exits 127 (not found) or 126 (found, not executable).

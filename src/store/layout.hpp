@@ -9,6 +9,7 @@
 //   ROOT/sqfs-facts/HASH       what exec reads from a SquashFS file
 //   ROOT/elf-cache             host ELF facts for the injection
 //   ROOT/secret                the user's secret (keyed socket names)
+//   ROOT/instances/NAME/       an instance: record.json, out.log, err.log
 #pragma once
 #include <string>
 
@@ -28,6 +29,7 @@ inline constexpr const char* kMountDir = "mnt";
 inline constexpr const char* kSqfsFactsDir = "sqfs-facts";
 inline constexpr const char* kElfCacheFile = "elf-cache";
 inline constexpr const char* kSecretFile = "secret";
+inline constexpr const char* kInstancesDir = "instances";
 // In an image's directory.
 inline constexpr const char* kMetaFile = "rt-image.json";
 // An image kept as one SquashFS file (--format sqfs) has it in place of rootfs/.

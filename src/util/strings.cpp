@@ -3,6 +3,7 @@
 
 #include <fnmatch.h>
 #include <sodium.h>
+#include <ctime>
 
 #include <cstdint>
 #include <cstdio>
@@ -89,6 +90,14 @@ std::string hex(const void* data, size_t size) {
 
 bool is_hex(std::string_view s) {
   return !s.empty() && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+std::string utc_time(int64_t seconds) {
+  const auto t = static_cast<time_t>(seconds);
+  std::tm tm{};
+  char buf[32] = "";
+  if (::gmtime_r(&t, &tm)) std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 std::string human_bytes(uint64_t n) {

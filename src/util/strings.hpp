@@ -35,6 +35,8 @@ std::string hex(const void* data, size_t size);
 bool is_hex(std::string_view s);
 // Human-readable byte counts: "12.3 MB".
 std::string human_bytes(uint64_t n);
+// `seconds` since the epoch as UTC in ISO 8601 ("2026-11-24T09:30:00Z").
+std::string utc_time(int64_t seconds);
 // Calls fn(line) for each line of `text` (without its newline) until fn
 // returns false; a last line without a newline counts too.
 template <class Fn>

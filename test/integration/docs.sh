@@ -4,7 +4,7 @@ set -euo pipefail
 : "${RT:?}" "${RT_SOURCE_DIR:?}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 n=0
-for cmd in exec run shell pull import convert images inspect rm prune login doctor; do
+for cmd in exec run shell instance pull import convert images inspect rm prune login doctor; do
   page="$RT_SOURCE_DIR/man/rt-$cmd.1"
   [ -f "$page" ] || fail "no man page $page"
   opts=$("$RT" "$cmd" --help | grep -oE -- '--[a-z][a-z-]*' | sort -u)
@@ -43,12 +43,13 @@ complete_words() {  # WORD...: what completing the last word offers
 [ "$(complete_words rt ex)" = exec ] || fail "bash completion of commands: [$(complete_words rt ex)]"
 complete_words rt exec --no-j | grep -qx -- --no-join || fail "bash completion of exec options"
 (cd "$RT_SOURCE_DIR" && complete_words rt import README | grep -qx README.md) || fail "bash completion of files"
+[ "$(complete_words rt instance st)" = "$(printf 'start\nstop')" ] || fail "bash completion of instance commands"
 echo "ok: bash completion without bash-completion"
 
 # zsh and fish take each command's options from its --help: the commands
 # they list must be rt's, and an option must come back for a command.
 bin=$(dirname "$RT")
-commands="exec run shell pull import convert images inspect rm prune login doctor"
+commands="exec run shell instance pull import convert images inspect rm prune login doctor"
 for shell in zsh fish; do
   command -v $shell >/dev/null || fail "$shell is missing (test/install-deps.sh installs it)"
 done

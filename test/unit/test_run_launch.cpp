@@ -33,8 +33,7 @@ TEST_CASE("rt shell runs the given shell or else bin sh") {
 TEST_CASE("rt run of an Apptainer image runs its runscript when there is no ENTRYPOINT or CMD") {
   ApptainerFiles a;
   a.runscript = true;
-  CHECK(command_for(ExecMode::Run, {"x", "y z"}, nullptr, "i", "", a) ==
-        V{"/.singularity.d/runscript", "x", "y z"});
+  CHECK(command_for(ExecMode::Run, {"x", "y z"}, nullptr, "i", "", a) == V{"/.singularity.d/runscript", "x", "y z"});
   ImageConfig empty;
   CHECK(command_for(ExecMode::Run, {}, &empty, "i", "", a) == V{"/.singularity.d/runscript"});
   ImageConfig c;

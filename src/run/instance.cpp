@@ -1,0 +1,177 @@
+// Instances (host); see instance.hpp and rt/instance.hpp.
+#include "run/instance.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <thread>
+
+#include "rt/error.hpp"
+#include "util/fs.hpp"
+#include "util/json.hpp"
+#include "util/log.hpp"
+
+namespace rt {
+namespace run {
+namespace {
+
+std::string instances_path(const store::Root& store) { return store.sub(store::kInstancesDir); }
+
+}  // namespace
+
+HolderKey instance_key(const std::string& name, const std::string& secret) {
+  return {"rt-inst", secret, "instance" + std::string(1, '\0') + name};
+}
+
+HolderPolicy instance_policy(const std::string& name, bool may_start) {
+  HolderPolicy p;
+  p.entry = HolderPolicy::Entry::Share;
+  p.what = "instance `" + name + "`";
+  p.hint = "rt instance list shows your instances";
+  p.comm = "rt-instance";
+  p.title = "rt-instance " + name;
+  // Kept while any process is in the container, and not a moment longer.
+  p.linger = [](int) { return std::chrono::milliseconds(0); };
+  p.may_start = may_start;
+  return p;
+}
+
+util::UniqueFd instance_dir(const store::Root& store, const std::string& name, bool create) {
+  check_instance_name(name);
+  return store.dir(std::string(store::kInstancesDir) + "/" + name, create);
+}
+
+void write_instance(const store::Root& store, const InstanceRecord& r) {
+  nlohmann::json j = {{"name", r.info.name},
+                      {"image", r.info.image},
+                      {"command", r.info.command},
+                      {"started", r.info.started},
+                      {"pid", r.info.pid},
+                      {"uid", r.uid},
+                      {"gid", r.gid},
+                      {"mntns", r.mntns}};
+  util::UniqueFd dir = instance_dir(store, r.info.name, true);
+  if (!util::write_file_atomic_at(dir.get(), kRecord, j.dump() + "\n"))
+    throw Error("cannot write the record of instance `" + r.info.name + "` in `" + instances_path(store) + "`");
+}
+
+InstanceRecord read_instance(const store::Root& store, const std::string& name) {
+  util::UniqueFd dir = instance_dir(store, name, false);
+  std::optional<std::string> text;
+  if (dir) text = util::read_owned_at(dir.get(), kRecord, 1 << 20);
+  if (!text)
+    throw Error("no instance `" + name + "` (in `" + instances_path(store) + "`)",
+                "rt instance list shows your instances; rt instance start IMAGE " + name + " starts one");
+  const std::string what = "the record of instance `" + name + "`";
+  const auto j = util::parse_json_object(*text, what);
+  InstanceRecord r;
+  r.info.name = name;
+  r.info.image = util::json_string(j, "image", what);
+  r.info.command = util::json_strings(j, "command", what);
+  r.info.started = util::json_string(j, "started", what);
+  r.mntns = util::json_string(j, "mntns", what);
+  try {
+    r.info.pid = j.value("pid", 0);
+    r.uid = j.value("uid", 0u);
+    r.gid = j.value("gid", 0u);
+  } catch (const nlohmann::json::exception&) {
+    throw Error(what + " is damaged", "rt instance stop " + name + " removes it");
+  }
+  r.info.logs = instances_path(store) + "/" + name;
+  r.info.running = holder_serving(instance_key(name, store.secret()));
+  return r;
+}
+
+}  // namespace run
+
+void check_instance_name(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 64 && std::isalnum(static_cast<unsigned char>(name[0]));
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+  if (!ok)
+    throw Error("`" + name + "` is not an instance name",
+                "a letter or digit, then up to 63 letters, digits, '.', '_' or '-'");
+}
+
+std::vector<InstanceInfo> list_instances(const std::string& storage) {
+  std::vector<InstanceInfo> out;
+  const store::Root* store = store::Root::user_if_exists(storage);
+  if (!store) return out;
+  util::UniqueFd dir = store->dir(store::kInstancesDir, false);
+  if (!dir) return out;
+  for (const auto& name : util::list_names(dir.get(), run::instances_path(*store))) {
+    try {
+      check_instance_name(name);
+      struct stat st;
+      if (::fstatat(dir.get(), (name + "/" + run::kRecord).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+        continue;  // being started, or what a killed start left (rt prune removes it)
+      out.push_back(run::read_instance(*store, name).info);
+    } catch (const Error& e) {
+      util::warn(e.what());
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
+
+namespace {
+
+// Signals every process of `r`'s container; SIGKILL to what is left after
+// `timeout_s`.
+void stop_processes(const run::InstanceRecord& r, int signal, int timeout_s) {
+  auto pids = run::processes_in(r.mntns);
+  for (pid_t pid : pids) ::kill(pid, signal);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (!(pids = run::processes_in(r.mntns)).empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (pids.empty()) return;
+  util::info("instance `" + r.info.name + "`: SIGKILL to " + std::to_string(pids.size()) + " process(es) left after " +
+             std::to_string(timeout_s) + " s");
+  for (pid_t pid : pids) ::kill(pid, SIGKILL);
+  for (int i = 0; i < 40 && !(pids = run::processes_in(r.mntns)).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (!pids.empty())
+    util::warn("instance `" + r.info.name + "`: " + std::to_string(pids.size()) + " process(es) survive SIGKILL");
+}
+
+}  // namespace
+
+std::vector<std::string> stop_instances(const std::string& storage, const std::string& name, int signal,
+                                        int timeout_s) {
+  std::vector<std::string> stopped;
+  const store::Root* store = store::Root::user_if_exists(storage);
+  std::vector<std::string> names;
+  if (!name.empty()) {
+    names.push_back(name);
+  } else if (store) {
+    for (const auto& i : list_instances(storage)) names.push_back(i.name);
+  }
+  for (const auto& n : names) {
+    if (!store) throw Error("no instance `" + n + "` (there is no store yet)");
+    const run::InstanceRecord r = run::read_instance(*store, n);
+    if (r.info.running && !r.mntns.empty()) stop_processes(r, signal, timeout_s);
+    // The holder leaves once the container is empty.
+    for (int i = 0; i < 100 && run::holder_serving(run::instance_key(n, store->secret())); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    util::UniqueFd dir = store->dir(store::kInstancesDir, false);
+    if (dir) util::remove_tree_at(dir.get(), n, run::instances_path(*store) + "/" + n);
+    stopped.push_back(n);
+  }
+  return stopped;
+}
+
+std::vector<std::string> prune_instances(const std::string& storage) {
+  std::vector<std::string> out;
+  for (const auto& i : list_instances(storage))
+    if (!i.running) {
+      stop_instances(storage, i.name, SIGTERM, 0);
+      out.push_back(i.name);
+    }
+  return out;
+}
+
+}  // namespace rt

@@ -1,0 +1,39 @@
+// Instances (host): what the store keeps of each (STORE/instances/NAME/:
+// record.json, out.log, err.log) and the holder that keeps its container.
+//
+// An instance's container is kept by a holder (run/holder) whose socket
+// name is keyed with the user's secret and the instance's name, so only
+// its owner can find it. The holder exits once no process is left in the
+// container: an instance is running exactly as long as its holder serves.
+// rt exec instance://NAME enters the holder's namespaces, never starting
+// one.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "rt/instance.hpp"
+#include "run/holder.hpp"
+#include "store/root.hpp"
+
+namespace rt::run {
+
+inline constexpr const char* kRecord = "record.json";
+
+struct InstanceRecord {
+  InstanceInfo info;
+  uid_t uid = 0, gid = 0;  // inside its container
+  std::string mntns;       // its mount namespace, "mnt:[N]"
+};
+
+HolderKey instance_key(const std::string& name, const std::string& secret);
+// may_start: rt instance start builds the container; rt exec only enters.
+HolderPolicy instance_policy(const std::string& name, bool may_start);
+
+// STORE/instances/NAME, made when `create`; an empty fd when missing.
+util::UniqueFd instance_dir(const store::Root& store, const std::string& name, bool create);
+void write_instance(const store::Root& store, const InstanceRecord& r);
+// The record of `name`, its `running` filled in; throws rt::Error naming
+// the instance when there is none.
+InstanceRecord read_instance(const store::Root& store, const std::string& name);
+
+}  // namespace rt::run
