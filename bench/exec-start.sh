@@ -3,9 +3,12 @@
 # and Charliecloud's `ch-run DIR -- /bin/true`, interleaved in one run, as an
 # unprivileged user (as root: re-runs itself as rt-test). Prints medians,
 # peak RSS and ratios. Usage: bench/exec-start.sh [ROUNDS] (default 1000).
-# Also the same image as one SquashFS file (zstd), for rt and ch-run.
+# Also the same image as one SquashFS file (zstd), for rt and ch-run; that
+# file inside a SIF file; and an instance of the directory image entered
+# with instance://NAME.
 # Targets: rt <= 1.2x unshare, <= 0.7x ch-run, peak RSS <= 3 MiB;
 # SquashFS: rt <= 2x rt's directory start, <= 0.25x ch-run's SquashFS start.
+# SIF <= 1.1x SQFS; instance:// <= rt exec DIR.
 # RT_BASELINE=DIR (a directory holding another build's rt, readable by
 # rt-test) adds its rows to the same interleaved run: before/after figures.
 set -euo pipefail
@@ -20,7 +23,11 @@ trap 'rm -rf "$img"' EXIT
 bash examples/make-busybox-image.sh "$img"
 chmod 755 "$img"  # mktemp made it 0700; as root's in the SquashFS file, nobody else could enter it
 mksquashfs "$img" "$img.sqfs" -comp zstd -Xcompression-level 3 -all-root -quiet -no-progress >/dev/null
-trap 'rm -rf "$img" "$img.sqfs"' EXIT
+# The same SquashFS image inside a SIF file, and an instance of the directory.
+python3 "$src/test/integration/siftool.py" make "$img.sif" --squashfs "$img.sqfs"
+instance=bench-$$
+"$src/build-bench/rt" instance start -q "$img" "$instance" sleep 100000
+trap '"$src/build-bench/rt" instance stop -q "$instance"; rm -rf "$img" "$img.sqfs" "$img.sif"' EXIT
 export USER=${USER:-$(id -un)}  # ch-run needs it
 cd "${HOME:-/}"                  # a typical working directory: inside home
 echo "$("$src/build-bench/rt" --version 2>&1 | head -1), ch-run $(ch-run --version 2>&1 | head -1), kernel $(uname -r), $(nproc) cores"
@@ -36,6 +43,8 @@ fi
   "rt exec DIR|$src/build-bench/rt exec $img /bin/true" \
   "ch-run SQFS|ch-run $img.sqfs -- /bin/true" \
   "rt exec SQFS|$src/build-bench/rt exec $img.sqfs /bin/true" \
+  "rt exec SIF|$src/build-bench/rt exec $img.sif /bin/true" \
+  "rt exec instance://|$src/build-bench/rt exec instance://$instance /bin/true" \
   ${baseline[@]+"${baseline[@]}"}
 echo
 echo "rt's own peak RSS (VmHWM before exec, from -vv):$("$src/build-bench/rt" exec -vv "$img" /bin/true 2>&1 | sed -n 's/.*peak RSS//p')"

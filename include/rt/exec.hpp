@@ -58,8 +58,8 @@ struct ExecOptions {
   int verbosity = 0;     // -1 quiet, 0 default, 1 plan, 2 plan + timings
   bool dry_run = false;  // print the plan, change nothing
   bool no_pull = false;  // an image reference not in the store is an error, not pulled
+  bool seccomp = false;  // root emulation: chown, set*id, device mknod succeed without effect
 };
-
 
 // Replaces the calling process with the container's program (host ->
 // namespace -> container root). Returns only when dry_run is set; throws

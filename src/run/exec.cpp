@@ -28,6 +28,7 @@
 #include "run/mount_apply.hpp"
 #include "run/passwd.hpp"
 #include "run/plan.hpp"
+#include "run/seccomp.hpp"
 #include "run/userns.hpp"
 #include "store/root.hpp"
 #include "util/fs.hpp"
@@ -82,6 +83,7 @@ struct Prepared {
   std::vector<std::string> env_changes;  // for -v, when shown
   std::vector<std::string> argv;
   bool join = false;
+  bool seccomp = false;  // root emulation
 };
 
 Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, const hpc::Launcher& launcher,
@@ -95,8 +97,13 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
   pin.squashfs = image.image().squashfs;
   pin.staging = image.staging();
   if (o.mode == ExecMode::Run && config) pin.image_workdir = config->working_dir;
-  pin.passwd = run::synth_passwd(image.passwd(), id);
-  pin.group = run::synth_group(image.group(), id);
+  pin.root_emulation = o.seccomp;
+  if (o.seccomp)
+    pin.apt = image.has("/etc/apt/apt.conf.d");
+  else {
+    pin.passwd = run::synth_passwd(image.passwd(), id);
+    pin.group = run::synth_group(image.group(), id);
+  }
   pin.launcher_paths = launcher.paths;
   pin.injected = run::injected_mounts(injection);
 
@@ -136,6 +143,7 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
                  " (uid " + std::to_string(id.uid) + "), as Apptainer does");
   }
   p.join = o.join == ExecOptions::Inject::On || (o.join == ExecOptions::Inject::Auto && launcher.local_size > 1);
+  p.seccomp = o.seccomp;
   return p;
 }
 
@@ -155,6 +163,11 @@ void show(const ExecOptions& o, const Prepared& p, const hpc::Launcher& launcher
   for (const auto& line : injection.notes) out(line);
   for (const auto& line : run::describe(p.plan)) out(line);
   for (const auto& line : p.env_changes) out(line);
+  if (p.seccomp) {
+    std::string calls;
+    for (const auto& c : run::emulated_calls()) calls += (calls.empty() ? "" : ", ") + c;
+    out("root emulation (--seccomp): these succeed without effect: " + calls);
+  }
   std::string cmd = "command:";
   for (const auto& a : p.argv) cmd += " " + a;
   out(cmd);
@@ -202,6 +215,7 @@ void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, cons
 // Container: no privilege can be gained from here on; the program replaces rt.
 [[noreturn]] void launch(const Prepared& p, const std::string& image) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw SysError{errno, "prctl(PR_SET_NO_NEW_PRIVS)"};
+  if (p.seccomp) run::install_root_emulation();
   if (util::log_enabled(util::Level::Debug)) {
     // rt's own peak memory (VmHWM counts this process image only, unlike
     // getrusage, which also counts whatever exec'd into rt).
@@ -334,8 +348,7 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
   o.join = ExecOptions::Inject::Off;
   HostInfo host = run::gather_host_info();
   // Entered again later (instance://NAME) from anywhere: a path is kept absolute.
-  if (o.image.find('/') != std::string::npos || util::path_exists(o.image))
-    o.image = util::normalize_path(o.image, host.cwd.empty() ? "/" : host.cwd);
+  if (util::path_exists(o.image)) o.image = util::normalize_path(o.image, host.cwd.empty() ? "/" : host.cwd);
   const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage);
   check_bind_sources(o, host);
   // As Apptainer does: the image's startscript with ARGS, else ARGS as the command.

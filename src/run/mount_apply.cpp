@@ -157,7 +157,11 @@ private:
     const std::string& staging = plan_.staging;
     if (image_tree_ < 0) image_ = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
 
-    do_mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m", "tmpfs", "tmpfs", staging);
+    // Small, unless it holds --write-tmpfs's changes: then as a tmpfs is by
+    // default (half the memory, used only as written), room for a package
+    // manager's work.
+    const char* size = plan_.root_mode == RootMode::Overlay ? "mode=0700" : "mode=0700,size=16m";
+    do_mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NODEV, size, "tmpfs", "tmpfs", staging);
     staging_ = util::open_fd(staging, O_PATH | O_DIRECTORY);
     if (::mkdirat(staging_.get(), "root", 0755) != 0) throw SysError{errno, "mkdir", staging + "/root"};
     for (const auto& f : plan_.staged) {

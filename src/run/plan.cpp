@@ -70,11 +70,22 @@ MountPlan build_plan(const PlanInputs& in) {
   // provided even where the image lacks them; machine-id only where it has one.
   for (const char* f : {"/etc/hosts", "/etc/resolv.conf", "/etc/machine-id"}) bind(f, f, "default", /*optional=*/true);
   p.mounts.back().if_target = true;
-  p.staged = {{"passwd", in.passwd}, {"group", in.group}};
-  p.mounts.push_back(
-      {.kind = Mount::Kind::Staged, .src = "passwd", .dst = "/etc/passwd", .readonly = true, .why = "synthesized"});
-  p.mounts.push_back(
-      {.kind = Mount::Kind::Staged, .src = "group", .dst = "/etc/group", .readonly = true, .why = "synthesized"});
+  if (!in.root_emulation) {
+    p.staged = {{"passwd", in.passwd}, {"group", in.group}};
+    p.mounts.push_back(
+        {.kind = Mount::Kind::Staged, .src = "passwd", .dst = "/etc/passwd", .readonly = true, .why = "synthesized"});
+    p.mounts.push_back(
+        {.kind = Mount::Kind::Staged, .src = "group", .dst = "/etc/group", .readonly = true, .why = "synthesized"});
+  } else if (in.apt) {
+    // apt drops privileges to _apt for downloads and then checks that it
+    // cannot regain them: emulated calls change nothing, so it stays root.
+    p.staged = {{"apt.conf", "APT::Sandbox::User \"root\";\n"}};
+    p.mounts.push_back({.kind = Mount::Kind::Staged,
+                        .src = "apt.conf",
+                        .dst = "/etc/apt/apt.conf.d/00rt-root-emulation",
+                        .readonly = true,
+                        .why = "--seccomp"});
+  }
 
   if (!o.no_home && !h.home.empty() && h.home.front() == '/') {
     std::string home = util::normalize_path(h.home);

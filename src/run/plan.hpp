@@ -62,6 +62,10 @@ struct PlanInputs {
   std::string image_workdir;  // WorkingDir, used by `rt run` only
   std::string passwd;         // the synthesized files' contents
   std::string group;
+  // Root emulation (--seccomp): the image's own passwd and group (useradd
+  // edits them); apt told not to switch users where the image has apt.
+  bool root_emulation = false;
+  bool apt = false;
   // Host paths the launcher's ranks need at the same path (PMIx), and
   // injected host files (HPC): bound after the defaults, before --bind.
   std::vector<std::string> launcher_paths;

@@ -47,6 +47,14 @@ expect_eq "$ERR" "err-line" "logs: its errors"
 expect_eq "$(ps -o sid= -p "$pid" | tr -d ' ')" "$pid" "the instance leads a session of its own"
 expect_eq "$(ps -o tty= -p "$pid" | tr -d ' ')" "?" "with no terminal"
 
+# An image named in the store (a name with '/' is a name, not a path).
+tar -C "$IMG" -cf "$T/img.tar" .
+"$RT" import -q "$T/img.tar" lab/app:1
+expect_status 0 "start from a store name" -- "$RT" instance start lab/app:1 named sleep 300
+expect_status 0 "enter it" -- "$RT" exec instance://named true
+expect_match "$("$RT" instance list)" "named .* lab/app:1: sleep 300" "the image is listed by its name"
+expect_status 0 "stop it" -- "$RT" instance stop named
+
 # ---- root inside; stop with a signal and a timeout ---------------------------
 expect_status 0 "start --root" -- "$RT" instance start --root "$IMG" rooted sh -c 'trap "" TERM; while :; do sleep 1; done'
 expect_status 0 "enter it" -- "$RT" exec instance://rooted rt-probe ids

@@ -27,7 +27,7 @@ static int result(int rc) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr,
-            "usage: rt-probe ids|fds|nnp|flags P|write P|mknod P|setuid U|env N|argv ...|kill N|exit N|pid [S]|xattr P "
+            "usage: rt-probe ids|fds|nnp|flags P|write P|mknod P|fifo P|chown P|chown-i386 P|setuid U|env N|argv ...|kill N|exit N|pid [S]|xattr P "
             "NAME|ptrace PID\n");
     return 2;
   }
@@ -71,6 +71,24 @@ int main(int argc, char** argv) {
     return result(mknod(arg, S_IFCHR | 0666, makedev(1, 3)));
   } else if (!strcmp(cmd, "setuid")) {
     return result(setuid((uid_t)atoi(arg)));
+  } else if (!strcmp(cmd, "fifo")) {
+    return result(mknod(arg, S_IFIFO | 0644, 0));
+  } else if (!strcmp(cmd, "chown")) {
+    return result(chown(arg, 1234, 1234));
+  } else if (!strcmp(cmd, "chown-i386")) {
+#if defined(__x86_64__)
+    /* The i386 entry point (int 0x80, seen by seccomp as AUDIT_ARCH_I386):
+     * chown32 is 212 there. The path must be below 4 GiB: a static buffer. */
+    static char path[4096];
+    snprintf(path, sizeof path, "%s", arg);
+    long rc;
+    __asm__ volatile("int $0x80" : "=a"(rc) : "a"(212L), "b"(path), "c"(1234L), "d"(1234L) : "memory");
+    if (rc < 0) errno = (int)-rc;
+    return result(rc < 0 ? -1 : 0);
+#else
+    puts("unsupported");
+    return 0;
+#endif
   } else if (!strcmp(cmd, "env")) {
     const char* v = getenv(arg);
     printf("%s\n", v ? v : "<unset>");

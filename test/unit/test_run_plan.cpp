@@ -18,11 +18,13 @@ struct Fixture {
     h.home = "/home/alice";
     h.cwd = "/home/alice/work";
   }
-  MountPlan plan() {
+  MountPlan plan(bool root_emulation = false, bool apt = false) {
     PlanInputs in;
     in.options = &o;
     in.host = &h;
     in.rootfs = "/img";
+    in.root_emulation = root_emulation;
+    in.apt = apt;
     return build_plan(in);
   }
 };
@@ -113,4 +115,20 @@ TEST_CASE("describe prints every mount") {
   CHECK(lines.size() == p.mounts.size() + 3);
   CHECK(std::any_of(lines.begin(), lines.end(),
                     [](const std::string& l) { return l.find("uid map: 1000 -> 1000") != std::string::npos; }));
+}
+
+TEST_CASE("root emulation keeps the image's own passwd and group, and tells apt to stay root") {
+  Fixture f;
+  auto normal = f.plan();
+  REQUIRE(find(normal, "/etc/passwd"));
+  CHECK_FALSE(find(normal, "/etc/apt/apt.conf.d/00rt-root-emulation"));
+  auto emulated = f.plan(true, true);
+  CHECK_FALSE(find(emulated, "/etc/passwd"));
+  CHECK_FALSE(find(emulated, "/etc/group"));
+  const Mount* apt = find(emulated, "/etc/apt/apt.conf.d/00rt-root-emulation");
+  REQUIRE(apt);
+  CHECK(apt->kind == Mount::Kind::Staged);
+  REQUIRE(emulated.staged.size() == 1);
+  CHECK(emulated.staged[0].content == "APT::Sandbox::User \"root\";\n");
+  CHECK_FALSE(find(f.plan(true, false), "/etc/apt/apt.conf.d/00rt-root-emulation"));  // no apt in the image
 }

@@ -1,0 +1,74 @@
+// Root emulation through seccomp (container); see seccomp.hpp.
+#include "run/seccomp.hpp"
+
+#include <seccomp.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "rt/error.hpp"
+
+namespace rt::run {
+namespace {
+
+// Calls that always succeed without effect. Names missing on an
+// architecture (chown32 exists on i386 only) are skipped there by
+// libseccomp.
+constexpr const char* kFaked[] = {
+    "chown",      "fchown",     "fchownat",    "lchown",      "chown32",     "fchown32",   "lchown32",
+    "setuid",     "setuid32",   "setgid",      "setgid32",    "setreuid",    "setreuid32", "setregid",
+    "setregid32", "setresuid",  "setresuid32", "setresgid",   "setresgid32", "setfsuid",   "setfsuid32",
+    "setfsgid",   "setfsgid32", "setgroups",   "setgroups32", "capset",
+};
+
+struct Filter {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  ~Filter() {
+    if (ctx) seccomp_release(ctx);
+  }
+};
+
+void check(int rc, const std::string& what) {
+  if (rc < 0) throw Error("root emulation (--seccomp): " + what + ": " + std::strerror(-rc));
+}
+
+}  // namespace
+
+const std::vector<std::string>& emulated_calls() {
+  static const std::vector<std::string> calls = [] {
+    std::vector<std::string> v(std::begin(kFaked), std::end(kFaked));
+    v.push_back("mknod (devices)");
+    v.push_back("mknodat (devices)");
+    return v;
+  }();
+  return calls;
+}
+
+void install_root_emulation() {
+  Filter f;
+  if (!f.ctx) throw Error("root emulation (--seccomp): cannot make a seccomp filter");
+#if defined(__x86_64__)
+  check(seccomp_arch_add(f.ctx, SCMP_ARCH_X86), "adding i386");
+  check(seccomp_arch_add(f.ctx, SCMP_ARCH_X32), "adding x32");
+#elif defined(__aarch64__)
+  check(seccomp_arch_add(f.ctx, SCMP_ARCH_ARM), "adding arm");
+#endif
+  const auto ok = SCMP_ACT_ERRNO(0);
+  for (const char* name : kFaked) {
+    const int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) continue;  // unknown to this libseccomp
+    check(seccomp_rule_add(f.ctx, ok, nr, 0), name);
+  }
+  // Device nodes only: the file type is in mknod's second argument and
+  // mknodat's third.
+  for (const auto& [name, arg] : {std::pair{"mknod", 1u}, std::pair{"mknodat", 2u}}) {
+    const int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) continue;
+    for (unsigned type : {S_IFCHR, S_IFBLK})
+      check(seccomp_rule_add(f.ctx, ok, nr, 1, scmp_arg_cmp{arg, SCMP_CMP_MASKED_EQ, S_IFMT, type}), name);
+  }
+  check(seccomp_load(f.ctx), "loading the filter");
+}
+
+}  // namespace rt::run
