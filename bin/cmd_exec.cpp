@@ -79,6 +79,21 @@ int run_full_program(const std::vector<std::string>& args) {
   throw rt::Error("cannot find rt-image beside rt (" + full_program_paths().front() + ")");
 }
 
+#ifndef RT_FULL
+// Replaces this process with the full program (rt-image) given `words`.
+[[noreturn]] void exec_full_program(const std::vector<std::string>& words) {
+  for (const auto& path : full_program_paths()) {
+    std::vector<char*> argv{const_cast<char*>("rt")};
+    for (const auto& w : words) argv.push_back(const_cast<char*>(w.c_str()));
+    argv.push_back(nullptr);
+    ::execv(path.c_str(), argv.data());
+    if (errno != ENOENT) throw rt::SysError{errno, "execv", path};
+  }
+  throw rt::Error("cannot find rt-image beside rt (" + full_program_paths().front() + ")",
+                  "--seccomp runs in rt-image, which is installed with rt");
+}
+#endif
+
 ExecMode mode_of(const std::string& verb) {
   return verb == "exec" ? ExecMode::Exec : verb == "run" ? ExecMode::Run : ExecMode::Shell;
 }
@@ -100,6 +115,10 @@ std::optional<int> exec_command(const std::vector<std::string>& words) {
   if (words[0] == "instance") return instance_command(words);
   auto opts = parse_exec_args(mode_of(words[0]), std::vector<std::string>(words.begin() + 1, words.end()));
   if (!opts) return std::nullopt;
+#ifndef RT_FULL
+  // Root emulation is built with libseccomp, which only rt-image links.
+  if (opts->seccomp) exec_full_program(words);
+#endif
   try {
     exec(*opts);
   } catch (const ImageNotFound& e) {

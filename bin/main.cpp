@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "rt/error.hpp"
+#include "rt/exec.hpp"
 #ifdef RT_FULL
 #include "rt/image.hpp"
 #endif
@@ -60,6 +61,9 @@ int main(int argc, char** argv) {
     return rt::kExitRtFailed;
   }
   std::vector<std::string> words(argv + 1, argv + argc);
+#ifdef RT_FULL
+  rt::enable_root_emulation();
+#endif
 #ifndef RT_FULL
   if (words.size() == 1 && words[0] == "--version") {
     std::printf("rt %s\n", RT_VERSION);

@@ -67,4 +67,9 @@ struct ExecOptions {
 // starts.
 void exec(const ExecOptions& options);
 
+// Makes root emulation (ExecOptions::seccomp) available to exec: the full
+// program (rt-image), which links libseccomp, calls it at start; the static
+// rt hands --seccomp runs to it.
+void enable_root_emulation();
+
 }  // namespace rt

@@ -28,7 +28,7 @@
 #include "run/mount_apply.hpp"
 #include "run/passwd.hpp"
 #include "run/plan.hpp"
-#include "run/seccomp.hpp"
+#include "run/root_emulation.hpp"
 #include "run/userns.hpp"
 #include "store/root.hpp"
 #include "util/fs.hpp"
@@ -97,6 +97,8 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
   pin.squashfs = image.image().squashfs;
   pin.staging = image.staging();
   if (o.mode == ExecMode::Run && config) pin.image_workdir = config->working_dir;
+  if (o.seccomp && !run::root_emulation())
+    throw Error("--seccomp: this rt program has no root emulation", "run it through rt, which hands it to rt-image");
   pin.root_emulation = o.seccomp;
   if (o.seccomp)
     pin.apt = image.has("/etc/apt/apt.conf.d");
@@ -165,7 +167,7 @@ void show(const ExecOptions& o, const Prepared& p, const hpc::Launcher& launcher
   for (const auto& line : p.env_changes) out(line);
   if (p.seccomp) {
     std::string calls;
-    for (const auto& c : run::emulated_calls()) calls += (calls.empty() ? "" : ", ") + c;
+    for (const auto& c : run::root_emulation()->calls()) calls += (calls.empty() ? "" : ", ") + c;
     out("root emulation (--seccomp): these succeed without effect: " + calls);
   }
   std::string cmd = "command:";
@@ -215,7 +217,7 @@ void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, cons
 // Container: no privilege can be gained from here on; the program replaces rt.
 [[noreturn]] void launch(const Prepared& p, const std::string& image) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw SysError{errno, "prctl(PR_SET_NO_NEW_PRIVS)"};
-  if (p.seccomp) run::install_root_emulation();
+  if (p.seccomp) run::root_emulation()->install();
   if (util::log_enabled(util::Level::Debug)) {
     // rt's own peak memory (VmHWM counts this process image only, unlike
     // getrusage, which also counts whatever exec'd into rt).
@@ -422,5 +424,13 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
   discard.keep = true;
   return r.info;
 }
+
+namespace run {
+namespace {
+const RootEmulation* g_root_emulation = nullptr;
+}
+void provide_root_emulation(const RootEmulation* emulation) { g_root_emulation = emulation; }
+const RootEmulation* root_emulation() { return g_root_emulation; }
+}  // namespace run
 
 }  // namespace rt

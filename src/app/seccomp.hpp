@@ -1,5 +1,7 @@
 // Root emulation (--seccomp): the calls an unprivileged user namespace
-// refuses to a package manager succeed without effect (container).
+// refuses to a package manager succeed without effect (container). Linked
+// into rt-image only: provided to the exec path through
+// run/root_emulation (rt::enable_root_emulation).
 //
 // In a user namespace with one id mapped, root may not chown to an unmapped
 // id, switch to another user or make a device node. apt, dpkg, useradd and
@@ -13,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace rt::run {
+namespace rt::app {
 
 // The calls emulated, by name, for -v and the manual.
 const std::vector<std::string>& emulated_calls();
@@ -22,4 +24,4 @@ const std::vector<std::string>& emulated_calls();
 // across execve). Needs PR_SET_NO_NEW_PRIVS. Throws rt::Error.
 void install_root_emulation();
 
-}  // namespace rt::run
+}  // namespace rt::app

@@ -1,5 +1,5 @@
 // Root emulation through seccomp (container); see seccomp.hpp.
-#include "run/seccomp.hpp"
+#include "app/seccomp.hpp"
 
 #include <seccomp.h>
 #include <sys/stat.h>
@@ -8,8 +8,10 @@
 #include <cstring>
 
 #include "rt/error.hpp"
+#include "rt/exec.hpp"
+#include "run/root_emulation.hpp"
 
-namespace rt::run {
+namespace rt::app {
 namespace {
 
 // Calls that always succeed without effect. Names missing on an
@@ -71,4 +73,13 @@ void install_root_emulation() {
   check(seccomp_load(f.ctx), "loading the filter");
 }
 
-}  // namespace rt::run
+}  // namespace rt::app
+
+namespace rt {
+
+void enable_root_emulation() {
+  static const run::RootEmulation emulation{&app::emulated_calls, &app::install_root_emulation};
+  run::provide_root_emulation(&emulation);
+}
+
+}  // namespace rt
