@@ -1,0 +1,55 @@
+// Dockerfiles (pure): the instructions of a file as Docker's reference
+// reads them, and its variable substitution. What `rt build` will run.
+//
+// Read: parser directives (escape, syntax) at the top; comment lines,
+// also between continued lines; the escape character at a line's end
+// continues it; keywords in any case; leading --name=value flags; the JSON
+// (exec) form of RUN, CMD, ENTRYPOINT and SHELL. Anything else (heredocs,
+// an unknown keyword, a malformed flag or ENV) is an rt::Error naming
+// FILE:LINE.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace rt::image {
+
+struct Instruction {
+  std::string keyword;                                     // upper case: FROM, RUN, COPY, ...
+  int line = 0;                                            // where it starts in the file
+  std::vector<std::pair<std::string, std::string>> flags;  // --from=stage ...
+  std::string args;                                        // the rest, continuations joined
+  bool exec_form = false;                                  // args was a JSON list of strings:
+  std::vector<std::string> argv;                           // ... these
+};
+
+struct Dockerfile {
+  char escape = '\\';
+  std::vector<Instruction> instructions;
+};
+
+// Throws rt::Error "FILE:LINE: WHY".
+Dockerfile parse_dockerfile(std::string_view text, const std::string& file);
+
+// What a variable expands to, or nullopt when it is not set.
+using Lookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// Docker's substitution in `word`: $NAME, ${NAME}, ${NAME:-default},
+// ${NAME:+alternative}; ESCAPE$ is a literal $. Throws rt::Error naming
+// `where` for a malformed ${...}.
+std::string substitute(std::string_view word, const Lookup& lookup, char escape, const std::string& where);
+
+// The NAME=VALUE pairs of ENV, LABEL and ARG. Values are read as a shell
+// reads words ("..." and '...' quoting, ESCAPE taking the next character),
+// with variables expanded through `lookup` when given (not inside '...').
+// ENV also takes the old form ENV NAME VALUE; ARG's NAME alone has no
+// value (nullopt). Throws rt::Error naming `where`.
+enum class Pairs { Env, Label, Arg };
+std::vector<std::pair<std::string, std::optional<std::string>>> key_values(std::string_view args, Pairs form,
+                                                                           char escape, const std::string& where,
+                                                                           const Lookup* lookup = nullptr);
+
+}  // namespace rt::image
