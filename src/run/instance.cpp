@@ -29,16 +29,14 @@ HolderKey instance_key(const std::string& name, const std::string& secret) {
 }
 
 HolderPolicy instance_policy(const std::string& name, bool may_start) {
-  HolderPolicy p;
-  p.entry = HolderPolicy::Entry::Share;
-  p.what = "instance `" + name + "`";
-  p.hint = "rt instance list shows your instances";
-  p.comm = "rt-instance";
-  p.title = "rt-instance " + name;
-  // Kept while any process is in the container, and not a moment longer.
-  p.linger = [](int) { return std::chrono::milliseconds(0); };
-  p.may_start = may_start;
-  return p;
+  return {.entry = HolderPolicy::Entry::Share,
+          .what = "instance `" + name + "`",
+          .hint = "rt instance list shows your instances",
+          .comm = "rt-instance",
+          .title = "rt-instance " + name,
+          // Kept while any process is in the container, and not a moment longer.
+          .linger = [](int) { return std::chrono::milliseconds(0); },
+          .may_start = may_start};
 }
 
 util::UniqueFd instance_dir(const store::Root& store, const std::string& name, bool create) {

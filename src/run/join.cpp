@@ -66,16 +66,15 @@ HolderKey join_key(const MountPlan& plan, const hpc::Launcher& launcher, const s
 }
 
 bool join_container(const HolderKey& key, int expected, const std::string& image, const std::function<void()>& build) {
-  HolderPolicy policy;
-  policy.entry = HolderPolicy::Entry::Share;
-  policy.what = "the node's shared container of `" + image + "`";
-  policy.hint = "run with --no-join";
-  policy.comm = "rt-join";
-  policy.title = "rt-join " + image;
-  policy.linger = [expected](int joined) {
-    if (expected <= 0) return kWaitUnknown;
-    return joined < expected ? kWaitForExpected : milliseconds(0);
-  };
+  const HolderPolicy policy{.entry = HolderPolicy::Entry::Share,
+                            .what = "the node's shared container of `" + image + "`",
+                            .hint = "run with --no-join",
+                            .comm = "rt-join",
+                            .title = "rt-join " + image,
+                            .linger = [expected](int joined) {
+                              if (expected <= 0) return kWaitUnknown;
+                              return joined < expected ? kWaitForExpected : milliseconds(0);
+                            }};
   return enter_holder(key, policy, build);
 }
 
