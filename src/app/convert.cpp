@@ -137,7 +137,7 @@ void copy_span(const std::string& from, const squash::Span& span, const std::str
 // A SIF file's root filesystem partition (squash/sif.hpp); throws its errors.
 squash::Span sif_root_span(const std::string& file) {
   util::UniqueFd fd = util::open_fd(file, O_RDONLY);
-  const squash::SifObject& p = squash::sif_root_partition(squash::read_sif(fd.get(), file), file);
+  const squash::SifObject p = squash::sif_root_partition(squash::read_sif(fd.get(), file), file);
   return {p.offset, p.size};
 }
 

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -288,6 +289,11 @@ void exec(const ExecOptions& given) {
 
 namespace {
 
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
 // What the starting child says: "R MNTNS" (entered; the program is next)
 // or "ECODE MESSAGE\nHINT" (failed, to exit with CODE). Read with a deadline, watching the child.
 std::string await_report(int fd, pid_t child, const std::string& name) {
@@ -364,7 +370,7 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
   const Prepared p = prepare(o, std::move(host), *image, launcher, injection, util::log_enabled(util::Level::Info));
   image->close();
   if (util::log_enabled(util::Level::Info)) show(o, p, launcher, injection);
-  const std::string secret = store.secret();  // read before the child needs it
+  (void)store.secret();  // made and read here, not by the child
 
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) throw SysError{errno, "pipe"};
@@ -391,9 +397,9 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
       launch(p, image->name());
     } catch (const Error& e) {
       code = e.exit_code();
-      msg = "E" + std::to_string(code) + " " + e.what() + "\n" + e.hint() + "\n\n";
+      msg = "E" + std::to_string(code) + " " + one_line(e.what()) + "\n" + one_line(e.hint()) + "\n\n";
     } catch (const std::exception& e) {
-      msg = "E" + std::to_string(code) + " " + e.what() + "\n\n\n";
+      msg = "E" + std::to_string(code) + " " + one_line(e.what()) + "\n\n\n";
     }
     if (report_w) (void)!::write(report_w.get(), msg.data(), msg.size());
     ::_exit(code);

@@ -137,7 +137,7 @@ SifFile read_sif(int fd, const std::string& path) {
   }
 }
 
-const SifObject& sif_root_partition(const SifFile& sif, const std::string& path) {
+SifObject sif_root_partition(const SifFile& sif, const std::string& path) {
   const std::string where = "image `" + path + "`";
   const SifObject* p = sif.primary();
   if (!p) {

@@ -64,7 +64,7 @@ SifFile read_sif(int fd, const std::string& path);
 // Where the primary SquashFS partition lies. Throws rt::Error naming the
 // file and what it holds instead: no system partition, an encrypted one,
 // an ext3 one.
-const SifObject& sif_root_partition(const SifFile& sif, const std::string& path);
+SifObject sif_root_partition(const SifFile& sif, const std::string& path);
 
 // Names for `rt inspect`.
 std::string sif_type_name(int32_t type);

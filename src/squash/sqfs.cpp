@@ -86,7 +86,7 @@ Image::Image(const std::string& path) : path_(path) {
   Span span;
   if (is_sif(fd.get())) {
     sif_ = read_sif(fd.get(), path);
-    const SifObject& part = sif_root_partition(*sif_, path);
+    const SifObject part = sif_root_partition(*sif_, path);
     span = {part.offset, part.size};
   }
   // Everything libsquashfuse will read is checked first, from this same
