@@ -161,62 +161,31 @@ SifObject sif_root_partition(const SifFile& sif, const std::string& path) {
   return *p;
 }
 
+namespace {
+
+// The name of `value` in a table of values numbered from `first`.
+template <size_t N>
+std::string named(int32_t value, int32_t first, const char* const (&names)[N], const std::string& unknown) {
+  const int64_t i = int64_t{value} - first;
+  return i >= 0 && i < static_cast<int64_t>(N) ? names[i] : unknown + std::to_string(value) + ")";
+}
+
+}  // namespace
+
 std::string sif_type_name(int32_t type) {
-  switch (static_cast<SifData>(type)) {
-    case SifData::Deffile:
-      return "definition file";
-    case SifData::EnvVar:
-      return "environment";
-    case SifData::Labels:
-      return "labels";
-    case SifData::Partition:
-      return "partition";
-    case SifData::Signature:
-      return "signature";
-    case SifData::GenericJson:
-      return "JSON";
-    case SifData::Generic:
-      return "data";
-    case SifData::CryptoMessage:
-      return "cryptographic message";
-    case SifData::Sbom:
-      return "SBOM";
-    case SifData::OciRootIndex:
-      return "OCI index";
-    case SifData::OciBlob:
-      return "OCI blob";
-  }
-  return "unknown object type " + std::to_string(type);
+  static const char* const names[] = {"definition file", "environment", "labels", "partition", "signature",
+                                      "JSON", "data", "cryptographic message", "SBOM", "OCI index", "OCI blob"};
+  return named(type, static_cast<int32_t>(SifData::Deffile), names, "unknown object type (");
 }
 
 std::string sif_fs_name(int32_t fs) {
-  switch (static_cast<SifFs>(fs)) {
-    case SifFs::Squash:
-      return "SquashFS";
-    case SifFs::Ext3:
-      return "ext3";
-    case SifFs::ImmutableObjects:
-      return "object archive";
-    case SifFs::Raw:
-      return "raw";
-    case SifFs::EncryptedSquash:
-      return "encrypted SquashFS";
-  }
-  return "unknown (" + std::to_string(fs) + ")";
+  static const char* const names[] = {"SquashFS", "ext3", "object archive", "raw", "encrypted SquashFS"};
+  return named(fs, static_cast<int32_t>(SifFs::Squash), names, "unknown (");
 }
 
 std::string sif_part_name(int32_t part) {
-  switch (static_cast<SifPart>(part)) {
-    case SifPart::System:
-      return "system";
-    case SifPart::PrimarySystem:
-      return "primary system";
-    case SifPart::Data:
-      return "data";
-    case SifPart::Overlay:
-      return "overlay";
-  }
-  return "unknown (" + std::to_string(part) + ")";
+  static const char* const names[] = {"system", "primary system", "data", "overlay"};
+  return named(part, static_cast<int32_t>(SifPart::System), names, "unknown (");
 }
 
 std::string sif_arch_name(const std::string& arch) {
