@@ -4,6 +4,7 @@
 #include <linux/openat2.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -17,6 +18,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "app/seccomp.hpp"
 #include "hpc/ldcache.hpp"
 #include "hpc/site_config.hpp"
 #include "rt/error.hpp"
@@ -143,6 +145,29 @@ DoctorCheck check_overlay() {
   return c;
 }
 
+DoctorCheck check_seccomp() {
+  DoctorCheck c{"root emulation (--seccomp)", Status::Ok, "seccomp filters, for package managers under --root", ""};
+  std::string why = in_namespace([] {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+      return std::string("prctl(PR_SET_NO_NEW_PRIVS): ") + std::strerror(errno);
+    try {
+      app::install_root_emulation();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    // The root of the host is not the caller's: only the filter makes this succeed.
+    if (::chown("/", 12345, 12345) != 0)
+      return std::string("the filter loaded but chown still fails: ") + std::strerror(errno);
+    return std::string();
+  });
+  if (!why.empty()) {
+    c.status = Status::Warn;
+    c.detail = why + "; rt exec --seccomp cannot run here";
+    c.fix = "a kernel with seccomp filters (CONFIG_SECCOMP_FILTER)";
+  }
+  return c;
+}
+
 DoctorCheck check_openat2() {
   DoctorCheck c{"openat2", Status::Ok, "in-root path resolution for image unpacking", ""};
   open_how how{};
@@ -259,7 +284,8 @@ DoctorCheck check_ib() {
 }  // namespace
 
 std::vector<DoctorCheck> doctor(const StoreOptions& o) {
-  std::vector<DoctorCheck> out{check_userns(), check_fuse(), check_overlay(), check_openat2(), check_store(o)};
+  std::vector<DoctorCheck> out{check_userns(),  check_fuse(),    check_overlay(),
+                               check_openat2(), check_seccomp(), check_store(o)};
   DoctorCheck site{"site configuration", Status::Ok, "", ""};
   hpc::SiteConfig conf;
   try {

@@ -173,8 +173,9 @@ std::string named(int32_t value, int32_t first, const char* const (&names)[N], c
 }  // namespace
 
 std::string sif_type_name(int32_t type) {
-  static const char* const names[] = {"definition file", "environment", "labels", "partition", "signature",
-                                      "JSON", "data", "cryptographic message", "SBOM", "OCI index", "OCI blob"};
+  static const char* const names[] = {
+      "definition file",       "environment", "labels",    "partition", "signature", "JSON", "data",
+      "cryptographic message", "SBOM",        "OCI index", "OCI blob"};
   return named(type, static_cast<int32_t>(SifData::Deffile), names, "unknown object type (");
 }
 
