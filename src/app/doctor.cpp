@@ -128,44 +128,49 @@ DoctorCheck check_fuse() {
   return c;
 }
 
-DoctorCheck check_overlay() {
-  DoctorCheck c{"overlayfs in a user namespace", Status::Ok, "bind mounts into read-only images use it", ""};
-  std::string why = in_namespace([] {
-    if (::mount("none", "/tmp", "tmpfs", 0, nullptr) != 0) return std::string("tmpfs: ") + std::strerror(errno);
-    for (const char* d : {"/tmp/l", "/tmp/u", "/tmp/w", "/tmp/m"}) ::mkdir(d, 0700);
-    if (::mount("overlay", "/tmp/m", "overlay", 0, "lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w,userxattr") != 0)
-      return std::string("overlay: ") + std::strerror(errno);
-    return std::string();
-  });
-  if (!why.empty()) {
+// The check `name` of a feature probed in a child's namespace by `probe`
+// ("" when it works): a warning saying `then` and `fix` when it does not.
+DoctorCheck probed(const char* name, const char* works, const std::function<std::string()>& probe, const char* then,
+                   const char* fix) {
+  DoctorCheck c{name, Status::Ok, works, ""};
+  if (std::string why = in_namespace(probe); !why.empty()) {
     c.status = Status::Warn;
-    c.detail = why + "; rt falls back to copying directory entries (slower --bind into images)";
-    c.fix = "a kernel of 5.11 or later";
+    c.detail = why + "; " + then;
+    c.fix = fix;
   }
   return c;
 }
 
+DoctorCheck check_overlay() {
+  return probed(
+      "overlayfs in a user namespace", "bind mounts into read-only images use it",
+      [] {
+        if (::mount("none", "/tmp", "tmpfs", 0, nullptr) != 0) return std::string("tmpfs: ") + std::strerror(errno);
+        for (const char* d : {"/tmp/l", "/tmp/u", "/tmp/w", "/tmp/m"}) ::mkdir(d, 0700);
+        if (::mount("overlay", "/tmp/m", "overlay", 0, "lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w,userxattr") != 0)
+          return std::string("overlay: ") + std::strerror(errno);
+        return std::string();
+      },
+      "rt falls back to copying directory entries (slower --bind into images)", "a kernel of 5.11 or later");
+}
+
 DoctorCheck check_seccomp() {
-  DoctorCheck c{"root emulation (--seccomp)", Status::Ok, "seccomp filters, for package managers under --root", ""};
-  std::string why = in_namespace([] {
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-      return std::string("prctl(PR_SET_NO_NEW_PRIVS): ") + std::strerror(errno);
-    try {
-      app::install_root_emulation();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    // The root of the host is not the caller's: only the filter makes this succeed.
-    if (::chown("/", 12345, 12345) != 0)
-      return std::string("the filter loaded but chown still fails: ") + std::strerror(errno);
-    return std::string();
-  });
-  if (!why.empty()) {
-    c.status = Status::Warn;
-    c.detail = why + "; rt exec --seccomp cannot run here";
-    c.fix = "a kernel with seccomp filters (CONFIG_SECCOMP_FILTER)";
-  }
-  return c;
+  return probed(
+      "root emulation (--seccomp)", "seccomp filters, for package managers under --root",
+      [] {
+        if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+          return std::string("prctl(PR_SET_NO_NEW_PRIVS): ") + std::strerror(errno);
+        try {
+          app::install_root_emulation();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        // The root of the host is not the caller's: only the filter makes this succeed.
+        if (::chown("/", 12345, 12345) != 0)
+          return std::string("the filter loaded but chown still fails: ") + std::strerror(errno);
+        return std::string();
+      },
+      "rt exec --seccomp cannot run here", "a kernel with seccomp filters (CONFIG_SECCOMP_FILTER)");
 }
 
 DoctorCheck check_openat2() {
