@@ -1,7 +1,9 @@
 // Dockerfiles (pure); see dockerfile.hpp.
 #include "image/dockerfile.hpp"
 
+#include <fnmatch.h>
 #include <algorithm>
+
 #include <cctype>
 #include <nlohmann/json.hpp>
 
@@ -286,6 +288,70 @@ std::vector<std::pair<std::string, std::optional<std::string>>> key_values(std::
     } else {
       out.emplace_back(name, w.substr(eq + 1));
     }
+  }
+  return out;
+}
+
+namespace {
+
+// The components of a relative path, with "." and empty ones dropped and
+// ".." taking one back (never above the context).
+std::vector<std::string> components(std::string_view path) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= path.size();) {
+    size_t slash = path.find('/', at);
+    if (slash == std::string_view::npos) slash = path.size();
+    const std::string_view c = path.substr(at, slash - at);
+    if (c == "..") {
+      if (!out.empty()) out.pop_back();
+    } else if (!c.empty() && c != ".") {
+      out.emplace_back(c);
+    }
+    at = slash + 1;
+  }
+  return out;
+}
+
+// Pattern components against path components; ** matches any number of them.
+bool match_parts(const std::vector<std::string>& pat, size_t p, const std::vector<std::string>& path, size_t i) {
+  if (p == pat.size()) return i == path.size();
+  if (pat[p] == "**") {
+    for (size_t k = i; k <= path.size(); ++k)
+      if (match_parts(pat, p + 1, path, k)) return true;
+    return false;
+  }
+  return i < path.size() && ::fnmatch(pat[p].c_str(), path[i].c_str(), 0) == 0 && match_parts(pat, p + 1, path, i + 1);
+}
+
+}  // namespace
+
+DockerIgnore DockerIgnore::parse(std::string_view text) {
+  DockerIgnore d;
+  for (size_t at = 0; at <= text.size();) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string_view line = trim(text.substr(at, nl - at));
+    at = nl + 1;
+    if (line.empty() || line.front() == '#') continue;
+    Rule r;
+    if (line.front() == '!') {
+      r.reinclude = true;
+      line = trim(line.substr(1));
+    }
+    r.parts = components(line);
+    if (!r.parts.empty()) d.rules_.push_back(std::move(r));
+  }
+  return d;
+}
+
+bool DockerIgnore::excluded(std::string_view path) const {
+  const std::vector<std::string> parts = components(path);
+  bool out = false;
+  for (const auto& r : rules_) {
+    bool hit = false;
+    for (size_t n = parts.size(); n > 0 && !hit; --n)  // the path, then its parents
+      hit = match_parts(r.parts, 0, std::vector<std::string>(parts.begin(), parts.begin() + static_cast<long>(n)), 0);
+    if (hit) out = !r.reinclude;
   }
   return out;
 }

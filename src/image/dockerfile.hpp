@@ -52,4 +52,24 @@ std::vector<std::pair<std::string, std::optional<std::string>>> key_values(std::
                                                                            char escape, const std::string& where,
                                                                            const Lookup* lookup = nullptr);
 
+// A build context's .dockerignore, as Docker reads it: one pattern a line
+// (# comments, blank lines skipped), relative to the context (a leading /
+// and ./ are dropped), * ? [...] within a path component, ** across any
+// number of them, !PATTERN re-including what an earlier one excluded. The
+// last pattern that matches a path or one of its parent directories
+// decides.
+class DockerIgnore {
+public:
+  static DockerIgnore parse(std::string_view text);
+  // `path`: relative to the context, '/'-separated.
+  bool excluded(std::string_view path) const;
+
+private:
+  struct Rule {
+    std::vector<std::string> parts;
+    bool reinclude = false;
+  };
+  std::vector<Rule> rules_;
+};
+
 }  // namespace rt::image

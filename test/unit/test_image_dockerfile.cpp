@@ -109,3 +109,33 @@ TEST_CASE("NAME=VALUE pairs of ENV, LABEL and ARG") {
   CHECK_THROWS_WITH(key_values("A=\"open", Pairs::Env, '\\', "f:3"), Catch::Contains("a \" is not closed"));
   CHECK_THROWS_WITH(key_values("LONELY", Pairs::Env, '\\', "f:3"), Catch::Contains("ENV LONELY has no value"));
 }
+
+TEST_CASE(".dockerignore as Docker reads it") {
+  const auto d = DockerIgnore::parse(
+      "# build outputs\n"
+      "build/\n"
+      "*.o\n"
+      "/secret.txt\n"
+      "docs/**/*.md\n"
+      "!docs/keep/README.md\n"
+      "  \n"
+      "./tmp*\n"
+      "logs\n"
+      "!logs/important.log\n");
+  CHECK(d.excluded("build"));
+  CHECK(d.excluded("build/x/y.c"));  // inside an excluded directory
+  CHECK(d.excluded("main.o"));
+  CHECK_FALSE(d.excluded("src/main.o"));  // * stays within one component
+  CHECK(d.excluded("secret.txt"));
+  CHECK(d.excluded("docs/a.md"));  // ** matches no directory too
+  CHECK(d.excluded("docs/x/y/z.md"));
+  CHECK_FALSE(d.excluded("docs/keep/README.md"));  // re-included: the last match wins
+  CHECK_FALSE(d.excluded("docs/x/y/z.txt"));
+  CHECK(d.excluded("tmpfile"));
+  CHECK(d.excluded("./tmp2/a"));
+  CHECK(d.excluded("logs/debug.log"));
+  CHECK_FALSE(d.excluded("logs/important.log"));
+  CHECK_FALSE(d.excluded("src/app.c"));
+  CHECK_FALSE(DockerIgnore::parse("").excluded("anything"));
+  CHECK(DockerIgnore::parse("a/../b\n").excluded("b/c"));  // patterns are cleaned
+}
