@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -35,45 +34,23 @@ constexpr const char* kUsage =
 
 struct Common {
   std::string storage;
-  int verbosity = 0;
+  int verbose = 0;
+  bool quiet = false;
+  int verbosity() const { return quiet ? -1 : verbose; }
 };
 
-// Reads --storage, -v, -q and the options in `takes` (with a value) or
-// `flags`; the rest are positional. Throws rt::Error for anything else.
-std::vector<std::string> read_words(const std::vector<std::string>& words, Common& c,
-                                    std::map<std::string, std::string>& values, const std::vector<std::string>& takes,
-                                    const std::vector<std::string>& flags) {
-  std::vector<std::string> rest;
-  for (size_t i = 0; i < words.size(); ++i) {
-    std::string w = words[i], value;
-    const size_t eq = w.find('=');
-    const bool inline_value = w.starts_with("--") && eq != std::string::npos;
-    if (inline_value) {
-      value = w.substr(eq + 1);
-      w.resize(eq);
-    }
-    auto next = [&]() -> std::string {
-      if (inline_value) return value;
-      if (i + 1 >= words.size()) throw Error("option " + w + " needs a value", "rt instance --help");
-      return words[++i];
-    };
-    if (w == "--storage") {
-      c.storage = next();
-    } else if (w == "-v" || w == "--verbose") {
-      ++c.verbosity;
-    } else if (w == "-q" || w == "--quiet") {
-      c.verbosity = -1;
-    } else if (std::find(takes.begin(), takes.end(), w) != takes.end()) {
-      values[w] = next();
-    } else if (std::find(flags.begin(), flags.end(), w) != flags.end()) {
-      values[w] = "1";
-    } else if (w.starts_with("-") && w.size() > 1) {
-      throw Error("unknown option `" + words[i] + "`", "rt instance --help lists the options");
-    } else {
-      rest.push_back(words[i]);
-    }
+// Parses `words` for `app` with the options every instance command takes;
+// CLI11's errors become rt's.
+void parse(CLI::App& app, Common& c, std::vector<std::string> words) {
+  app.add_option("--storage", c.storage, "the image store");
+  app.add_flag("-v,--verbose", c.verbose, "more detail");
+  app.add_flag("-q,--quiet", c.quiet, "errors only");
+  try {
+    std::reverse(words.begin(), words.end());  // CLI11 takes them reversed
+    app.parse(words);
+  } catch (const CLI::ParseError& e) {
+    throw Error(e.what(), "rt instance --help lists the options");
   }
-  return rest;
 }
 
 int signal_number(const std::string& s) {
@@ -123,10 +100,12 @@ int start(const std::vector<std::string>& words) {
 
 int list(const std::vector<std::string>& words) {
   Common c;
-  std::map<std::string, std::string> v;
-  if (!read_words(words, c, v, {}, {"--json"}).empty()) throw Error("rt instance list takes no name");
+  bool json = false;
+  CLI::App app{"rt instance list", "rt instance list"};
+  app.add_flag("--json", json, "print JSON");
+  parse(app, c, words);
   const auto all = list_instances(c.storage);
-  if (v.count("--json")) {
+  if (json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& i : all)
       j.push_back({{"name", i.name},
@@ -150,43 +129,39 @@ int list(const std::vector<std::string>& words) {
 
 int stop(const std::vector<std::string>& words) {
   Common c;
-  std::map<std::string, std::string> v;
-  auto names = read_words(words, c, v, {"--signal", "-s", "--timeout", "-t"}, {"--all", "-a"});
-  const bool all = v.count("--all") || v.count("-a");
-  if (all == !names.empty() || names.size() > 1)
+  std::string name, sig = "TERM";
+  bool all = false;
+  int timeout = 10;
+  CLI::App app{"rt instance stop", "rt instance stop"};
+  app.add_option("name", name, "the instance");
+  app.add_flag("-a,--all", all, "every instance");
+  app.add_option("-s,--signal", sig, "the signal to send first");
+  app.add_option("-t,--timeout", timeout, "seconds before SIGKILL")->check(CLI::Range(0, 86400));
+  parse(app, c, words);
+  if (all == !name.empty())
     throw Error("rt instance stop takes one NAME, or --all",
                 "rt instance stop [--signal SIG] [--timeout S] NAME|--all");
-  int sig = SIGTERM, timeout = 10;
-  for (const char* k : {"--signal", "-s"})
-    if (v.count(k)) sig = signal_number(v[k]);
-  for (const char* k : {"--timeout", "-t"})
-    if (v.count(k)) {
-      char* end = nullptr;
-      long t = std::strtol(v[k].c_str(), &end, 10);
-      if (v[k].empty() || *end || t < 0 || t > 86400)
-        throw Error("--timeout: `" + v[k] + "` is not a number of seconds");
-      timeout = static_cast<int>(t);
-    }
-  for (const auto& n : stop_instances(c.storage, all ? "" : names[0], sig, timeout))
-    if (c.verbosity >= 0) std::fprintf(stderr, "rt: stopped instance `%s`\n", n.c_str());
+  for (const auto& n : stop_instances(c.storage, name, signal_number(sig), timeout))
+    if (c.verbosity() >= 0) std::fprintf(stderr, "rt: stopped instance `%s`\n", n.c_str());
   return 0;
 }
 
 int logs(const std::vector<std::string>& words) {
   Common c;
-  std::map<std::string, std::string> v;
-  auto names = read_words(words, c, v, {}, {});
-  if (names.size() != 1) throw Error("rt instance logs takes one NAME");
-  check_instance_name(names[0]);
+  std::string name;
+  CLI::App app{"rt instance logs", "rt instance logs"};
+  app.add_option("name", name, "the instance")->required();
+  parse(app, c, words);
+  check_instance_name(name);
   for (const auto& i : list_instances(c.storage))
-    if (i.name == names[0]) {
+    if (i.name == name) {
       std::fflush(stdout);
       print_log(i.logs + "/out.log", stdout);
       std::fflush(stdout);
       print_log(i.logs + "/err.log", stderr);
       return 0;
     }
-  throw Error("no instance `" + names[0] + "`", "rt instance list shows your instances");
+  throw Error("no instance `" + name + "`", "rt instance list shows your instances");
 }
 
 }  // namespace

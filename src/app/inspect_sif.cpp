@@ -19,17 +19,7 @@ constexpr size_t kTextLimit = 1 << 20;
 
 // A data object's bytes, at most kTextLimit of them.
 std::string object_text(int fd, const squash::SifObject& o, const std::string& path) {
-  std::string out(std::min<uint64_t>(o.size, kTextLimit), '\0');
-  size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(o.offset + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw SysError{errno, "read", path};
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  out.resize(got);
-  return out;
+  return util::read_at(fd, o.offset, std::min<uint64_t>(o.size, kTextLimit), path);
 }
 
 }  // namespace

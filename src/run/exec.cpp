@@ -326,10 +326,9 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
   if (run::holder_serving(run::instance_key(name, store.secret())))
     throw Error("instance `" + name + "` is already running",
                 "rt instance stop " + name + " first, or pick another name");
-  if (util::UniqueFd all = store.dir(store::kInstancesDir, false))  // a dead one's record and logs
-    if (util::UniqueFd old = store.dir(std::string(store::kInstancesDir) + "/" + name, false))
-      util::remove_tree_at(all.get(), name, store.sub(store::kInstancesDir) + "/" + name);
+  run::remove_instance(store, name);  // a dead one's record and logs
   const util::UniqueFd dir = run::instance_dir(store, name, true);
+  const std::string logs = run::instance_path(store, name);
   // Until the record is written, a failure leaves no trace of the instance.
   struct Discard {
     const store::Root& store;
@@ -338,15 +337,14 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
     ~Discard() {
       if (keep) return;
       try {
-        if (util::UniqueFd all = store.dir(store::kInstancesDir, false))
-          util::remove_tree_at(all.get(), name, store.sub(store::kInstancesDir) + "/" + name);
+        run::remove_instance(store, name);
       } catch (const Error&) {
       }
     }
   } discard{store, name};
   auto log = [&](const char* file) {
     int fd = ::openat(dir.get(), file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) throw SysError{errno, "open", store.sub(store::kInstancesDir) + "/" + name + "/" + file};
+    if (fd < 0) throw SysError{errno, "open", logs + "/" + file};
     return util::UniqueFd(fd);
   };
   const util::UniqueFd out = log("out.log"), err = log("err.log");
@@ -406,7 +404,6 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
   }
   report_w.reset();
   const std::string text = await_report(report_r.get(), child, name);
-  const std::string logs = store.sub(store::kInstancesDir) + "/" + name;
   if (!text.starts_with("R mnt:")) {
     if (text.starts_with("E")) {  // "ECODE MESSAGE\nHINT\n\n"
       const size_t sp = text.find(' '), nl = text.find('\n');

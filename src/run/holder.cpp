@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -36,16 +37,29 @@ std::string mount_namespace_of(const std::string& pid) {
   return ns;
 }
 
-std::vector<pid_t> processes_in(const std::string& ns) {
-  std::vector<pid_t> out;
+namespace {
+
+// fn(pid, its mount namespace) for every other process whose namespace
+// can be read.
+void each_process_namespace(const std::function<void(pid_t, const std::string&)>& fn) {
   DIR* d = ::opendir("/proc");
-  if (!d) return out;
+  if (!d) return;
   const pid_t me = ::getpid();
   while (dirent* e = ::readdir(d)) {
     pid_t pid = std::atoi(e->d_name);
-    if (pid > 0 && pid != me && mount_namespace_of(e->d_name) == ns) out.push_back(pid);
+    if (pid <= 0 || pid == me) continue;
+    if (std::string ns = mount_namespace_of(e->d_name); !ns.empty()) fn(pid, ns);
   }
   ::closedir(d);
+}
+
+}  // namespace
+
+std::vector<pid_t> processes_in(const std::string& ns) {
+  std::vector<pid_t> out;
+  each_process_namespace([&](pid_t pid, const std::string& its) {
+    if (its == ns) out.push_back(pid);
+  });
   return out;
 }
 
@@ -129,21 +143,14 @@ void drop_inherited_fds() {
 // namespaces): a daemon still needs the tree (and the image server). The
 // namespaces nobody is in any more are dropped from the set.
 bool others_in(std::set<std::string>& spaces, const std::string& own) {
-  const pid_t me = ::getpid();
-  DIR* d = ::opendir("/proc");
-  if (!d) return false;
   std::set<std::string> seen{own};
   bool found = false;
-  while (dirent* e = ::readdir(d)) {
-    pid_t pid = std::atoi(e->d_name);
-    if (pid <= 0 || pid == me) continue;
-    std::string ns = mount_namespace_of(e->d_name);
-    if (!ns.empty() && spaces.count(ns)) {
+  each_process_namespace([&](pid_t, const std::string& ns) {
+    if (spaces.count(ns)) {
       found = true;
       seen.insert(ns);
     }
-  }
-  ::closedir(d);
+  });
   spaces = std::move(seen);
   return found;
 }

@@ -44,6 +44,15 @@ util::UniqueFd instance_dir(const store::Root& store, const std::string& name, b
   return store.dir(std::string(store::kInstancesDir) + "/" + name, create);
 }
 
+std::string instance_path(const store::Root& store, const std::string& name) {
+  return instances_path(store) + "/" + name;
+}
+
+void remove_instance(const store::Root& store, const std::string& name) {
+  util::UniqueFd all = store.dir(store::kInstancesDir, false);
+  if (all && instance_dir(store, name, false)) util::remove_tree_at(all.get(), name, instance_path(store, name));
+}
+
 void write_instance(const store::Root& store, const InstanceRecord& r) {
   nlohmann::json j = {{"name", r.info.name},
                       {"image", r.info.image},
@@ -80,7 +89,7 @@ InstanceRecord read_instance(const store::Root& store, const std::string& name) 
   } catch (const nlohmann::json::exception&) {
     throw Error(what + " is damaged", "rt instance stop " + name + " removes it");
   }
-  r.info.logs = instances_path(store) + "/" + name;
+  r.info.logs = instance_path(store, name);
   r.info.running = holder_serving(instance_key(name, store.secret()));
   return r;
 }
@@ -155,8 +164,7 @@ std::vector<std::string> stop_instances(const std::string& storage, const std::s
     // The holder leaves once the container is empty.
     for (int i = 0; i < 100 && run::holder_serving(run::instance_key(n, store->secret())); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    util::UniqueFd dir = store->dir(store::kInstancesDir, false);
-    if (dir) util::remove_tree_at(dir.get(), n, run::instances_path(*store) + "/" + n);
+    run::remove_instance(*store, n);
     stopped.push_back(n);
   }
   return stopped;

@@ -31,6 +31,9 @@ HolderPolicy instance_policy(const std::string& name, bool may_start);
 
 // STORE/instances/NAME, made when `create`; an empty fd when missing.
 util::UniqueFd instance_dir(const store::Root& store, const std::string& name, bool create);
+std::string instance_path(const store::Root& store, const std::string& name);
+// Removes STORE/instances/NAME (record and logs) when it is there.
+void remove_instance(const store::Root& store, const std::string& name);
 void write_instance(const store::Root& store, const InstanceRecord& r);
 // The record of `name`, its `running` filled in; throws rt::Error naming
 // the instance when there is none.

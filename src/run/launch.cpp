@@ -51,13 +51,25 @@ std::vector<std::string> after_apptainer_env(std::vector<std::string> argv) {
   return argv;
 }
 
-bool program_found(const std::string& prog, const std::vector<std::string>& env) {
-  if (prog.find('/') != std::string::npos) return ::access(prog.c_str(), X_OK) == 0;
+namespace {
+
+// Where `prog` may be, in order: itself when it names a path, else each
+// directory of the container's PATH (the default when env sets none).
+std::vector<std::string> candidates(const std::string& prog, const std::vector<std::string>& env) {
+  if (prog.find('/') != std::string::npos) return {prog};
   std::string path = kDefaultPath;
   for (const auto& kv : env)
     if (kv.starts_with("PATH=")) path = kv.substr(5);
-  for (const auto& dir : util::split(path, ':'))
-    if (::access(((dir.empty() ? std::string(".") : dir) + "/" + prog).c_str(), X_OK) == 0) return true;
+  std::vector<std::string> out;
+  for (const auto& dir : util::split(path, ':')) out.push_back((dir.empty() ? std::string(".") : dir) + "/" + prog);
+  return out;
+}
+
+}  // namespace
+
+bool program_found(const std::string& prog, const std::vector<std::string>& env) {
+  for (const auto& c : candidates(prog, env))
+    if (::access(c.c_str(), X_OK) == 0) return true;
   return false;
 }
 
@@ -67,32 +79,25 @@ bool program_found(const std::string& prog, const std::vector<std::string>& env)
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
   std::vector<char*> cenv;
-  std::string path = kDefaultPath;
-  for (const auto& kv : env) {
-    cenv.push_back(const_cast<char*>(kv.c_str()));
-    if (kv.starts_with("PATH=")) path = kv.substr(5);
-  }
+  for (const auto& kv : env) cenv.push_back(const_cast<char*>(kv.c_str()));
   cenv.push_back(nullptr);
 
   const std::string& prog = argv.front();
   int err = ENOENT;
-  if (prog.find('/') != std::string::npos) {
-    ::execve(prog.c_str(), cargv.data(), cenv.data());
-    err = errno;
-  } else {
-    bool denied = false;
-    for (const auto& dir : util::split(path, ':')) {
-      std::string cand = (dir.empty() ? std::string(".") : dir) + "/" + prog;
-      ::execve(cand.c_str(), cargv.data(), cenv.data());
-      if (errno == EACCES)
-        denied = true;
-      else if (errno != ENOENT && errno != ENOTDIR) {
-        err = errno;
-        break;
-      }
+  bool denied = false;
+  const bool named_path = prog.find('/') != std::string::npos;
+  for (const auto& cand : candidates(prog, env)) {
+    ::execve(cand.c_str(), cargv.data(), cenv.data());
+    if (named_path) {
+      err = errno;
+    } else if (errno == EACCES) {
+      denied = true;
+    } else if (errno != ENOENT && errno != ENOTDIR) {
+      err = errno;
+      break;
     }
-    if (denied && err == ENOENT) err = EACCES;
   }
+  if (denied && err == ENOENT) err = EACCES;
   int code = err == ENOENT || err == ENOTDIR ? kExitNotFound : kExitNotExecutable;
   util::error("cannot run " + util::quoted(prog) + " in image `" + image_name + "`: " + std::strerror(err));
   ::_exit(code);

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "rt/error.hpp"
+#include "util/fs.hpp"
 #include "util/strings.hpp"
 
 namespace rt::squash {
@@ -43,14 +44,8 @@ std::string padded(const std::string& s, size_t at, size_t n) {
 }
 
 std::string read_at(int fd, uint64_t at, size_t n, const std::string& what) {
-  std::string out(n, '\0');
-  for (size_t got = 0; got < n;) {
-    ssize_t r = ::pread(fd, out.data() + got, n - got, static_cast<off_t>(at + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) throw SysError{errno, "read", what};
-    if (r == 0) throw Error(what + " lies past the end of the file");
-    got += static_cast<size_t>(r);
-  }
+  std::string out = util::read_at(fd, at, n, what);
+  if (out.size() < n) throw Error(what + " lies past the end of the file");
   return out;
 }
 

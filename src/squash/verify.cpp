@@ -17,6 +17,7 @@ extern "C" {
 }
 
 #include "rt/error.hpp"
+#include "util/fs.hpp"
 
 namespace rt::squash {
 namespace {
@@ -46,14 +47,8 @@ public:
   uint64_t size() const { return size_; }
   std::string read(uint64_t pos, uint64_t n, const std::string& what) const {
     if (pos > size_ || n > size_ - pos) bad(what + " lies past the end of the file");
-    std::string out(n, '\0');
-    for (uint64_t got = 0; got < n;) {
-      ssize_t r = ::pread(fd_, out.data() + got, n - got, static_cast<off_t>(base_ + pos + got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) throw SysError{errno, "read"};
-      if (r == 0) bad(what + " lies past the end of the file");
-      got += static_cast<uint64_t>(r);
-    }
+    std::string out = util::read_at(fd_, base_ + pos, n, what);
+    if (out.size() < n) bad(what + " lies past the end of the file");
     return out;
   }
 

@@ -297,6 +297,20 @@ size_t read_some(int fd, void* buf, size_t size, const std::string& name) {
     if (errno != EINTR) throw SysError{errno, "read", name};
   }
 }
+
+std::string read_at(int fd, uint64_t offset, size_t n, const std::string& name) {
+  std::string out(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::pread(fd, out.data() + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw SysError{errno, "read", name};
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  out.resize(got);
+  return out;
+}
 }  // namespace rt::util
 
 namespace rt::util {

@@ -66,6 +66,9 @@ void remove_tree(const std::string& path);
 namespace rt::util {
 // One read(2), retried on EINTR; throws SysError naming `name`.
 size_t read_some(int fd, void* buf, size_t size, const std::string& name);
+// Up to `n` bytes of `fd` from `offset`: fewer only where the file ends.
+// Throws SysError naming `name`.
+std::string read_at(int fd, uint64_t offset, size_t n, const std::string& name);
 }  // namespace rt::util
 
 namespace rt::util {
