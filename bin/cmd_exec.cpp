@@ -79,21 +79,6 @@ int run_full_program(const std::vector<std::string>& args) {
   throw rt::Error("cannot find rt-image beside rt (" + full_program_paths().front() + ")");
 }
 
-#ifndef RT_FULL
-// Replaces this process with the full program (rt-image) given `words`.
-[[noreturn]] void exec_full_program(const std::vector<std::string>& words) {
-  for (const auto& path : full_program_paths()) {
-    std::vector<char*> argv{const_cast<char*>("rt")};
-    for (const auto& w : words) argv.push_back(const_cast<char*>(w.c_str()));
-    argv.push_back(nullptr);
-    ::execv(path.c_str(), argv.data());
-    if (errno != ENOENT) throw rt::SysError{errno, "execv", path};
-  }
-  throw rt::Error("cannot find rt-image beside rt (" + full_program_paths().front() + ")",
-                  "--seccomp runs in rt-image, which is installed with rt");
-}
-#endif
-
 ExecMode mode_of(const std::string& verb) {
   return verb == "exec" ? ExecMode::Exec : verb == "run" ? ExecMode::Run : ExecMode::Shell;
 }
@@ -101,6 +86,19 @@ ExecMode mode_of(const std::string& verb) {
 }  // namespace
 
 bool is_exec_verb(const std::string& w) { return w == "exec" || w == "run" || w == "shell" || w == "instance"; }
+
+void exec_full_program(const std::vector<std::string>& words) {
+  const std::vector<std::string> paths = full_program_paths();
+  std::vector<char*> argv{const_cast<char*>("rt")};
+  for (const auto& w : words) argv.push_back(const_cast<char*>(w.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& path : paths) {
+    ::execv(path.c_str(), argv.data());
+    if (errno != ENOENT) throw rt::SysError{errno, "execv", path};
+  }
+  throw rt::Error("cannot find rt-image (looked for `" + paths[0] + "` and `" + paths[1] + "`)",
+                  "rt-image is installed with rt, beside it or in ../libexec/rt/");
+}
 
 std::vector<std::string> full_program_paths() {
   char self[4096];

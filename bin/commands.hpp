@@ -32,6 +32,10 @@ bool is_exec_verb(const std::string& word);
 // "instance"); prints its own usage.
 int instance_command(const std::vector<std::string>& words);
 
+// Replaces this process with the full program, given `words` (after the
+// program name). Throws rt::Error when it cannot.
+[[noreturn]] void exec_full_program(const std::vector<std::string>& words);
+
 // Where the full program may be: beside this one, or in ../libexec/rt/.
 std::vector<std::string> full_program_paths();
 

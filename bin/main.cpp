@@ -3,9 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 #include "commands.hpp"
@@ -27,30 +25,6 @@ bool installed_privileged() {
   return ::stat("/proc/self/exe", &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0;
 }
 
-#ifndef RT_FULL
-// Hands the command line to the full program, installed beside rt or in
-// ../libexec/rt/. Only returns on failure.
-int forward_to_full(char** argv) {
-  std::vector<std::string> candidates;
-  try {
-    candidates = rt::cli::full_program_paths();
-  } catch (const rt::Error& e) {
-    rt::print_error(e);
-    return rt::kExitRtFailed;
-  }
-  for (const auto& c : candidates) {
-    ::execv(c.c_str(), argv);
-    if (errno != ENOENT) {
-      std::fprintf(stderr, "rt: error: cannot run `%s`: %s\n", c.c_str(), std::strerror(errno));
-      return rt::kExitRtFailed;
-    }
-  }
-  std::fprintf(stderr, "rt: error: cannot find rt-image (looked for `%s` and `%s`)\n", candidates[0].c_str(),
-               candidates[1].c_str());
-  return rt::kExitRtFailed;
-}
-#endif
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,7 +43,14 @@ int main(int argc, char** argv) {
     std::printf("rt %s\n", RT_VERSION);
     return 0;
   }
-  if (words.empty() || !rt::cli::is_exec_verb(words[0])) return forward_to_full(argv);
+  if (words.empty() || !rt::cli::is_exec_verb(words[0])) {
+    try {
+      rt::cli::exec_full_program(words);
+    } catch (const rt::Error& e) {
+      rt::print_error(e);
+      return rt::kExitRtFailed;
+    }
+  }
 #endif
   if (!words.empty() && rt::cli::is_exec_verb(words[0])) {
     try {
