@@ -17,6 +17,12 @@ constexpr auto kBarEvery = std::chrono::milliseconds(200);
 constexpr auto kLineEvery = std::chrono::seconds(5);
 constexpr auto kSampleEvery = std::chrono::milliseconds(250);
 
+// ", 8.0 MB/s", or "" too early to tell.
+std::string rate_text(uint64_t done, double seconds) {
+  if (seconds < 0.5) return "";
+  return ", " + human_bytes(static_cast<uint64_t>(static_cast<double>(done) / seconds)) + "/s";
+}
+
 std::string clock_text(double seconds) {
   auto s = static_cast<unsigned long>(seconds + 0.5);
   char buf[32];
@@ -60,26 +66,24 @@ std::string Meter::line(uint64_t done, uint64_t total, double seconds) {
     s += " (" + std::to_string(done >= total ? 100 : done * 100 / total) + "%)";
   }
   if (seconds >= 0.5) {
-    const double rate = static_cast<double>(done) / seconds;
-    s += ", " + human_bytes(static_cast<uint64_t>(rate)) + "/s";
-    if (total && done && done < total) s += ", " + clock_text(static_cast<double>(total - done) / rate) + " left";
+    s += rate_text(done, seconds);
+    if (total && done && done < total)
+      s += ", " + clock_text(static_cast<double>(total - done) * seconds / static_cast<double>(done)) + " left";
   }
   return s;
 }
 
 void Meter::add(uint64_t n) {
   done_ += n;
-  if (mode_ != Mode::Off) show(false);
+  if (mode_ != Mode::Off) show();
 }
 
-void Meter::show(bool force) {
+void Meter::show() {
   const auto now = Clock::now();
   std::unique_lock<std::mutex> g(m_, std::try_to_lock);
   if (!g.owns_lock() || finished_) return;  // another thread is drawing
-  if (!force && drawn_ && now - last_ < (mode_ == Mode::Bar ? kBarEvery : kLineEvery)) return;
-  if (mode_ == Mode::Lines && !drawn_ && !force) {  // the first line after a while, not at once
-    if (now - start_ < kLineEvery) return;
-  }
+  if (drawn_ && now - last_ < (mode_ == Mode::Bar ? kBarEvery : kLineEvery)) return;
+  if (mode_ == Mode::Lines && !drawn_ && now - start_ < kLineEvery) return;  // the first line after a while
   last_ = now;
   drawn_ = true;
   const double secs = std::chrono::duration<double>(now - start_).count();
@@ -103,7 +107,7 @@ void Meter::follow(std::function<uint64_t()> sample) {
       g.unlock();
       const uint64_t v = sample();
       if (v > done_.load()) done_ = v;
-      show(false);
+      show();
       g.lock();
       wake_.wait_for(g, kSampleEvery, [this] { return stopping_; });
     }
@@ -129,9 +133,7 @@ void Meter::done() {
     const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
     char took[32];
     std::snprintf(took, sizeof took, "%.1f s", secs);
-    note(what_ + ": " + human_bytes(done_.load()) + " in " + took +
-         (secs >= 0.5 ? ", " + human_bytes(static_cast<uint64_t>(static_cast<double>(done_.load()) / secs)) + "/s"
-                      : std::string()));
+    note(what_ + ": " + human_bytes(done_.load()) + " in " + took + rate_text(done_.load(), secs));
   }
 }
 

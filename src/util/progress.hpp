@@ -43,7 +43,7 @@ public:
   static std::string line(uint64_t done, uint64_t total, double seconds);
 
 private:
-  void show(bool force);
+  void show();
   void stop_following();
   void clear_bar();  // with m_ held
 
