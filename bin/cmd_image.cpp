@@ -1,4 +1,4 @@
-// `rt pull`, `rt import`, `rt images`, `rt inspect`, `rt rm`, `rt prune`,
+// `rt pull`, `rt import`, `rt build`, `rt images`, `rt inspect`, `rt rm`, `rt prune`,
 // `rt login`: fill the options, call librt.
 #include <sys/stat.h>
 
@@ -118,6 +118,34 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
         ->type_name("SOURCE");
     c.app->add_option("name", s->o.name, "store it under NAME (default: its tag, else the file name)")
         ->type_name("NAME");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      BuildOptions o;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "build", "build an image from a Dockerfile, without root", s, [](S& st) {
+      build(st.o);
+      return 0;
+    });
+    c.app->add_option("-t,--tag", s->o.tag, "store the image under NAME")->required()->type_name("NAME");
+    c.app->add_option("-f,--file", s->o.file, "the Dockerfile (default: CONTEXT/Dockerfile; - reads stdin)")
+        ->type_name("FILE");
+    c.app->add_option("--build-arg", s->o.build_args, "set the build argument K (K alone: from the environment)")
+        ->type_name("K=V");
+    c.app->add_option("--target", s->o.target, "build this stage and what it needs (default: the last)")
+        ->type_name("STAGE");
+    c.app->add_flag("--no-cache", s->o.no_cache, "run every step again (the results are still cached)");
+    c.app
+        ->add_option("--format", s->o.format,
+                     "keep it in the store as dir (a tree, default) or sqfs (default: $RT_STORE_FORMAT)")
+        ->type_name("FORMAT");
+    c.app->add_option("-o,--output", s->o.output, "also write the image as this SquashFS file")->type_name("FILE.sqfs");
+    c.app->add_option("context", s->o.context, "the directory COPY and ADD read from")
+        ->required()
+        ->type_name("CONTEXT");
     out.push_back(std::move(c));
   }
   {

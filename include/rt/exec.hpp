@@ -37,6 +37,7 @@ struct ExecOptions {
   bool write = false;        // image writable (directory images)
   bool write_tmpfs = false;  // ephemeral overlay, discarded at exit
   bool private_tmp = false;  // a private tmpfs on /tmp instead of the host's
+  bool image_tmp = false;    // the image's own /tmp, neither the host's nor a tmpfs (rt build's RUN)
   bool no_home = false;      // do not bind $HOME
   std::string cd;            // working directory inside; default: the caller's
 

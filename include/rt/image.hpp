@@ -60,6 +60,23 @@ struct ConvertOptions : StoreOptions {
 // '/' a directory, a plain name a store name.
 void convert(const std::string& src, const std::string& dst, const ConvertOptions& options);
 
+struct BuildOptions : StoreOptions {
+  std::string tag;                      // -t: the store name of the result
+  std::string file;                     // -f: the Dockerfile; "": CONTEXT/Dockerfile; "-": stdin
+  std::string context = ".";            // the directory COPY and ADD read from
+  std::vector<std::string> build_args;  // --build-arg K=V (or K: from the environment)
+  std::string target;                   // --target: the stage to build; "": the last
+  bool no_cache = false;                // run every step; the cache is still written
+  std::string format;                   // how the store keeps it, as ImportOptions::format
+  std::string output;                   // -o: also write this SquashFS file
+};
+// rt build: runs a Dockerfile's instructions without root (RUN under root
+// emulation) into an image of the store with one layer per step that
+// changes files; each step's result is cached. Returns the name stored.
+// Throws rt::Error (a failing RUN: exit_code 1, the step's status in the
+// message).
+std::string build(const BuildOptions& options);
+
 std::vector<ImageSummary> list_images(const StoreOptions& options);
 ImageSummary inspect_image(const std::string& name, const StoreOptions& options);
 // rt inspect FILE.sif: the header, the objects (partitions, signatures,
@@ -75,6 +92,7 @@ struct PruneReport {
   uint64_t fact_bytes = 0;
   size_t debris = 0;     // work of interrupted runs
   size_t instances = 0;  // records of instances whose processes have all exited
+  size_t build_cache = 0;  // rt build's cached steps (their layers go with the blobs)
   uint64_t freed() const { return blob_bytes + fact_bytes; }
 };
 PruneReport prune_store(const StoreOptions& options);

@@ -33,11 +33,6 @@ namespace {
 
 using nlohmann::json;
 
-ReadFn file_reader(const std::string& path) {
-  auto fd = std::make_shared<util::UniqueFd>(util::open_fd(path, O_RDONLY));
-  return [fd, path](void* buf, size_t size) -> size_t { return util::read_some(fd->get(), buf, size, path); };
-}
-
 uint64_t size_of(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
@@ -205,6 +200,11 @@ ImageSource from_rootfs_tar(const std::string& tar) {
 }  // namespace app
 
 namespace app {
+
+ReadFn file_reader(const std::string& path) {
+  auto fd = std::make_shared<util::UniqueFd>(util::open_fd(path, O_RDONLY));
+  return [fd, path](void* buf, size_t size) -> size_t { return util::read_some(fd->get(), buf, size, path); };
+}
 
 ImageSource import_source(const std::string& source_arg) {
   // SOURCE[:TAG] for OCI layouts; a path containing ':' wins if it exists.

@@ -13,6 +13,9 @@ namespace rt::app {
 // root-filesystem tar as a config and its layers; throws rt::Error.
 ImageSource import_source(const std::string& source);
 
+// A reader of a file's bytes (opened now: a missing file throws here).
+image::ReadFn file_reader(const std::string& path);
+
 // The config of an image with none of its own (a root-filesystem tar).
 std::string default_config();
 

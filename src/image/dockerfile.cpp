@@ -292,6 +292,11 @@ std::vector<std::pair<std::string, std::optional<std::string>>> key_values(std::
   return out;
 }
 
+std::vector<std::string> split_words(std::string_view args, char escape, const std::string& where,
+                                     const Lookup* lookup) {
+  return words(args, escape, lookup, where);
+}
+
 namespace {
 
 // The components of a relative path, with "." and empty ones dropped and

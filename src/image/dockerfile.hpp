@@ -52,6 +52,11 @@ std::vector<std::pair<std::string, std::optional<std::string>>> key_values(std::
                                                                            char escape, const std::string& where,
                                                                            const Lookup* lookup = nullptr);
 
+// The words of `args` as key_values reads values (quotes, the escape
+// character, variables through `lookup` when given): COPY's sources.
+std::vector<std::string> split_words(std::string_view args, char escape, const std::string& where,
+                                     const Lookup* lookup = nullptr);
+
 // A build context's .dockerignore, as Docker reads it: one pattern a line
 // (# comments, blank lines skipped), relative to the context (a leading /
 // and ./ are dropped), * ? [...] within a path component, ** across any

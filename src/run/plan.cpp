@@ -64,7 +64,7 @@ MountPlan build_plan(const PlanInputs& in) {
   bind("/sys", "/sys", "default");
   if (o.private_tmp)
     p.mounts.push_back({.kind = Mount::Kind::Tmpfs, .src = "tmpfs", .dst = "/tmp", .why = "--private-tmp"});
-  else
+  else if (!o.image_tmp)
     bind("/tmp", "/tmp", "default");  // Open MPI's session directory lives here
   // Without /etc/hosts MPI_Init stalls on a DNS timeout, so these two are
   // provided even where the image lacks them; machine-id only where it has one.

@@ -10,6 +10,7 @@
 //   ROOT/elf-cache             host ELF facts for the injection
 //   ROOT/secret                the user's secret (keyed socket names)
 //   ROOT/instances/NAME/       an instance: record.json, out.log, err.log
+//   ROOT/build-cache/KEY       rt build's cached steps (their layers are blobs)
 #pragma once
 #include <string>
 
@@ -30,6 +31,7 @@ inline constexpr const char* kSqfsFactsDir = "sqfs-facts";
 inline constexpr const char* kElfCacheFile = "elf-cache";
 inline constexpr const char* kSecretFile = "secret";
 inline constexpr const char* kInstancesDir = "instances";
+inline constexpr const char* kBuildCacheDir = "build-cache";
 // In an image's directory.
 inline constexpr const char* kMetaFile = "rt-image.json";
 // An image kept as one SquashFS file (--format sqfs) has it in place of rootfs/.

@@ -1,0 +1,988 @@
+// rt build: a Dockerfile's instructions, run without root, into an image
+// of the store (host; RUN in a container under root emulation).
+//
+// Each stage keeps its state as data: the image config (with its
+// history), its layers (blobs of the store) and a cache key that chains
+// its base, every instruction so far, the build arguments in scope and
+// the content of what it copied. A step that changes files (RUN, COPY,
+// ADD, WORKDIR) looks its key up in STORE/build-cache; only the first
+// step that misses needs a tree: the stage's layers are then unpacked into
+// a work directory of the store, and from there each step runs on it and
+// its layer is the difference it made (image/tree_diff). Nothing under
+// the image's name changes before the final commit, so a killed build
+// leaves the store as it was (work directories are debris, blobs and cache
+// entries are written whole and renamed into place).
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "app/assemble.hpp"
+#include "app/import.hpp"
+#include "app/store.hpp"
+#include "image/copy_tree.hpp"
+#include "image/dockerfile.hpp"
+#include "image/layer_stream.hpp"
+#include "image/manifest.hpp"
+#include "image/sha256.hpp"
+#include "image/tree_diff.hpp"
+#include "image/unpack.hpp"
+#include "rt/error.hpp"
+#include "rt/exec.hpp"
+#include "rt/image.hpp"
+#include "store/lookup.hpp"
+#include "util/fs.hpp"
+#include "util/inroot.hpp"
+#include "util/log.hpp"
+#include "util/strings.hpp"
+
+extern char** environ;
+
+namespace rt {
+namespace {
+
+using image::Instruction;
+using nlohmann::json;
+
+struct Layer {
+  std::string blob;     // digest of the blob in the store
+  std::string diff_id;  // digest of the uncompressed tar
+};
+
+struct State {
+  json config;  // the whole image config; rootfs is filled at the end
+  std::vector<Layer> layers;
+  std::string key;      // the cache chain so far
+  std::string created;  // when the newest layer was made
+  std::vector<std::string> shell{"/bin/sh", "-c"};
+};
+
+struct Stage {
+  int index = 0;
+  std::string name;  // AS NAME, lower case; "" when unnamed
+  const Instruction* from = nullptr;
+  std::vector<const Instruction*> body;
+  std::map<std::string, std::optional<std::string>> args;  // declared in the stage
+  State state;
+  bool needed = false, done = false;
+  std::string base;  // what FROM named, for rt-image.json
+  std::string base_digest;
+  // The tree, once a step needed it.
+  std::unique_ptr<app::WorkDir> work;
+  std::string rootfs;
+  util::UniqueFd root;
+  image::TreeSnapshot snap;
+};
+
+std::string now_utc() { return util::utc_time(::time(nullptr)); }
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string shell_words(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& w : v) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+json& cfg_of(State& s) {
+  if (!s.config.contains("config") || !s.config["config"].is_object()) s.config["config"] = json::object();
+  return s.config["config"];
+}
+
+std::string cfg_string(const State& s, const char* key) {
+  if (!s.config.contains("config") || !s.config["config"].is_object()) return {};
+  const json& c = s.config["config"];
+  return c.contains(key) && c[key].is_string() ? c[key].get<std::string>() : std::string();
+}
+
+std::vector<std::string> cfg_env(const State& s) {
+  std::vector<std::string> out;
+  if (s.config.contains("config") && s.config["config"].is_object() && s.config["config"].contains("Env") &&
+      s.config["config"]["Env"].is_array())
+    for (const auto& e : s.config["config"]["Env"])
+      if (e.is_string()) out.push_back(e.get<std::string>());
+  return out;
+}
+
+class Builder {
+public:
+  explicit Builder(const BuildOptions& o) : o_(o), store_(o.storage) {}
+  std::string run();
+
+private:
+  // set-up
+  void read_dockerfile();
+  void plan_stages();
+  std::optional<std::string> arg_value(const std::string& name, const std::optional<std::string>& dflt);
+  image::Lookup lookup_for(const Stage* s);
+  // stages and steps
+  void build_stage(Stage& s);
+  void set_base(Stage& s);
+  void base_from_store(Stage& s, const std::string& name);
+  void step(Stage& s, const Instruction& ins);
+  void fs_step(Stage& s, const Instruction& ins, const std::string& shown, const std::string& key_extra,
+               const std::function<void()>& act);
+  void note_step(const Stage& s, const Instruction& ins, const std::string& shown);
+  void history(State& st, const std::string& created_by, bool empty);
+  void materialize(Stage& s);
+  std::optional<Layer> take_layer(Stage& s);
+  Layer tree_layer(const std::string& dir, const std::string& what);
+  // instructions
+  void do_run(Stage& s, const Instruction& ins);
+  void do_copy(Stage& s, const Instruction& ins);
+  void do_workdir(Stage& s, const Instruction& ins);
+  int run_container(Stage& s, const std::vector<std::string>& argv);
+  std::pair<uid_t, gid_t> user_ids(Stage& s, const std::string& user, const std::string& where);
+  // cache
+  std::optional<json> cache_get(const std::string& key);
+  void cache_put(const std::string& key, const json& entry);
+  std::string next_key(const State& st, const std::string& what);
+  // the result
+  image::ImageSource result(Stage& s);
+  std::string where(const Instruction& ins) const { return file_shown_ + ":" + std::to_string(ins.line); }
+
+  BuildOptions o_;
+  app::Store store_;
+  std::string file_shown_;
+  std::string text_;
+  image::Dockerfile df_;
+  std::map<std::string, std::string> given_args_;  // --build-arg
+  std::set<std::string> used_args_;
+  std::map<std::string, std::optional<std::string>> global_args_;
+  std::vector<Stage> stages_;
+  std::optional<image::SourceTree> context_;
+  util::UniqueFd cache_dir_;
+  int step_no_ = 0, steps_ = 0;
+};
+
+void Builder::read_dockerfile() {
+  std::string ctx = o_.context.empty() ? "." : o_.context;
+  if (!util::is_directory(ctx)) throw Error("build context `" + ctx + "` is not a directory");
+  if (o_.file == "-") {
+    file_shown_ = "Dockerfile (stdin)";
+    text_ = util::read_fd(0, "stdin", 1 << 20);
+  } else {
+    const std::string f = o_.file.empty() ? ctx + "/Dockerfile" : o_.file;
+    file_shown_ = f;
+    auto t = util::read_file_if_exists(f, 1 << 20);
+    if (!t) throw Error("cannot read the Dockerfile `" + f + "`", o_.file.empty() ? "name it with -f FILE" : "");
+    text_ = *t;
+  }
+  df_ = image::parse_dockerfile(text_, file_shown_);
+  std::optional<image::DockerIgnore> ignore;
+  if (auto t = util::read_file_if_exists(ctx + "/.dockerignore", 1 << 20)) ignore = image::DockerIgnore::parse(*t);
+  context_.emplace(ctx, std::move(ignore));
+}
+
+std::optional<std::string> Builder::arg_value(const std::string& name, const std::optional<std::string>& dflt) {
+  auto g = given_args_.find(name);
+  if (g != given_args_.end()) {
+    used_args_.insert(name);
+    return g->second;
+  }
+  return dflt;
+}
+
+image::Lookup Builder::lookup_for(const Stage* s) {
+  return [this, s](const std::string& name) -> std::optional<std::string> {
+    if (s) {
+      for (const auto& e : cfg_env(s->state))
+        if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=')
+          return e.substr(name.size() + 1);
+      auto a = s->args.find(name);
+      if (a != s->args.end()) return a->second;
+      return std::nullopt;
+    }
+    auto a = global_args_.find(name);
+    return a != global_args_.end() ? a->second : std::nullopt;
+  };
+}
+
+void Builder::plan_stages() {
+  const char esc = df_.escape;
+  Stage* cur = nullptr;
+  for (const auto& ins : df_.instructions) {
+    if (ins.keyword == "FROM") {
+      Stage s;
+      s.index = static_cast<int>(stages_.size());
+      s.from = &ins;
+      for (const auto& [k, v] : ins.flags)
+        if (k != "platform") throw Error(where(ins) + ": FROM has no flag --" + k);
+      auto w = image::split_words(ins.args, esc, where(ins));
+      if (w.size() == 3 && lower(w[1]) == "as")
+        s.name = lower(w[2]);
+      else if (w.size() != 1)
+        throw Error(where(ins) + ": FROM takes IMAGE [AS NAME]");
+      stages_.push_back(std::move(s));
+      cur = &stages_.back();
+      continue;
+    }
+    if (!cur) {
+      if (ins.keyword != "ARG")
+        throw Error(where(ins) + ": only ARG may come before the first FROM, not " + ins.keyword);
+      const image::Lookup look = lookup_for(nullptr);
+      for (auto& [k, v] : image::key_values(ins.args, image::Pairs::Arg, esc, where(ins), &look))
+        global_args_[k] = arg_value(k, v);
+      continue;
+    }
+    cur->body.push_back(&ins);
+  }
+  // The target and what it needs: stages named by FROM and COPY --from.
+  Stage* target = &stages_.back();
+  if (!o_.target.empty()) {
+    target = nullptr;
+    for (auto& s : stages_)
+      if (s.name == lower(o_.target)) target = &s;
+    if (!target) throw Error("--target: " + file_shown_ + " has no stage `" + o_.target + "`");
+  }
+  auto by_name = [&](const std::string& n, int before) -> Stage* {
+    for (auto& s : stages_)
+      if (s.index < before && (s.name == lower(n) || std::to_string(s.index) == n)) return &s;
+    return nullptr;
+  };
+  std::function<void(Stage&)> need = [&](Stage& s) {
+    if (s.needed) return;
+    s.needed = true;
+    const image::Lookup look = lookup_for(nullptr);
+    auto w = image::split_words(s.from->args, esc, where(*s.from), &look);
+    if (Stage* b = by_name(w[0], s.index)) need(*b);
+    for (const Instruction* i : s.body)
+      for (const auto& [k, v] : i->flags)
+        if ((i->keyword == "COPY" || i->keyword == "ADD") && k == "from")
+          if (Stage* b = by_name(v, s.index)) need(*b);
+  };
+  need(*target);
+  stages_.resize(static_cast<size_t>(target->index) + 1);  // later stages are not built
+  for (const auto& s : stages_)
+    if (s.needed) steps_ += 1 + static_cast<int>(s.body.size());
+}
+
+std::string Builder::next_key(const State& st, const std::string& what) {
+  json k = {st.key, st.config.value("config", json::object()), st.shell, what};
+  return image::sha256_digest(k.dump()).substr(7);
+}
+
+std::optional<json> Builder::cache_get(const std::string& key) {
+  if (o_.no_cache) return std::nullopt;
+  auto text = util::read_owned_at(cache_dir_.get(), key, 1 << 16);
+  if (!text) return std::nullopt;
+  auto j = json::parse(*text, nullptr, false);
+  if (!j.is_object() || !j.contains("created") || !j["created"].is_string()) return std::nullopt;
+  for (const char* k : {"blob", "diff_id"})
+    if (j.contains(k) && (!j[k].is_string() || !util::is_valid_digest(j[k].get<std::string>()))) return std::nullopt;
+  if (j.contains("blob") && !store_.has_blob(j["blob"].get<std::string>())) return std::nullopt;  // pruned
+  return j;
+}
+
+void Builder::cache_put(const std::string& key, const json& entry) {
+  if (!util::write_file_atomic_at(cache_dir_.get(), key, entry.dump() + "\n"))
+    util::warn("cannot write the build cache entry `" + key + "`");
+}
+
+void Builder::history(State& st, const std::string& created_by, bool empty) {
+  json h = {{"created", st.created}, {"created_by", created_by}, {"comment", "rt build"}};
+  if (empty) h["empty_layer"] = true;
+  if (!st.config.contains("history") || !st.config["history"].is_array()) st.config["history"] = json::array();
+  st.config["history"].push_back(std::move(h));
+}
+
+void Builder::note_step(const Stage& s, const Instruction& ins, const std::string& shown) {
+  ++step_no_;
+  std::string line = "STEP " + std::to_string(step_no_) + "/" + std::to_string(steps_) + ": " + shown;
+  if (stages_.size() > 1) line = "[" + (s.name.empty() ? std::to_string(s.index) : s.name) + "] " + line;
+  (void)ins;
+  util::note(line);
+}
+
+void Builder::materialize(Stage& s) {
+  if (s.work) return;
+  s.work = std::make_unique<app::WorkDir>(store_.tmp_dir(), "build");
+  s.rootfs = s.work->path() + "/rootfs";
+  if (::mkdir(s.rootfs.c_str(), 0755) != 0) throw SysError{errno, "mkdir", s.rootfs};
+  image::TreeWriter writer(s.rootfs, "build stage " + std::to_string(s.index));
+  for (const auto& l : s.state.layers) {
+    image::LayerStream stream(app::file_reader(store_.blob_path(l.blob)), l.blob);
+    writer.apply_layer([&](void* buf, size_t size) { return stream.read(buf, size); }, l.blob);
+  }
+  writer.finish();
+  s.root = util::open_fd(s.rootfs, O_PATH | O_DIRECTORY);
+  s.snap = image::TreeSnapshot::take(s.root.get(), s.rootfs);
+}
+
+std::optional<Layer> Builder::take_layer(Stage& s) {
+  app::WorkDir w(store_.tmp_dir(), "blob");
+  const std::string file = w.path() + "/layer.tar";
+  util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  auto r = image::write_tree_layer(s.root.get(), s.rootfs, s.snap, fd.get());
+  if (r.changes == 0) return std::nullopt;
+  if (!store_.has_blob(r.diff_id)) store_.commit_blob(r.diff_id, file);
+  return Layer{r.diff_id, r.diff_id};
+}
+
+// A whole tree as one layer (a base image kept as a tree, or a directory).
+Layer Builder::tree_layer(const std::string& dir, const std::string& what) {
+  util::UniqueFd root = util::open_fd(dir, O_PATH | O_DIRECTORY);
+  app::WorkDir w(store_.tmp_dir(), "blob");
+  const std::string file = w.path() + "/layer.tar";
+  util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  image::TreeSnapshot none;
+  auto r = image::write_tree_layer(root.get(), what, none, fd.get());
+  if (!store_.has_blob(r.diff_id)) store_.commit_blob(r.diff_id, file);
+  return {r.diff_id, r.diff_id};
+}
+
+void Builder::base_from_store(Stage& s, const std::string& name) {
+  auto dir = store::find_image(store_.dir(), name);
+  if (!dir) throw Error("no image `" + name + "` in the store");
+  auto cfg = util::read_file_if_exists(*dir + "/image-config.json");
+  auto meta_text = util::read_file_if_exists(*dir + "/" + store::kMetaFile);
+  if (!cfg || !meta_text) throw Error("image `" + name + "` in the store is incomplete: `" + *dir + "`");
+  s.state.config = image::parse_json(*cfg, "image `" + name + "` config");
+  json meta = json::parse(*meta_text, nullptr, false);
+  s.base_digest = meta.is_object() ? meta.value("config_digest", "") : "";
+  std::vector<std::string> diff_ids;
+  try {
+    diff_ids = image::parse_diff_ids(s.state.config, name);
+  } catch (const Error&) {
+  }
+  std::vector<std::string> blobs;
+  if (meta.is_object() && meta.contains("layers") && meta["layers"].is_array())
+    for (const auto& l : meta["layers"])
+      if (l.is_string()) blobs.push_back(l.get<std::string>());
+  bool have_blobs = blobs.size() == diff_ids.size() && !blobs.empty();
+  for (const auto& b : blobs) have_blobs = have_blobs && util::is_valid_digest(b) && store_.has_blob(b);
+  if (have_blobs) {
+    for (size_t i = 0; i < blobs.size(); ++i) s.state.layers.push_back({blobs[i], diff_ids[i]});
+  } else if (util::is_directory(*dir + "/rootfs")) {
+    // Imported from a tree or archive without its blobs: its tree as one
+    // layer, made once per stored version of the image.
+    const std::string key =
+        image::sha256_digest("base-tree\n" + *dir + "\n" + s.base_digest + "\n" + meta.value("created", "")).substr(7);
+    auto hit = util::read_owned_at(cache_dir_.get(), key, 1 << 16);
+    json j = hit ? json::parse(*hit, nullptr, false) : json();
+    if (j.is_object() && j.contains("blob") && j["blob"].is_string() &&
+        util::is_valid_digest(j["blob"].get<std::string>()) && store_.has_blob(j["blob"].get<std::string>())) {
+      s.state.layers.push_back({j["blob"].get<std::string>(), j["blob"].get<std::string>()});
+    } else {
+      util::note("taking image `" + name + "` as one layer");
+      Layer l = tree_layer(*dir + "/rootfs", "image `" + name + "`");
+      cache_put(key, {{"blob", l.blob}, {"created", now_utc()}});
+      s.state.layers.push_back(l);
+    }
+  } else {
+    throw Error("image `" + name + "` is kept as SquashFS and has no layers in the store",
+                "convert it to a directory image first: rt convert " + name + " NAME");
+  }
+  s.state.created = s.state.config.value("created", "");
+}
+
+void Builder::set_base(Stage& s) {
+  const image::Lookup look = lookup_for(nullptr);
+  const std::string what = image::split_words(s.from->args, df_.escape, where(*s.from), &look).at(0);
+  s.base = what;
+  for (auto& b : stages_)
+    if (b.index < s.index && (b.name == lower(what) || std::to_string(b.index) == what)) {
+      s.state = b.state;
+      s.state.key = next_key(b.state, "FROM stage");
+      s.base_digest = b.base_digest;
+      return;
+    }
+  if (what == "scratch") {
+    s.state.config = image::parse_json(app::default_config(), "config");
+    s.state.config["config"] = json::object();
+    s.state.key = next_key(s.state, "FROM scratch");
+    s.state.created = util::utc_time(0);
+    return;
+  }
+  if (util::path_exists(what) && what.find('/') != std::string::npos) {
+    // A directory (root filesystem or bundle) rt can run: its tree as one
+    // layer, made again each time (a directory has no version to key on).
+    const bool bundle = util::is_directory(what + "/rootfs");
+    if (!util::is_directory(what)) throw Error(where(*s.from) + ": `" + what + "` is not a directory or stored image");
+    auto cfg = bundle ? util::read_file_if_exists(what + "/image-config.json") : std::nullopt;
+    s.state.config = image::parse_json(cfg ? *cfg : app::default_config(), "`" + what + "` config");
+    Layer l = tree_layer(bundle ? what + "/rootfs" : what, what);
+    s.state.layers.push_back(l);
+    s.base_digest = l.diff_id;
+    struct stat st;
+    s.state.created = util::utc_time(::stat(what.c_str(), &st) == 0 ? st.st_mtime : 0);
+  } else {
+    if (!store::find_image(store_.dir(), what)) {
+      util::note("pulling `" + what + "`");
+      PullOptions p;
+      p.storage = o_.storage;
+      p.verbosity = o_.verbosity;
+      pull(what, p);
+    }
+    base_from_store(s, what);
+  }
+  s.state.key = next_key(s.state, "FROM " + s.base_digest + " " + s.state.config.dump());
+}
+
+void Builder::fs_step(Stage& s, const Instruction& ins, const std::string& shown, const std::string& key_extra,
+                      const std::function<void()>& act) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string key = next_key(s.state, shown + "\n" + key_extra);
+  std::optional<json> hit = s.work ? std::nullopt : cache_get(key);
+  if (hit) {
+    s.state.created = (*hit)["created"].get<std::string>();
+    const bool empty = !hit->contains("blob");
+    if (!empty) s.state.layers.push_back({(*hit)["blob"].get<std::string>(), (*hit)["diff_id"].get<std::string>()});
+    history(s.state, shown, empty);
+    s.state.key = key;
+    util::note("--> cached");
+    return;
+  }
+  materialize(s);
+  act();
+  auto layer = take_layer(s);
+  s.state.created = now_utc();
+  json entry = {{"created", s.state.created}, {"step", shown}};
+  if (layer) {
+    s.state.layers.push_back(*layer);
+    entry["blob"] = layer->blob;
+    entry["diff_id"] = layer->diff_id;
+  }
+  history(s.state, shown, !layer);
+  s.state.key = key;
+  cache_put(key, entry);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  char t[32];
+  std::snprintf(t, sizeof t, "%.1f s", secs);
+  util::note(std::string("--> ") + t + (layer ? "" : " (no change)"));
+  (void)ins;
+}
+
+std::pair<uid_t, gid_t> Builder::user_ids(Stage& s, const std::string& user, const std::string& where) {
+  if (user.empty()) return {0, 0};
+  const size_t colon = user.find(':');
+  const std::string u = user.substr(0, colon), g = colon == std::string::npos ? "" : user.substr(colon + 1);
+  auto number = [](const std::string& t) -> std::optional<unsigned long> {
+    if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    return std::stoul(t);
+  };
+  auto read = [&](const char* file) -> std::string {
+    auto r = util::open_in_root(s.root.get(), file, O_RDONLY);
+    return r.fd ? util::read_fd(r.fd.get(), s.rootfs + file) : std::string();
+  };
+  // NAME:x:UID:GID:... of /etc/passwd or /etc/group
+  auto lookup = [](const std::string& text, const std::string& name, int field) -> std::optional<unsigned long> {
+    std::optional<unsigned long> out;
+    util::for_each_line(text, [&](std::string_view line) {
+      auto f = util::split(line, ':');
+      if (!out && f.size() > 3 && f[0] == name && !f[static_cast<size_t>(field)].empty() &&
+          f[static_cast<size_t>(field)].find_first_not_of("0123456789") == std::string::npos)
+        out = std::stoul(f[static_cast<size_t>(field)]);
+      return true;
+    });
+    return out;
+  };
+  uid_t uid;
+  gid_t gid = 0;
+  if (auto n = number(u)) {
+    uid = static_cast<uid_t>(*n);
+  } else {
+    const std::string passwd = read("/etc/passwd");
+    auto id = lookup(passwd, u, 2);
+    if (!id) throw Error(where + ": USER `" + u + "` is not in the image's /etc/passwd");
+    uid = static_cast<uid_t>(*id);
+    if (auto pg = lookup(passwd, u, 3)) gid = static_cast<gid_t>(*pg);
+  }
+  if (!g.empty()) {
+    if (auto n = number(g))
+      gid = static_cast<gid_t>(*n);
+    else if (auto id = lookup(read("/etc/group"), g, 2))
+      gid = static_cast<gid_t>(*id);
+    else
+      throw Error(where + ": group `" + g + "` is not in the image's /etc/group");
+  }
+  return {uid, gid};
+}
+
+// Runs argv in the stage's tree as RUN does: rt exec --write --seccomp,
+// as the stage's USER, in its WORKDIR, with its ENV over the build
+// arguments, the image's own /tmp, no home directory. Returns the status.
+int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
+  // exec reads the bundle's config for ENV.
+  util::write_file_atomic_at(util::open_fd(s.work->path(), O_PATH | O_DIRECTORY).get(), "image-config.json",
+                             s.state.config.dump());
+  // Mount points exec needs (else it builds underlays that leave their
+  // directory read-only): made for the run, removed after it.
+  struct Made {
+    std::string path;
+    bool dir;
+  };
+  std::vector<Made> made;
+  auto make = [&](const std::string& path, bool dir) {
+    if (util::open_in_root(s.root.get(), path, O_PATH, false).fd) return;
+    const std::string parent = util::dir_name(path);
+    auto p = util::open_in_root(s.root.get(), parent, O_PATH | O_DIRECTORY);
+    if (!p.fd) return;
+    const std::string name = util::base_name(path);
+    int rc =
+        dir ? ::mkdirat(p.fd.get(), name.c_str(), 0755)
+            : ::close(::openat(p.fd.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (rc == 0) made.push_back({path, dir});
+  };
+  for (const char* d : {"/dev", "/proc", "/sys", "/tmp", "/etc"}) make(d, true);
+  for (const char* f : {"/etc/hosts", "/etc/resolv.conf"}) make(f, false);
+  if (util::open_in_root(s.root.get(), "/etc/apt/apt.conf.d", O_PATH | O_DIRECTORY).fd)
+    make("/etc/apt/apt.conf.d/00rt-root-emulation", false);
+
+  const std::string where_run = "RUN " + shell_words(argv);
+  auto [uid, gid] = user_ids(s, cfg_string(s.state, "User"), where_run);
+  ExecOptions e;
+  e.image = s.work->path();
+  e.storage = o_.storage;
+  e.command = argv;
+  e.write = true;
+  e.image_tmp = true;
+  e.no_home = true;
+  e.seccomp = true;
+  e.uid = uid;
+  e.gid = gid;
+  e.cd = cfg_string(s.state, "WorkingDir").empty() ? "/" : cfg_string(s.state, "WorkingDir");
+  e.gpu = e.ib = e.join = ExecOptions::Inject::Off;
+  e.no_pull = true;
+  e.verbosity = o_.verbosity > 0 ? o_.verbosity : 0;
+  // The environment: the build arguments in scope; the image's ENV comes
+  // over them inside (exec's order: host, then image).
+  std::vector<std::string> env = {std::string("PATH=") +
+                                  "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  for (const auto& [k, v] : s.args)
+    if (v) env.push_back(k + "=" + *v);
+  if (const char* term = std::getenv("TERM")) env.push_back(std::string("TERM=") + term);
+
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) throw SysError{errno, "fork"};
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the step dies with the build
+    if (::getppid() != parent) ::_exit(125);
+    if (::chdir("/") != 0) ::_exit(125);
+    ::clearenv();
+    for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
+    try {
+      exec(e);
+    } catch (const Error& err) {
+      print_error(err);
+      ::_exit(err.exit_code());
+    } catch (...) {
+    }
+    ::_exit(125);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw SysError{errno, "waitpid"};
+  for (auto it = made.rbegin(); it != made.rend(); ++it) {
+    auto p = util::open_in_root(s.root.get(), util::dir_name(it->path), O_PATH | O_DIRECTORY);
+    if (!p.fd) continue;
+    struct stat st;
+    const std::string name = util::base_name(it->path);
+    if (::fstatat(p.fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    // Only what is still the empty mount point it was.
+    if (it->dir && S_ISDIR(st.st_mode))
+      ::unlinkat(p.fd.get(), name.c_str(), AT_REMOVEDIR);  // fails when not empty: then kept
+    else if (!it->dir && S_ISREG(st.st_mode) && st.st_size == 0)
+      ::unlinkat(p.fd.get(), name.c_str(), 0);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void Builder::do_run(Stage& s, const Instruction& ins) {
+  for (const auto& [k, v] : ins.flags)
+    throw Error(where(ins) + ": RUN --" + k + " is not supported", "rt build runs RUN with the host's network");
+  std::vector<std::string> argv;
+  if (ins.exec_form) {
+    argv = ins.argv;
+  } else {
+    argv = s.state.shell;
+    argv.push_back(ins.args);
+  }
+  if (argv.empty()) throw Error(where(ins) + ": RUN has an empty command");
+  const std::string shown = ins.exec_form ? "RUN " + json(ins.argv).dump() : "RUN " + ins.args;
+  note_step(s, ins, shown);
+  json args = json::object();
+  for (const auto& [k, v] : s.args)
+    if (v) args[k] = *v;
+  fs_step(s, ins, shown, args.dump() + "\n" + json(argv).dump(), [&] {
+    int status = run_container(s, argv);
+    if (status != 0)
+      throw Error(where(ins) + ": `" + shown + "` failed with status " + std::to_string(status),
+                  "the steps before it are cached", 1);
+  });
+}
+
+void Builder::do_copy(Stage& s, const Instruction& ins) {
+  const bool add = ins.keyword == "ADD";
+  std::string from;
+  image::CopyOptions copt;
+  for (const auto& [k, v] : ins.flags) {
+    if (k == "from" && !add) {
+      from = v;
+    } else if (k == "chown") {
+      util::info(where(ins) + ": --chown=" + v + " is recorded as a no-op (root emulation: one owner)");
+    } else if (k == "chmod") {
+      if (v.empty() || v.size() > 4 || v.find_first_not_of("01234567") != std::string::npos)
+        throw Error(where(ins) + ": --chmod takes an octal mode, not `" + v + "`");
+      copt.chmod = static_cast<unsigned>(std::stoul(v, nullptr, 8));
+    } else if (k == "link") {
+    } else {
+      throw Error(where(ins) + ": " + ins.keyword + " --" + k + " is not supported");
+    }
+  }
+  const image::Lookup look = lookup_for(&s);
+  std::vector<std::string> words;
+  if (ins.exec_form)
+    for (const auto& w : ins.argv) words.push_back(image::substitute(w, look, df_.escape, where(ins)));
+  else
+    words = image::split_words(ins.args, df_.escape, where(ins), &look);
+  if (words.size() < 2) throw Error(where(ins) + ": " + ins.keyword + " needs SOURCE... DEST");
+  std::string dest = words.back();
+  const std::string dest_given = dest;
+  words.pop_back();
+  for (const auto& w : words)
+    if (w.find("://") != std::string::npos)
+      throw Error(where(ins) + ": " + ins.keyword + " of a URL (`" + w + "`) is not supported",
+                  "download it with RUN curl or wget, or put it in the build context");
+  const std::string workdir = cfg_string(s.state, "WorkingDir");
+  const bool dest_dir_syntax = dest.ends_with("/") || dest == "." || dest.ends_with("/.");
+  if (dest.empty() || dest.front() != '/') dest = (workdir.empty() ? "/" : workdir) + "/" + dest;
+  dest = util::normalize_path(dest, "/");
+
+  // Where the sources come from: the context, or a stage's tree.
+  const image::SourceTree* src = &*context_;
+  std::optional<image::SourceTree> stage_src;
+  std::string src_key = "context";
+  if (!from.empty()) {
+    Stage* b = nullptr;
+    for (auto& st : stages_)
+      if (st.index < s.index && (st.name == lower(from) || std::to_string(st.index) == from)) b = &st;
+    if (!b) throw Error(where(ins) + ": --from=" + from + " names no earlier stage of " + file_shown_);
+    materialize(*b);
+    stage_src.emplace(b->rootfs);
+    src = &*stage_src;
+    src_key = "stage " + b->state.key;
+  }
+  std::vector<std::string> rels;
+  for (const auto& w : words)
+    for (auto& r : src->match(w, where(ins))) rels.push_back(std::move(r));
+  const std::string shown_step =
+      ins.keyword + (from.empty() ? "" : " --from=" + from) + " " + util::join(words, ' ') + " " + dest_given;
+  note_step(s, ins, shown_step);
+  const std::string content = from.empty() ? src->digest(rels) : src_key;
+  json extra = {rels, content, copt.chmod ? static_cast<int>(*copt.chmod) : -1, dest_dir_syntax};
+  fs_step(s, ins, shown_step, extra.dump(), [&] {
+    const bool into_dir = dest_dir_syntax || rels.size() > 1 || image::dir_in_tree(s.root.get(), dest);
+    if (rels.size() > 1 && !dest_dir_syntax && !image::dir_in_tree(s.root.get(), dest))
+      throw Error(where(ins) + ": with more than one source the destination must end with /");
+    for (const auto& r : rels) {
+      // ADD unpacks a local tar archive (plain, gzip or zstd) into DEST.
+      if (add && !src->is_dir(r)) {
+        auto f = util::open_in_root(src->fd(), r, O_RDONLY);
+        char head[512];
+        bool tar = false;
+        if (f.fd) {
+          try {
+            image::LayerStream probe([fd = f.fd.get(), r](void* b, size_t n) { return util::read_some(fd, b, n, r); },
+                                     r);
+            size_t got = 0;
+            while (got < sizeof head) {
+              size_t n = probe.read(head + got, sizeof head - got);
+              if (n == 0) break;
+              got += n;
+            }
+            tar = got == sizeof head && std::string_view(head + 257, 5) == "ustar";
+          } catch (const Error&) {
+          }
+        }
+        if (tar) {
+          app::WorkDir tmp(store_.tmp_dir(), "build");
+          const std::string out = tmp.path() + "/x";
+          if (::mkdir(out.c_str(), 0755) != 0) throw SysError{errno, "mkdir", out};
+          image::TreeWriter w(out, src->path() + "/" + r);
+          image::LayerStream stream(app::file_reader(src->path() + "/" + r), r);
+          w.apply_layer([&](void* b, size_t n) { return stream.read(b, n); }, r);
+          w.finish();
+          image::SourceTree unpacked(out);
+          image::copy_into(unpacked, "", s.root.get(), dest, true, copt, where(ins));
+          continue;
+        }
+      }
+      image::copy_into(*src, r, s.root.get(), dest, into_dir, copt, where(ins));
+    }
+  });
+}
+
+void Builder::do_workdir(Stage& s, const Instruction& ins) {
+  const image::Lookup look = lookup_for(&s);
+  std::string dir = image::substitute(util::trim(ins.args), look, df_.escape, where(ins));
+  const std::string cur = cfg_string(s.state, "WorkingDir");
+  dir = util::normalize_path(dir, cur.empty() ? "/" : cur);
+  cfg_of(s.state)["WorkingDir"] = dir;
+  const std::string shown = "WORKDIR " + dir;
+  note_step(s, ins, shown);
+  fs_step(s, ins, shown, "", [&] {
+    std::string prefix;
+    for (const auto& c : util::split(dir, '/')) {
+      if (c.empty()) continue;
+      const std::string parent = prefix.empty() ? "/" : prefix;
+      prefix += "/" + c;
+      if (image::dir_in_tree(s.root.get(), prefix)) continue;
+      auto p = util::open_in_root(s.root.get(), parent, O_PATH | O_DIRECTORY);
+      if (!p.fd || ::mkdirat(p.fd.get(), c.c_str(), 0755) != 0)
+        throw SysError{p.fd ? errno : p.err, "mkdir", where(ins) + ": " + prefix};
+    }
+  });
+}
+
+void Builder::step(Stage& s, const Instruction& ins) {
+  const std::string& k = ins.keyword;
+  const char esc = df_.escape;
+  const image::Lookup look = lookup_for(&s);
+  if (k == "RUN") return do_run(s, ins);
+  if (k == "COPY" || k == "ADD") return do_copy(s, ins);
+  if (k == "WORKDIR") return do_workdir(s, ins);
+  if (!ins.flags.empty() && k != "HEALTHCHECK")
+    throw Error(where(ins) + ": " + k + " --" + ins.flags.front().first + " is not supported");
+  json& c = cfg_of(s.state);
+  std::string shown = k + " " + ins.args;
+  if (k == "ENV") {
+    auto env = cfg_env(s.state);
+    for (auto& [name, v] : image::key_values(ins.args, image::Pairs::Env, esc, where(ins), &look)) {
+      std::erase_if(env, [&](const std::string& e) { return e.starts_with(name + "="); });
+      env.push_back(name + "=" + v.value_or(""));
+    }
+    c["Env"] = env;
+  } else if (k == "ARG") {
+    for (auto& [name, v] : image::key_values(ins.args, image::Pairs::Arg, esc, where(ins), &look)) {
+      std::optional<std::string> dflt = v;
+      if (!dflt) {
+        auto g = global_args_.find(name);
+        if (g != global_args_.end()) dflt = g->second;
+      }
+      s.args[name] = arg_value(name, dflt);
+    }
+  } else if (k == "LABEL") {
+    if (!c.contains("Labels") || !c["Labels"].is_object()) c["Labels"] = json::object();
+    for (auto& [name, v] : image::key_values(ins.args, image::Pairs::Label, esc, where(ins), &look))
+      c["Labels"][name] = v.value_or("");
+  } else if (k == "USER") {
+    c["User"] = image::substitute(util::trim(ins.args), look, esc, where(ins));
+  } else if (k == "CMD" || k == "ENTRYPOINT") {
+    std::vector<std::string> v;
+    if (ins.exec_form) {
+      v = ins.argv;
+    } else if (!util::trim(ins.args).empty()) {
+      v = s.state.shell;
+      v.push_back(ins.args);
+    }
+    const char* key = k == "CMD" ? "Cmd" : "Entrypoint";
+    if (v.empty())
+      c[key] = nullptr;
+    else
+      c[key] = v;
+    // A new ENTRYPOINT drops the CMD the base image had.
+    if (k == "ENTRYPOINT") c["Cmd"] = nullptr;
+    shown = k + " " + json(v).dump();
+  } else if (k == "SHELL") {
+    s.state.shell = ins.argv;
+    if (s.state.shell.empty()) throw Error(where(ins) + ": SHELL needs a program");
+  } else if (k == "STOPSIGNAL") {
+    c["StopSignal"] = image::substitute(util::trim(ins.args), look, esc, where(ins));
+  } else if (k == "EXPOSE") {
+    if (!c.contains("ExposedPorts") || !c["ExposedPorts"].is_object()) c["ExposedPorts"] = json::object();
+    for (auto p : image::split_words(ins.args, esc, where(ins), &look)) {
+      if (p.find('/') == std::string::npos) p += "/tcp";
+      c["ExposedPorts"][p] = json::object();
+    }
+  } else if (k == "VOLUME") {
+    if (!c.contains("Volumes") || !c["Volumes"].is_object()) c["Volumes"] = json::object();
+    std::vector<std::string> v = ins.exec_form ? ins.argv : image::split_words(ins.args, esc, where(ins), &look);
+    for (const auto& p : v) c["Volumes"][p] = json::object();
+  } else if (k == "HEALTHCHECK") {
+    json h = json::object();
+    for (const auto& [f, v] : ins.flags) {
+      static const std::map<std::string, std::string> names = {{"interval", "Interval"},
+                                                               {"timeout", "Timeout"},
+                                                               {"start-period", "StartPeriod"},
+                                                               {"start-interval", "StartInterval"},
+                                                               {"retries", "Retries"}};
+      auto n = names.find(f);
+      if (n == names.end()) throw Error(where(ins) + ": HEALTHCHECK has no flag --" + f);
+      if (f == "retries") {
+        h[n->second] = std::atoi(v.c_str());
+        continue;
+      }
+      // Go durations as Docker writes them: 30s, 1m30s, 500ms -> nanoseconds.
+      int64_t total = 0;
+      size_t i = 0;
+      while (i < v.size()) {
+        size_t j = i;
+        while (j < v.size() && (std::isdigit(static_cast<unsigned char>(v[j])) || v[j] == '.')) ++j;
+        size_t u = j;
+        while (u < v.size() && std::isalpha(static_cast<unsigned char>(v[u]))) ++u;
+        if (j == i || u == j) throw Error(where(ins) + ": --" + f + "=" + v + " is not a duration (30s, 1m30s)");
+        const double num = std::stod(v.substr(i, j - i));
+        const std::string unit = v.substr(j, u - j);
+        const double scale = unit == "ns"   ? 1
+                             : unit == "us" ? 1e3
+                             : unit == "ms" ? 1e6
+                             : unit == "s"  ? 1e9
+                             : unit == "m"  ? 60e9
+                             : unit == "h"  ? 3600e9
+                                            : -1;
+        if (scale < 0) throw Error(where(ins) + ": --" + f + "=" + v + ": unknown unit `" + unit + "`");
+        total += static_cast<int64_t>(num * scale);
+        i = u;
+      }
+      h[n->second] = total;
+    }
+    const std::string rest = util::trim(ins.args);
+    if (lower(rest) == "none") {
+      h["Test"] = {"NONE"};
+    } else {
+      const size_t sp = rest.find_first_of(" \t");
+      if (sp == std::string::npos || lower(rest.substr(0, sp)) != "cmd")
+        throw Error(where(ins) + ": HEALTHCHECK takes CMD COMMAND or NONE");
+      const std::string cmd = util::trim(rest.substr(sp));
+      auto j = json::parse(cmd, nullptr, false);
+      if (j.is_array() && !j.empty() && std::all_of(j.begin(), j.end(), [](const json& e) { return e.is_string(); })) {
+        h["Test"] = json::array({"CMD"});
+        for (const auto& e : j) h["Test"].push_back(e);
+      } else {
+        h["Test"] = {"CMD-SHELL", cmd};
+      }
+    }
+    c["Healthcheck"] = h;
+  } else if (k == "MAINTAINER") {
+    s.state.config["author"] = util::trim(ins.args);
+  } else {
+    throw Error(where(ins) + ": " + k + " is not supported");
+  }
+  note_step(s, ins, shown);
+  history(s.state, shown, true);
+}
+
+void Builder::build_stage(Stage& s) {
+  note_step(s, *s.from, "FROM " + s.from->args);
+  set_base(s);
+  for (const Instruction* ins : s.body) step(s, *ins);
+  s.done = true;
+}
+
+image::ImageSource Builder::result(Stage& s) {
+  json cfg = s.state.config;
+  std::vector<std::string> diff_ids;
+  for (const auto& l : s.state.layers) diff_ids.push_back(l.diff_id);
+  cfg["rootfs"] = {{"type", "layers"}, {"diff_ids", diff_ids}};
+  cfg["created"] = s.state.created;
+  for (const char* k : {"container", "container_config", "docker_version"}) cfg.erase(k);
+  image::ImageSource src;
+  src.name = o_.tag;
+  src.ref = "build:" + (o_.file == "-" ? std::string("-") : file_shown_);
+  src.config_text = cfg.dump();
+  src.config_digest = image::sha256_digest(src.config_text);
+  for (const auto& l : s.state.layers) {
+    const std::string path = store_.blob_path(l.blob);
+    src.layers.push_back({l.diff_id, l.blob, -1, l.diff_id, [path] { return app::file_reader(path); }});
+  }
+  return src;
+}
+
+std::string Builder::run() {
+  if (o_.tag.empty()) throw Error("rt build needs -t NAME: the name to store the image under");
+  store::escape_name(o_.tag);  // refuses names that cannot be stored
+  for (const auto& a : o_.build_args) {
+    const size_t eq = a.find('=');
+    if (eq == std::string::npos) {
+      if (const char* v = std::getenv(a.c_str())) given_args_[a] = v;
+    } else {
+      given_args_[a.substr(0, eq)] = a.substr(eq + 1);
+    }
+  }
+  read_dockerfile();
+  cache_dir_ = store_.dir().dir(store::kBuildCacheDir, true);
+  plan_stages();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& s : stages_)
+    if (s.needed) build_stage(s);
+  for (const auto& [k, v] : given_args_)
+    if (!used_args_.count(k)) util::warn("--build-arg " + k + " is not used by " + file_shown_);
+
+  Stage& target = stages_.back();
+  image::ImageSource src = result(target);
+  const std::string format = store_format(o_.format);
+  auto lock = store_.lock_name(o_.tag);
+  auto info = store_.info(o_.tag);
+  const bool same = info && info->config_digest == src.config_digest && info->squashfs == (format == "sqfs");
+  if (same) {
+    util::note("image `" + o_.tag + "` is unchanged");
+  } else if (target.work && format == "dir") {
+    // The tree is the image: it becomes the bundle.
+    uint64_t size = 0;
+    for (const auto& [rel, st] : target.snap.entries)
+      if (S_ISREG(st.mode)) size += st.size;
+    app::write_image_files(target.work->path(), src, size);
+    store_.commit_image(o_.tag, *target.work);
+    target.work.reset();
+  } else {
+    ImportOptions io;
+    io.storage = o_.storage;
+    io.name = o_.tag;
+    io.format = format;
+    io.verbosity = o_.verbosity > 0 ? o_.verbosity : -1;
+    app::deliver(store_, src, io, false);
+  }
+  if (!o_.output.empty()) {
+    ImportOptions io;
+    io.storage = o_.storage;
+    io.name = o_.tag;
+    io.squash = o_.output;
+    io.verbosity = o_.verbosity > 0 ? o_.verbosity : -1;
+    app::deliver(store_, src, io, false);
+    util::note("wrote `" + o_.output + "`");
+  }
+  // What it was built from, for rt inspect and later pushes.
+  if (!same) {
+    auto dir = store_.image_dir(o_.tag);
+    auto meta_text = util::read_file_if_exists(dir + "/" + store::kMetaFile);
+    json meta = meta_text ? json::parse(*meta_text, nullptr, false) : json();
+    if (meta.is_object()) {
+      meta["base"] = {{"name", target.base}, {"config_digest", target.base_digest}};
+      util::write_file_atomic_at(util::open_fd(dir, O_PATH | O_DIRECTORY).get(), store::kMetaFile, meta.dump(2) + "\n");
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  char t[64];
+  std::snprintf(t, sizeof t, "%.1f s", secs);
+  util::note("built `" + o_.tag + "` (" + src.config_digest.substr(0, 19) + ", " +
+             std::to_string(target.state.layers.size()) + " layers) in " + t);
+  return o_.tag;
+}
+
+}  // namespace
+
+std::string build(const BuildOptions& options) {
+  util::log_init(options.verbosity);
+  return Builder(options).run();
+}
+
+}  // namespace rt
