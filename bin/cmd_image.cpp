@@ -270,13 +270,15 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     };
     auto s = std::make_shared<S>();
     Command c = make<S>(
-        app, "prune", "remove cached blobs no image uses, debris of interrupted runs and dead instances", s, [](S& st) {
+        app, "prune", "remove the build cache, cached blobs no image uses, debris of interrupted runs and dead instances",
+        s, [](S& st) {
           const PruneReport r = prune_store(st.o);
           if (!st.common.quiet) {
             auto count = [](size_t n, const char* one, const char* many) {
               return std::to_string(n) + " " + (n == 1 ? one : many);
             };
-            std::printf("removed %s (%.1f MB), %s (%.1f kB), %s, %s; freed %.1f MB\n",
+            std::printf("removed %s, %s (%.1f MB), %s (%.1f kB), %s, %s; freed %.1f MB\n",
+                        count(r.build_cache, "cached build step", "cached build steps").c_str(),
                         count(r.blobs, "unused blob", "unused blobs").c_str(), static_cast<double>(r.blob_bytes) / 1e6,
                         count(r.facts, "stale SquashFS record", "stale SquashFS records").c_str(),
                         static_cast<double>(r.fact_bytes) / 1e3,

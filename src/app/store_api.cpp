@@ -1,6 +1,8 @@
 // rt images / inspect / rm / prune (host).
 #include "app/store.hpp"
 
+#include <unistd.h>
+
 #include <csignal>
 #include <optional>
 
@@ -12,6 +14,7 @@
 #include "util/fs.hpp"
 #include "util/json.hpp"
 #include "util/log.hpp"
+#include "util/strings.hpp"
 
 namespace rt {
 namespace {
@@ -73,6 +76,10 @@ PruneReport prune_store(const StoreOptions& o) {
   PruneReport r;
   auto s = existing_store(o);
   if (!s) return r;  // nothing there to prune
+  // rt build's cache goes first: its layers are then blobs no image uses.
+  if (util::UniqueFd cache = s->dir().dir(store::kBuildCacheDir, false))
+    for (const auto& n : util::list_names(cache.get(), s->dir().sub(store::kBuildCacheDir)))
+      if (n.size() == 64 && util::is_hex(n) && ::unlinkat(cache.get(), n.c_str(), 0) == 0) ++r.build_cache;
   r.blob_bytes = s->prune(&r.blobs, &r.debris);
   if (util::UniqueFd facts = s->dir().dir(store::kSqfsFactsDir, false))
     r.fact_bytes = run::prune_squash_facts(facts.get(), &r.facts);
