@@ -270,8 +270,9 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     };
     auto s = std::make_shared<S>();
     Command c = make<S>(
-        app, "prune", "remove the build cache, cached blobs no image uses, debris of interrupted runs and dead instances",
-        s, [](S& st) {
+        app, "prune",
+        "remove the build cache, cached blobs no image uses, debris of interrupted runs and dead instances", s,
+        [](S& st) {
           const PruneReport r = prune_store(st.o);
           if (!st.common.quiet) {
             auto count = [](size_t n, const char* one, const char* many) {

@@ -13,13 +13,13 @@ PACKAGES=(
   busybox-static util-linux
 )
 # What the tests and benchmarks add: a registry, Slurm, both MPIs, the
-# tools rt is compared with, and SIF files written by the SIF reference
+# tools rt is compared with (podman: rt build's reference builder), and SIF files written by the SIF reference
 # library (its test images, in golang-github-sylabs-sif-dev).
 TEST_PACKAGES=(
   catch2 sudo python3 openssl zstd zsh fish
   golang-github-sylabs-sif-dev curl
   docker-registry skopeo apache2-utils mmdebstrap time
-  charliecloud hyperfine
+  charliecloud hyperfine podman
   openmpi-bin libopenmpi-dev mpich libmpich-dev
   munge slurmctld slurmd slurm-client
 )

@@ -80,6 +80,12 @@ if [ ! -s "$debian_mpi" ]; then
 fi
 chmod 644 "$debian_mpi"
 
+# rt build's Dockerfiles built by podman build (as root, --isolation=chroot)
+# from the same Debian tree, for the comparison in build.sh; redone only
+# when they change.
+podman_ref=/var/tmp/rt-test-podman
+bash "$src/test/build/podman-reference.sh" "$podman_ref" "$debian"
+
 # A real single-node Slurm on 127.0.0.1 for the srun tests.
 bash "$src/test/hpc/slurm-testbed.sh" start "$slurm" >/dev/null
 
@@ -90,6 +96,6 @@ install -m 4755 -o root "$work/build/rt" "$fixtures/rt-suid"
 
 runuser -u "$user" -- env RT_TEST_REQUIRE_USERNS=1 RT_DEBIAN_ROOTFS="$debian" \
   RT_DEBIAN_MPI_ROOTFS="$debian_mpi" SLURM_CONF="$slurm/slurm.conf" \
-  RT_SUID_FIXTURE="$fixtures/suid-id" RT_SUID_RT="$fixtures/rt-suid" RT_TEST_SECOND_USER="$user2" \
+  RT_PODMAN_REFERENCE="$podman_ref" RT_SUID_FIXTURE="$fixtures/suid-id" RT_SUID_RT="$fixtures/rt-suid" RT_TEST_SECOND_USER="$user2" \
   ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" \
   ctest --test-dir "$work/build" --output-on-failure -j"$jobs" "${ctest_args[@]}"

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -147,7 +148,12 @@ private:
   void do_copy(Stage& s, const Instruction& ins);
   void do_workdir(Stage& s, const Instruction& ins);
   int run_container(Stage& s, const std::vector<std::string>& argv);
-  std::pair<uid_t, gid_t> user_ids(Stage& s, const std::string& user, const std::string& where);
+  struct RunAs {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::string home;  // from the image's /etc/passwd, else / (/root for root)
+  };
+  RunAs run_as(Stage& s, const std::string& user, const std::string& where);
   // cache
   std::optional<json> cache_get(const std::string& key);
   void cache_put(const std::string& key, const json& entry);
@@ -403,8 +409,7 @@ void Builder::set_base(Stage& s) {
       return;
     }
   if (what == "scratch") {
-    s.state.config = image::parse_json(app::default_config(), "config");
-    s.state.config["config"] = json::object();
+    s.state.config = image::parse_json(app::default_config(), "config");  // PATH set, as Docker's builder does
     s.state.key = next_key(s.state, "FROM scratch");
     s.state.created = util::utc_time(0);
     return;
@@ -468,8 +473,8 @@ void Builder::fs_step(Stage& s, const Instruction& ins, const std::string& shown
   (void)ins;
 }
 
-std::pair<uid_t, gid_t> Builder::user_ids(Stage& s, const std::string& user, const std::string& where) {
-  if (user.empty()) return {0, 0};
+Builder::RunAs Builder::run_as(Stage& s, const std::string& user_given, const std::string& where) {
+  const std::string user = user_given.empty() ? "0" : user_given;
   const size_t colon = user.find(':');
   const std::string u = user.substr(0, colon), g = colon == std::string::npos ? "" : user.substr(colon + 1);
   auto number = [](const std::string& t) -> std::optional<unsigned long> {
@@ -480,38 +485,43 @@ std::pair<uid_t, gid_t> Builder::user_ids(Stage& s, const std::string& user, con
     auto r = util::open_in_root(s.root.get(), file, O_RDONLY);
     return r.fd ? util::read_fd(r.fd.get(), s.rootfs + file) : std::string();
   };
-  // NAME:x:UID:GID:... of /etc/passwd or /etc/group
-  auto lookup = [](const std::string& text, const std::string& name, int field) -> std::optional<unsigned long> {
-    std::optional<unsigned long> out;
+  // The fields of the line of /etc/passwd or /etc/group whose field
+  // `key` (0: name, 2: id) is `value`.
+  auto entry = [](const std::string& text, int key, const std::string& value) {
+    std::vector<std::string> out;
     util::for_each_line(text, [&](std::string_view line) {
       auto f = util::split(line, ':');
-      if (!out && f.size() > 3 && f[0] == name && !f[static_cast<size_t>(field)].empty() &&
-          f[static_cast<size_t>(field)].find_first_not_of("0123456789") == std::string::npos)
-        out = std::stoul(f[static_cast<size_t>(field)]);
-      return true;
+      if (f.size() > 3 && f[static_cast<size_t>(key)] == value) out = f;
+      return out.empty();
     });
     return out;
   };
-  uid_t uid;
-  gid_t gid = 0;
+  auto id_of = [&](const std::vector<std::string>& f, size_t i) -> std::optional<unsigned long> {
+    return i < f.size() ? number(f[i]) : std::nullopt;
+  };
+  RunAs r;
+  const std::string passwd = read("/etc/passwd");
+  std::vector<std::string> pw;
   if (auto n = number(u)) {
-    uid = static_cast<uid_t>(*n);
+    r.uid = static_cast<uid_t>(*n);
+    pw = entry(passwd, 2, u);
   } else {
-    const std::string passwd = read("/etc/passwd");
-    auto id = lookup(passwd, u, 2);
+    pw = entry(passwd, 0, u);
+    auto id = id_of(pw, 2);
     if (!id) throw Error(where + ": USER `" + u + "` is not in the image's /etc/passwd");
-    uid = static_cast<uid_t>(*id);
-    if (auto pg = lookup(passwd, u, 3)) gid = static_cast<gid_t>(*pg);
+    r.uid = static_cast<uid_t>(*id);
   }
+  if (auto pg = id_of(pw, 3)) r.gid = static_cast<gid_t>(*pg);
+  r.home = pw.size() > 5 && !pw[5].empty() ? pw[5] : r.uid == 0 ? "/root" : "/";
   if (!g.empty()) {
     if (auto n = number(g))
-      gid = static_cast<gid_t>(*n);
-    else if (auto id = lookup(read("/etc/group"), g, 2))
-      gid = static_cast<gid_t>(*id);
+      r.gid = static_cast<gid_t>(*n);
+    else if (auto id = id_of(entry(read("/etc/group"), 0, g), 2))
+      r.gid = static_cast<gid_t>(*id);
     else
       throw Error(where + ": group `" + g + "` is not in the image's /etc/group");
   }
-  return {uid, gid};
+  return r;
 }
 
 // Runs argv in the stage's tree as RUN does: rt exec --write --seccomp,
@@ -545,7 +555,7 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
     make("/etc/apt/apt.conf.d/00rt-root-emulation", false);
 
   const std::string where_run = "RUN " + shell_words(argv);
-  auto [uid, gid] = user_ids(s, cfg_string(s.state, "User"), where_run);
+  const RunAs as = run_as(s, cfg_string(s.state, "User"), where_run);
   ExecOptions e;
   e.image = s.work->path();
   e.storage = o_.storage;
@@ -554,8 +564,8 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
   e.image_tmp = true;
   e.no_home = true;
   e.seccomp = true;
-  e.uid = uid;
-  e.gid = gid;
+  e.uid = as.uid;
+  e.gid = as.gid;
   e.cd = cfg_string(s.state, "WorkingDir").empty() ? "/" : cfg_string(s.state, "WorkingDir");
   e.gpu = e.ib = e.join = ExecOptions::Inject::Off;
   e.no_pull = true;
@@ -567,6 +577,10 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
   for (const auto& [k, v] : s.args)
     if (v) env.push_back(k + "=" + *v);
   if (const char* term = std::getenv("TERM")) env.push_back(std::string("TERM=") + term);
+  // HOME from the image's passwd, as Docker sets it, unless ENV sets it.
+  const auto image_env = cfg_env(s.state);
+  if (std::none_of(image_env.begin(), image_env.end(), [](const std::string& kv) { return kv.starts_with("HOME="); }))
+    e.env_set.push_back("HOME=" + as.home);
 
   std::cout.flush();
   std::cerr.flush();
@@ -764,6 +778,11 @@ void Builder::step(Stage& s, const Instruction& ins) {
     throw Error(where(ins) + ": " + k + " --" + ins.flags.front().first + " is not supported");
   json& c = cfg_of(s.state);
   std::string shown = k + " " + ins.args;
+  if (k == "HEALTHCHECK") {
+    shown = k;
+    for (const auto& [f, v] : ins.flags) shown += " --" + f + "=" + v;
+    shown += " " + ins.args;
+  }
   if (k == "ENV") {
     auto env = cfg_env(s.state);
     for (auto& [name, v] : image::key_values(ins.args, image::Pairs::Env, esc, where(ins), &look)) {
@@ -796,11 +815,11 @@ void Builder::step(Stage& s, const Instruction& ins) {
     }
     const char* key = k == "CMD" ? "Cmd" : "Entrypoint";
     if (v.empty())
-      c[key] = nullptr;
+      c.erase(key);
     else
       c[key] = v;
     // A new ENTRYPOINT drops the CMD the base image had.
-    if (k == "ENTRYPOINT") c["Cmd"] = nullptr;
+    if (k == "ENTRYPOINT") c.erase("Cmd");
     shown = k + " " + json(v).dump();
   } else if (k == "SHELL") {
     s.state.shell = ins.argv;

@@ -49,7 +49,7 @@ Layer layer_of(const std::string& root, image::TreeSnapshot& before, const std::
   image::for_each_tar_entry([&](void* b, size_t n) { return util::read_some(in.get(), b, n, file); }, "test", "layer",
                             [&](archive*, archive_entry* e, uint64_t) {
                               auto m = image::merge_entry_of(e);
-                              char t = !m.hardlink.empty()          ? 'h'
+                              char t = !m.hardlink.empty()            ? 'h'
                                        : (m.type & S_IFMT) == S_IFDIR ? 'd'
                                        : (m.type & S_IFMT) == S_IFLNK ? 'l'
                                                                       : 'f';
@@ -166,8 +166,8 @@ TEST_CASE("COPY sources: patterns, .dockerignore, content digests") {
   image::SourceTree src(ctx, image::DockerIgnore::parse("**/*.log\n"));
   CHECK(src.match("*.txt", "Dockerfile:1") == std::vector<std::string>{"a.txt", "b.txt"});
   CHECK(src.match("./sub/", "Dockerfile:1") == std::vector<std::string>{"sub"});
-  CHECK_THROWS_WITH(src.match("sub/skip.log", "Dockerfile:2"), Catch::Contains("Dockerfile:2") &&
-                                                                   Catch::Contains(".dockerignore"));
+  CHECK_THROWS_WITH(src.match("sub/skip.log", "Dockerfile:2"),
+                    Catch::Contains("Dockerfile:2") && Catch::Contains(".dockerignore"));
   CHECK_THROWS_WITH(src.match("nothing*", "Dockerfile:3"), Catch::Contains("names nothing"));
   const std::string d1 = src.digest({"sub"});
   put(ctx + "/sub/skip.log", "changed, but ignored");

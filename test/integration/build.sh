@@ -1,0 +1,211 @@
+#!/bin/bash
+# rt build, as an unprivileged user, on the Dockerfiles of test/build in a
+# Debian bookworm image with packages from the Debian mirror: apt-get
+# installing python3-numpy, useradd + USER, a multi-stage gcc build into
+# a scratch stage, ARG/ENV expansion with .dockerignore and ADD of a tar.
+# Each image is compared with podman build's of the same Dockerfile
+# (test/build/podman-reference.sh; RT_PODMAN_REFERENCE): the same tree
+# (owners, times and build-time logs aside) and the same Env, Cmd,
+# Entrypoint, WorkingDir, Labels, User, ports, volumes, stop signal and
+# health check. Then the cache (a rebuild changes nothing; an edit reruns
+# from there on), errors naming FILE:LINE, a failing step, kill -9 in the
+# middle of a step, a hostile context, --target, -o, --format sqfs, prune.
+. "$(dirname "$0")/lib.sh"
+export RT_STORAGE="$T/store"
+[ -n "${RT_DEBIAN_ROOTFS:-}" ] && [ -r "$RT_DEBIAN_ROOTFS" ] ||
+  skip "RT_DEBIAN_ROOTFS is not set (test/run-all.sh builds a Debian root filesystem)"
+getent hosts deb.debian.org >/dev/null || skip "deb.debian.org does not resolve: no Debian mirror to install from"
+LISTING="$RT_SOURCE_DIR/test/integration/tree_listing.py"
+cp -r "$RT_SOURCE_DIR/test/build" "$T/ctx"
+cd "$T"
+"$RT" import -q "$RT_DEBIAN_ROOTFS" debian
+
+# Build-time noise: logs, caches of inode numbers, podman's own /etc/hosts.
+# Set-id bits are left out too: rt's unpacker drops them from the base (no
+# id but the caller's exists in a rootless tree).
+noise=(--exclude '^var/log/' --exclude '^var/cache/ldconfig/aux-cache$' --exclude '^etc/hosts$'
+  --exclude '^var/cache/debconf/.*-old$' --exclude '^var/lib/dpkg/.*-old$')
+compare_with_podman() { # NAME
+  local name=$1 ref=${RT_PODMAN_REFERENCE:-}
+  if [ -z "$ref" ] || [ ! -s "$ref/$name.tar" ]; then
+    [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ] && fail "no podman reference for $name (RT_PODMAN_REFERENCE)"
+    echo "SKIP: no podman reference for $name (test/run-all.sh makes them)"
+    return
+  fi
+  python3 "$LISTING" tar "$ref/$name.tar" --no-setid "${noise[@]}" >"$T/podman.list"
+  python3 "$LISTING" dir "$RT_STORAGE/images/$name/rootfs" --no-setid "${noise[@]}" >"$T/rt.list"
+  if ! diff -u "$T/podman.list" "$T/rt.list" >"$T/tree.diff"; then
+    head -40 "$T/tree.diff" >&2
+    fail "$name: the tree differs from podman build's"
+  fi
+  pass "$name: the same tree as podman build's ($(wc -l <"$T/rt.list") entries)"
+  python3 - "$ref/$name.json" "$RT_STORAGE/images/$name/image-config.json" <<'PY' || fail "$name: the config differs from podman build's"
+import json, sys
+p = json.load(open(sys.argv[1]))[0]
+r = json.load(open(sys.argv[2]))
+pc, rc = p.get("Config") or {}, r.get("config") or {}
+pc.get("Labels", {}).pop("io.buildah.version", None)
+bad = []
+for k in ("Env", "Cmd", "Entrypoint", "WorkingDir", "Labels", "User", "ExposedPorts", "Volumes", "StopSignal"):
+    if (pc.get(k) or None) != (rc.get(k) or None):
+        bad.append(f"{k}: podman {pc.get(k)!r}, rt {rc.get(k)!r}")
+if (p.get("Healthcheck") or None) != (rc.get("Healthcheck") or None):
+    bad.append(f"Healthcheck: podman {p.get('Healthcheck')!r}, rt {rc.get('Healthcheck')!r}")
+for b in bad:
+    print(b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+  pass "$name: the same Env, Cmd, Entrypoint, WorkingDir, Labels, User, ports, volumes, stop signal, health check"
+}
+
+# ---- the Dockerfiles of test/build ---------------------------------------------
+expect_status 0 "build numpy (apt-get install python3-numpy from the mirror)" -- "$RT" build -t numpy ctx/numpy
+expect_match "$ERR" "STEP 2/6: RUN apt-get update" "each step prints a line"
+expect_match "$OUT$ERR" "Setting up python3-numpy" "RUN output streams through"
+expect_match "$ERR" "--> [0-9]+\.[0-9] s" "each step is timed"
+expect_status 0 "run it" -- "$RT" run numpy
+expect_match "$OUT" "^numpy [0-9.]+ sum 66.0 det 8.0$" "numpy imports and computes in the built image"
+expect_eq "$("$RT" exec numpy cat /opt/app/result.txt)" "$OUT" "the RUN after COPY ran the copied file"
+python3 - "$RT_STORAGE/images/numpy/image-config.json" <<'PY' || fail "the config's layers and history"
+import json, sys
+c = json.load(open(sys.argv[1]))
+d = c["rootfs"]["diff_ids"]
+h = [x for x in c["history"] if x.get("comment") == "rt build"]
+assert len(d) == 4, d                      # the base, RUN, COPY, RUN
+assert all(x.startswith("sha256:") for x in d)
+steps = [x["created_by"].split()[0] for x in h]
+assert steps == ["RUN", "COPY", "RUN", "ENV", "CMD"], steps
+assert [bool(x.get("empty_layer")) for x in h] == [False, False, False, True, True]
+PY
+pass "one layer per step that changes files (diff_ids), the instructions in the history"
+for d in $(python3 -c "import json,sys; print(' '.join(x[7:] for x in json.load(open(sys.argv[1]))['rootfs']['diff_ids'][2:]))" \
+  "$RT_STORAGE/images/numpy/image-config.json"); do
+  expect_eq "$(sha256sum <"$RT_STORAGE/blobs/sha256/$d" | cut -c1-64)" "$d" "a layer blob hashes to its diff_id"
+done
+layer=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['rootfs']['diff_ids'][2][7:])" \
+  "$RT_STORAGE/images/numpy/image-config.json")
+expect_eq "$(tar -tf "$RT_STORAGE/blobs/sha256/$layer" | tr '\n' ' ')" "opt/ opt/app/ opt/app/app.py " \
+  "COPY's layer holds the copied file and the directories above it, nothing else"
+compare_with_podman numpy
+
+expect_status 0 "build user (useradd, USER, WORKDIR)" -- "$RT" build -t user ctx/user
+expect_eq "$("$RT" exec user cat /home/alice/whoami | tr '\n' ' ')" "alice 1234 /home/alice " \
+  "RUN after USER runs as that user, with its home"
+expect_match "$("$RT" inspect user)" '"User": "alice"' "USER is in the config"
+compare_with_podman user
+
+expect_status 0 "build multistage (gcc in one stage, COPY --from into scratch)" -- "$RT" build -t multistage ctx/multistage
+expect_match "$ERR" "\[build\] STEP 2/10: RUN apt-get" "steps name their stage"
+expect_eq "$("$RT" run multistage)" "hello from scratch" "the program compiled in the first stage runs in the scratch stage"
+expect_eq "$("$RT" run multistage a b)" "hello a b" "ENTRYPOINT with arguments for CMD"
+[ ! -e "$RT_STORAGE/images/multistage/rootfs/usr/bin/gcc" ] && [ ! -e "$RT_STORAGE/images/multistage/rootfs/bin" ] &&
+  pass "nothing of the build stage is in the final image" || fail "the build stage leaked into the final image"
+compare_with_podman multistage
+
+expect_status 0 "build args (ARG/ENV expansion, .dockerignore, ADD of a tar)" -- \
+  "$RT" build -t args ctx/args
+expect_eq "$("$RT" run args)" "1.0 plain 1.0 plain" "ARG before FROM, ARG in the stage, ENV from ARG, RUN sees both"
+expect_eq "$("$RT" exec args cat /srv/app/listing.txt | tr '\n' ' ')" \
+  ".dockerignore Dockerfile args.txt data.tar.gz docs keep.log listing.txt " ".dockerignore leaves out *.log (but !keep.log) and secret/"
+expect_eq "$("$RT" exec args cat /srv/unpacked/d/file.txt)" "inside a tar" "ADD unpacks a local tar.gz"
+expect_eq "$("$RT" exec args sh -c 'echo $APP_EXTRA $APP_ALT $APP_FLAVOUR')" "fallback set plain" \
+  '${VAR:-default} and ${VAR:+alternative} as Docker expands them'
+compare_with_podman args
+expect_status 0 "--build-arg" -- "$RT" build -t args2 --build-arg VERSION=2.5 --build-arg FLAVOUR=fancy ctx/args
+expect_eq "$("$RT" run args2)" "2.5 fancy 2.5 fancy" "--build-arg overrides ARG defaults, before FROM and after"
+expect_match "$("$RT" inspect args2)" '"flavour": "fancy"' "... and LABEL expands it"
+
+# ---- the cache -------------------------------------------------------------------
+expect_status 0 "rebuild with nothing changed" -- "$RT" build -t numpy ctx/numpy
+expect_eq "$(grep -c -- '--> cached' <<<"$ERR")" 3 "every step that changes files comes from the cache"
+expect_match "$ERR" "image \`numpy\` is unchanged" "and the image is left as it is"
+[[ "$OUT$ERR" != *"Setting up"* ]] && pass "nothing ran" || fail "a step ran again"
+echo 'print("edited")' >>ctx/numpy/app.py
+expect_status 0 "rebuild after editing a copied file" -- "$RT" build -t numpy ctx/numpy
+expect_match "$ERR" "STEP 2/6: RUN apt-get[^
+]*
+[^
+]*--> cached" "the steps before the edit come from the cache"
+expect_match "$ERR" "STEP 3/6: COPY app.py /opt/app/
+[^
+]*--> [0-9.]+ s" "the COPY of the edited file runs"
+expect_match "$ERR" "STEP 4/6: RUN python3[^
+]*
+[^
+]*--> [0-9.]+ s" "... and every step after it"
+expect_eq "$("$RT" run numpy | tail -1)" "edited" "the image has the edit"
+sed -i 's/OMP_NUM_THREADS=1/OMP_NUM_THREADS=2/' ctx/numpy/Dockerfile
+expect_status 0 "rebuild after editing a config line" -- "$RT" build -t numpy ctx/numpy
+expect_eq "$(grep -c -- '--> cached' <<<"$ERR")" 3 "steps before the edited line are cached"
+expect_eq "$("$RT" exec numpy sh -c 'echo $OMP_NUM_THREADS')" 2 "the edit is in the image"
+expect_status 0 "--no-cache" -- "$RT" build --no-cache -t user ctx/user
+expect_eq "$(grep -c -- '--> cached' <<<"$ERR")" 0 "--no-cache runs every step"
+
+# ---- errors ----------------------------------------------------------------------
+mkdir -p bad
+printf 'FROM debian\nRUN true\nFROBNICATE now\n' >bad/Dockerfile
+expect_status 125 "a syntax error" -- "$RT" build -t bad bad
+expect_match "$ERR" "bad/Dockerfile:3: unknown or unsupported instruction \`FROBNICATE\`" "names FILE:LINE and why"
+printf 'FROM debian\nRUN echo one > /one\nRUN echo two; exit 3\nRUN echo never\n' >bad/Dockerfile
+expect_status 1 "a failing RUN" -- "$RT" build -t bad bad
+expect_match "$ERR" "bad/Dockerfile:3: \`RUN echo two; exit 3\` failed with status 3" "shows the step's exit status"
+[[ "$ERR" != *"STEP 4/4"* ]] && pass "and stops there" || fail "went on after a failing step"
+"$RT" images | grep -q '^bad ' && fail "a failed build stored an image" || pass "nothing is stored"
+expect_status 1 "again" -- "$RT" build -t bad bad
+expect_match "$ERR" "STEP 2/4: RUN echo one > /one
+[^
+]*--> cached" "the steps before the failing one were cached"
+printf 'FROM debian\nCOPY ../../etc/passwd /x\n' >bad/Dockerfile
+expect_status 125 "COPY of a path above the context" -- "$RT" build -t bad bad
+expect_match "$ERR" "Dockerfile:2: \`../../etc/passwd\` names nothing in" "stays inside the context"
+ln -s /etc/passwd bad/link
+printf 'FROM debian\nCOPY link /x\n' >bad/Dockerfile
+expect_status 125 "COPY of a symlink out of the context" -- "$RT" build -t bad bad
+expect_match "$ERR" "Dockerfile:2: \`link\` names nothing" "is resolved inside the context, where it leads nowhere"
+printf 'FROM debian\nRUN ln -s ../../../../.. /up\nCOPY Dockerfile /up/tmp/escaped\n' >bad/Dockerfile
+rm bad/link
+expect_status 0 "COPY through a symlink of the image that points above its root" -- "$RT" build -t bad bad
+[ ! -e /tmp/escaped ] && [ -f "$RT_STORAGE/images/bad/rootfs/tmp/escaped" ] &&
+  pass "lands inside the image" || fail "COPY wrote outside the image"
+printf 'FROM debian\nADD https://example.org/x /x\n' >bad/Dockerfile
+expect_status 125 "ADD of a URL" -- "$RT" build -t bad2 bad
+expect_match "$ERR" "Dockerfile:2: ADD of a URL .* is not supported" "is refused naming the line"
+
+# ---- kill -9 in the middle of a step -----------------------------------------------
+"$RT" images >"$T/images.before"
+before=$(cat "$RT_STORAGE/images/user/image-config.json")
+mkdir -p slow
+printf 'FROM debian\nRUN echo started; sleep 300\n' >slow/Dockerfile
+"$RT" build -t user slow >"$T/slow.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q started "$T/slow.out" && break; sleep 0.1; done
+grep -q started "$T/slow.out" || fail "the slow step did not start"
+kill -9 "$pid"
+wait "$pid" 2>/dev/null || true
+for _ in $(seq 50); do pgrep -u "$(id -u)" -f 'sleep 300' >/dev/null || break; sleep 0.1; done
+pgrep -u "$(id -u)" -f 'sleep 300' >/dev/null && fail "the step's program outlived the build" ||
+  pass "kill -9 of rt build ends the step's program too"
+"$RT" images >"$T/images.after"
+expect_eq "$(cat "$T/images.after")" "$(cat "$T/images.before")" "after kill -9 the store lists the same images"
+expect_eq "$(cat "$RT_STORAGE/images/user/image-config.json")" "$before" "and the image of that name is untouched"
+"$RT" prune >/dev/null
+expect_eq "$(ls "$RT_STORAGE/tmp")" "" "what the killed build left is removed as debris"
+
+# ---- other outputs and --target ------------------------------------------------------
+expect_status 0 "--target" -- "$RT" build -t gcc-stage --target build ctx/multistage
+expect_eq "$("$RT" exec gcc-stage cat /src/built.txt)" "hello" "builds the named stage"
+[[ "$ERR" != *"FROM scratch"* ]] && pass "and not the stages after it" || fail "--target built the last stage"
+expect_status 0 "-o FILE.sqfs and --format sqfs" -- "$RT" build -t user-sq --format sqfs -o "$T/user.sqfs" ctx/user
+[ -f "$RT_STORAGE/images/user-sq/image.sqfs" ] && pass "kept as SquashFS in the store" || fail "not kept as SquashFS"
+expect_eq "$("$RT" run "$T/user.sqfs" 2>/dev/null | head -1)" "alice" "the -o file runs"
+expect_eq "$("$RT" run user-sq 2>/dev/null | head -1)" "alice" "the stored SquashFS image runs"
+expect_status 0 "rt convert of a built image" -- "$RT" convert user "$T/user2.sqfs"
+
+# ---- prune -----------------------------------------------------------------------
+"$RT" rm numpy
+expect_status 0 "rt prune" -- "$RT" prune
+expect_match "$OUT" "removed [1-9][0-9]* cached build steps, [1-9][0-9]* unused blobs" \
+  "removes the build cache and the layers no image uses"
+expect_eq "$(ls "$RT_STORAGE/build-cache")" "" "the cache is empty"
+expect_status 0 "a rebuild after prune" -- "$RT" build -t user ctx/user
+expect_eq "$(grep -c -- '--> cached' <<<"$ERR")" 0 "runs every step again"
