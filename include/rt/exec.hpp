@@ -60,6 +60,7 @@ struct ExecOptions {
   bool dry_run = false;  // print the plan, change nothing
   bool no_pull = false;  // an image reference not in the store is an error, not pulled
   bool seccomp = false;  // root emulation: chown, set*id, device mknod succeed without effect
+  bool skip_sync = false;  // with seccomp: fsync & co return at once (rt build's RUN: its tree is scratch until stored)
 };
 
 // Replaces the calling process with the container's program (host ->

@@ -14,6 +14,7 @@
 // entries are written whole and renamed into place).
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,6 +89,12 @@ struct Stage {
 };
 
 std::string now_utc() { return util::utc_time(::time(nullptr)); }
+
+std::string seconds_since(std::chrono::steady_clock::time_point t0) {
+  char t[32];
+  std::snprintf(t, sizeof t, "%.1f s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return t;
+}
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -317,6 +324,7 @@ void Builder::note_step(const Stage& s, const Instruction& ins, const std::strin
 
 void Builder::materialize(Stage& s) {
   if (s.work) return;
+  const auto t0 = std::chrono::steady_clock::now();
   s.work = std::make_unique<app::WorkDir>(store_.tmp_dir(), "build");
   s.rootfs = s.work->path() + "/rootfs";
   if (::mkdir(s.rootfs.c_str(), 0755) != 0) throw SysError{errno, "mkdir", s.rootfs};
@@ -328,13 +336,18 @@ void Builder::materialize(Stage& s) {
   writer.finish();
   s.root = util::open_fd(s.rootfs, O_PATH | O_DIRECTORY);
   s.snap = image::TreeSnapshot::take(s.root.get(), s.rootfs);
+  util::info("unpacked " + std::to_string(s.state.layers.size()) + " layers (" + std::to_string(s.snap.entries.size()) +
+             " entries) in " + seconds_since(t0));
 }
 
 std::optional<Layer> Builder::take_layer(Stage& s) {
+  const auto t0 = std::chrono::steady_clock::now();
   app::WorkDir w(store_.tmp_dir(), "blob");
   const std::string file = w.path() + "/layer.tar";
   util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
   auto r = image::write_tree_layer(s.root.get(), s.rootfs, s.snap, fd.get());
+  util::info("layer of " + std::to_string(r.changes) + " changes, " + util::human_bytes(r.bytes) + " in " +
+             seconds_since(t0));
   if (r.changes == 0) return std::nullopt;
   if (!store_.has_blob(r.diff_id)) store_.commit_blob(r.diff_id, file);
   return Layer{r.diff_id, r.diff_id};
@@ -466,10 +479,7 @@ void Builder::fs_step(Stage& s, const Instruction& ins, const std::string& shown
   history(s.state, shown, !layer);
   s.state.key = key;
   cache_put(key, entry);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  char t[32];
-  std::snprintf(t, sizeof t, "%.1f s", secs);
-  util::note(std::string("--> ") + t + (layer ? "" : " (no change)"));
+  util::note("--> " + seconds_since(t0) + (layer ? "" : " (no change)"));
   (void)ins;
 }
 
@@ -564,12 +574,13 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
   e.image_tmp = true;
   e.no_home = true;
   e.seccomp = true;
+  e.skip_sync = true;
   e.uid = as.uid;
   e.gid = as.gid;
   e.cd = cfg_string(s.state, "WorkingDir").empty() ? "/" : cfg_string(s.state, "WorkingDir");
   e.gpu = e.ib = e.join = ExecOptions::Inject::Off;
   e.no_pull = true;
-  e.verbosity = o_.verbosity > 0 ? o_.verbosity : 0;
+  e.verbosity = o_.verbosity > 1 ? o_.verbosity - 1 : 0;  // -vv: exec's plan too
   // The environment: the build arguments in scope; the image's ENV comes
   // over them inside (exec's order: host, then image).
   std::vector<std::string> env = {std::string("PATH=") +
@@ -989,11 +1000,11 @@ std::string Builder::run() {
       util::write_file_atomic_at(util::open_fd(dir, O_PATH | O_DIRECTORY).get(), store::kMetaFile, meta.dump(2) + "\n");
     }
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  char t[64];
-  std::snprintf(t, sizeof t, "%.1f s", secs);
+  struct rusage ru;
+  if (::getrusage(RUSAGE_SELF, &ru) == 0)
+    util::info("peak resident memory of rt build itself: " + std::to_string(ru.ru_maxrss) + " kB");
   util::note("built `" + o_.tag + "` (" + src.config_digest.substr(0, 19) + ", " +
-             std::to_string(target.state.layers.size()) + " layers) in " + t);
+             std::to_string(target.state.layers.size()) + " layers) in " + seconds_since(t0));
   return o_.tag;
 }
 

@@ -161,7 +161,7 @@ DoctorCheck check_seccomp() {
         if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
           return std::string("prctl(PR_SET_NO_NEW_PRIVS): ") + std::strerror(errno);
         try {
-          app::install_root_emulation();
+          app::install_root_emulation(false);
         } catch (const Error& e) {
           return std::string(e.what());
         }

@@ -22,6 +22,6 @@ const std::vector<std::string>& emulated_calls();
 
 // Loads the filter into this process (inherited by its children and kept
 // across execve). Needs PR_SET_NO_NEW_PRIVS. Throws rt::Error.
-void install_root_emulation();
+void install_root_emulation(bool skip_sync);
 
 }  // namespace rt::app

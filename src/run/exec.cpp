@@ -85,6 +85,7 @@ struct Prepared {
   std::vector<std::string> argv;
   bool join = false;
   bool seccomp = false;  // root emulation
+  bool skip_sync = false;
 };
 
 Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, const hpc::Launcher& launcher,
@@ -147,6 +148,7 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
   }
   p.join = o.join == ExecOptions::Inject::On || (o.join == ExecOptions::Inject::Auto && launcher.local_size > 1);
   p.seccomp = o.seccomp;
+  p.skip_sync = o.skip_sync;
   return p;
 }
 
@@ -218,7 +220,7 @@ void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, cons
 // Container: no privilege can be gained from here on; the program replaces rt.
 [[noreturn]] void launch(const Prepared& p, const std::string& image) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw SysError{errno, "prctl(PR_SET_NO_NEW_PRIVS)"};
-  if (p.seccomp) run::root_emulation()->install();
+  if (p.seccomp) run::root_emulation()->install(p.skip_sync);
   if (util::log_enabled(util::Level::Debug)) {
     // rt's own peak memory (VmHWM counts this process image only, unlike
     // getrusage, which also counts whatever exec'd into rt).

@@ -10,7 +10,7 @@ namespace rt::run {
 
 struct RootEmulation {
   const std::vector<std::string>& (*calls)();  // the calls emulated, for -v
-  void (*install)();                           // loads the filter; throws rt::Error
+  void (*install)(bool skip_sync);             // loads the filter; throws rt::Error
 };
 
 void provide_root_emulation(const RootEmulation* emulation);

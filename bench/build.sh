@@ -1,0 +1,83 @@
+#!/bin/bash
+# rt build beside Charliecloud's `ch-image build` (0.31, --force: its
+# fakeroot root emulation) and `podman build` (as root, chroot isolation,
+# overlay storage) on one Dockerfile: a Debian base, apt-get install
+# python3-numpy from the Debian mirror, a COPY and a small RUN
+# (test/build/numpy). One interleaved run: each round builds cold (no
+# cache, the base already there) with each tool in turn, then rebuilds
+# with nothing changed with each (the cold builds wrote their caches:
+# rt build --no-cache, ch-image build --rebuild, podman build --no-cache). Prints medians, ratios and rt's own
+# peak resident memory (its -v report: the RUN steps are other processes).
+# Usage (as root: rt and ch-image run as rt-test, podman as root):
+#   bench/build.sh [ROUNDS]   (default 3)
+# Targets: cold <= 0.7x ch-image; no-change rebuild <= 1 s and <= 0.2x
+# ch-image's; rt's peak memory <= 64 MiB.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+rounds=${1:-3}
+[ "$(id -u)" = 0 ] || { echo "bench/build.sh: run as root (podman runs as root; rt and ch-image as rt-test)" >&2; exit 1; }
+. "$src/bench/common.sh"
+debian_rootfs
+id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
+work=/var/tmp/rt-bench-build
+rm -rf "$work"
+install -d -o rt-test "$work" "$work/src"
+(cd "$src" && tar --exclude=./build --exclude=./build-bench --exclude=./.git -cf - .) |
+  runuser -u rt-test -- tar -xf - -C "$work/src"
+as_user() { runuser -u rt-test -- env HOME="$work/home" RT_STORAGE="$work/store" "$@"; }
+as_user mkdir -p "$work/home"
+as_user cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+as_user cmake --build "$work/build" -j"$(nproc)" --target rt rt-image >/dev/null
+RT=$work/build/rt
+ctx=$work/src/test/build/numpy
+podman=(podman --root "$work/podman" --runroot "$work/podman-run" --storage-driver overlay)
+cleanup() {
+  "${podman[@]}" system reset -f >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The same base for each: the Debian tree as `debian`.
+as_user "$RT" import -q "$BENCH_DEBIAN" debian
+as_user git config --global user.name rt-bench
+as_user git config --global user.email rt-bench@localhost
+as_user ch-image -s "$work/ch" import "$BENCH_DEBIAN" debian >/dev/null 2>&1
+"${podman[@]}" import -q --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  "$BENCH_DEBIAN" localhost/debian >/dev/null
+# rt takes an image stored as a tree as one layer once: not a build's work.
+as_user "$RT" build -q -t warm-up "$ctx" >/dev/null 2>&1
+
+declare -A times
+rss=""
+run() { # LABEL CMD...: appends the wall time in seconds
+  local label=$1
+  shift
+  sync
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$@" >"$work/out" 2>&1 || { tail -20 "$work/out" >&2; echo "bench: $label failed" >&2; exit 1; }
+  t1=$(date +%s.%N)
+  times[$label]+="$(echo "$t1 - $t0" | bc) "
+}
+for i in $(seq "$rounds"); do
+  run "rt cold" as_user "$RT" build -v --no-cache -t "np$i" "$ctx"
+  rss+="$(sed -n 's/.*peak resident memory of rt build itself: \([0-9]*\) kB.*/\1/p' "$work/out") "
+  # --rebuild: every step runs, and (unlike --no-cache) its cache is written.
+  run "ch-image cold" as_user ch-image -s "$work/ch" build --force --rebuild -t "np$i" "$ctx"
+  run "podman cold" "${podman[@]}" build -q --isolation=chroot --no-cache --build-arg BASE=localhost/debian -t "np$i" "$ctx"
+  run "rt rebuild" as_user "$RT" build -t "np$i" "$ctx"
+  grep -q "is unchanged" "$work/out" || { echo "bench: rt's rebuild was not a full cache hit" >&2; exit 1; }
+  run "ch-image rebuild" as_user ch-image -s "$work/ch" build --force -t "np$i" "$ctx"
+  run "podman rebuild" "${podman[@]}" build -q --isolation=chroot --build-arg BASE=localhost/debian -t "np$i" "$ctx"
+done
+
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+echo "rt build vs ch-image build (Charliecloud $(as_user ch-image --version 2>&1)) vs podman build ($(podman --version | cut -d' ' -f3)),"
+echo "$rounds interleaved rounds, $(nproc) cores; Dockerfile: test/build/numpy (apt-get python3-numpy from the mirror)"
+for k in "rt cold" "ch-image cold" "podman cold" "rt rebuild" "ch-image rebuild" "podman rebuild"; do
+  printf '  %-18s median %7.3f s   (%s)\n' "$k" "$(echo "${times[$k]}" | median)" "${times[$k]% }"
+done
+ratio() { echo "scale=3; $(echo "${times[$1]}" | median) / $(echo "${times[$2]}" | median)" | bc; }
+echo "  cold:    rt/ch-image $(ratio "rt cold" "ch-image cold")  (target <= 0.7)   rt/podman $(ratio "rt cold" "podman cold")"
+echo "  rebuild: rt/ch-image $(ratio "rt rebuild" "ch-image rebuild")  (target <= 0.2)   rt/podman $(ratio "rt rebuild" "podman rebuild")   rt $(echo "${times[rt rebuild]}" | median) s (target <= 1 s)"
+echo "  rt's own peak resident memory: $(echo "$rss" | tr ' ' '\n' | grep . | sort -n | tail -1) kB (target <= 65536)"
