@@ -9,7 +9,7 @@ _rt() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
   fi
-  local commands="exec run shell instance pull import convert images inspect rm prune login doctor"
+  local commands="exec run shell instance pull import build convert images inspect rm prune login doctor"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs
     --private-tmp --no-home --cd -e --env --env-file --unset-env --clean-env -n --dry-run
@@ -29,10 +29,10 @@ _rt() {
     [[ -d $store/instances ]] && compgen -W "$(ls "$store/instances")" -- "$cur"
   }
   case $prev in
-    -b | --bind | --env-file | --ca-file | --squash) _filedir; return ;;
+    -b | --bind | --env-file | --ca-file | --squash | -f | --file | -o | --output) _filedir; return ;;
     --cd | --storage) _filedir -d; return ;;
     --device) COMPREPLY=($(compgen -W "nvidia.com/gpu=all" -- "$cur")); return ;;
-    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level | -t | --timeout) return ;;
+    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level | -t | --timeout | --tag | --build-arg | --target) return ;;
     -s | --signal) COMPREPLY=($(compgen -W "TERM INT HUP KILL USR1 USR2 QUIT" -- "$cur")); return ;;
     --compression) COMPREPLY=($(compgen -W "zstd gzip lz4 xz lzo" -- "$cur")); return ;;
     --format) COMPREPLY=($(compgen -W "dir sqfs" -- "$cur")); return ;;
@@ -70,6 +70,9 @@ _rt() {
     pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --max-size --squash --format --compression --level" -- "$cur")) ;;
     import)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash --format --compression --level" -- "$cur")); else _filedir; fi ;;
+    build)
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -t --tag -f --file --build-arg --target --no-cache --format -o --output" -- "$cur"))
+      else _filedir -d; fi ;;
     convert)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --to --format --compression --level -j --jobs -f --force" -- "$cur"))
       else COMPREPLY=($(images)); _filedir; fi ;;

@@ -127,6 +127,18 @@ std::vector<std::string> cfg_env(const State& s) {
   return out;
 }
 
+// A history entry for each base layer that has none (an image imported
+// from a tree), so that its non-empty entries match its layers.
+void base_history(State& st, const std::string& base) {
+  json& h = st.config["history"];
+  if (!h.is_array()) h = json::array();
+  size_t with_layer = 0;
+  for (const auto& e : h)
+    if (!e.is_object() || !e.value("empty_layer", false)) ++with_layer;
+  for (; with_layer < st.layers.size(); ++with_layer)
+    h.push_back({{"created", st.created}, {"created_by", "the tree of " + base}, {"comment", "rt build (base)"}});
+}
+
 class Builder {
 public:
   explicit Builder(const BuildOptions& o) : o_(o), store_(o.storage) {}
@@ -449,6 +461,7 @@ void Builder::set_base(Stage& s) {
     }
     base_from_store(s, what);
   }
+  base_history(s.state, what);
   s.state.key = next_key(s.state, "FROM " + s.base_digest + " " + s.state.config.dump());
 }
 
@@ -601,6 +614,12 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the step dies with the build
     if (::getppid() != parent) ::_exit(125);
+    // rt-image blocks these for its signal thread and ignores SIGPIPE:
+    // the step's programs get them as usual.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
     if (::chdir("/") != 0) ::_exit(125);
     ::clearenv();
     for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));

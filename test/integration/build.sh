@@ -76,6 +76,7 @@ assert all(x.startswith("sha256:") for x in d)
 steps = [x["created_by"].split()[0] for x in h]
 assert steps == ["RUN", "COPY", "RUN", "ENV", "CMD"], steps
 assert [bool(x.get("empty_layer")) for x in h] == [False, False, False, True, True]
+assert len([x for x in c["history"] if not x.get("empty_layer")]) == len(d)  # one entry per layer, the base's too
 PY
 pass "one layer per step that changes files (diff_ids), the instructions in the history"
 for d in $(python3 -c "import json,sys; print(' '.join(x[7:] for x in json.load(open(sys.argv[1]))['rootfs']['diff_ids'][2:]))" \
