@@ -154,6 +154,7 @@ private:
   void build_stage(Stage& s);
   void set_base(Stage& s);
   void base_from_store(Stage& s, const std::string& name);
+  void base_from_file(Stage& s, const std::string& path);
   void step(Stage& s, const Instruction& ins);
   void fs_step(Stage& s, const Instruction& ins, const std::string& shown, const std::string& key_extra,
                const std::function<void()>& act);
@@ -422,6 +423,39 @@ void Builder::base_from_store(Stage& s, const std::string& name) {
   s.state.created = s.state.config.value("created", "");
 }
 
+// A SquashFS or SIF file (or an archive rt imports) as a base: its tree as
+// one layer and its config, made once per version of the file (path,
+// device, inode, size, modification time).
+void Builder::base_from_file(Stage& s, const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
+  const std::string real = util::normalize_path(path, util::current_dir());
+  const std::string key = image::sha256_digest("base-file\n" + real + "\n" + util::file_stamp(st)).substr(7);
+  auto hit = util::read_owned_at(cache_dir_.get(), key, 1 << 20);
+  json j = hit ? json::parse(*hit, nullptr, false) : json();
+  if (!(j.is_object() && j.contains("blob") && j["blob"].is_string() &&
+        util::is_valid_digest(j["blob"].get<std::string>()) && store_.has_blob(j["blob"].get<std::string>()) &&
+        j.contains("config") && j["config"].is_string())) {
+    util::note("taking `" + path + "` as one layer");
+    app::WorkDir w(store_.tmp_dir(), "build");
+    ConvertOptions co;
+    co.storage = o_.storage;
+    co.verbosity = -1;
+    co.to = "dir";
+    convert(real, w.path() + "/bundle", co);
+    util::log_init(o_.verbosity);  // convert set its own
+    const Layer l = tree_layer(w.path() + "/bundle/rootfs", path);
+    auto cfg = util::read_file_if_exists(w.path() + "/bundle/image-config.json");
+    j = {{"blob", l.blob}, {"config", cfg ? *cfg : app::default_config()}, {"created", now_utc()}};
+    cache_put(key, j);
+  }
+  s.state.config = image::parse_json(j["config"].get<std::string>(), "`" + path + "` config");
+  s.state.config.erase("history");  // its layers are one now
+  s.state.layers.push_back({j["blob"].get<std::string>(), j["blob"].get<std::string>()});
+  s.base_digest = j["blob"].get<std::string>();
+  s.state.created = util::utc_time(st.st_mtime);
+}
+
 void Builder::set_base(Stage& s) {
   const image::Lookup look = lookup_for(nullptr);
   const std::string what = image::split_words(s.from->args, df_.escape, where(*s.from), &look).at(0);
@@ -439,13 +473,16 @@ void Builder::set_base(Stage& s) {
     s.state.created = util::utc_time(0);
     return;
   }
-  if (util::path_exists(what) && what.find('/') != std::string::npos) {
+  const bool file_like = what.find('/') != std::string::npos || what.ends_with(".sqfs") || what.ends_with(".sif");
+  if (util::path_exists(what) && file_like && !util::is_directory(what)) {
+    base_from_file(s, what);
+  } else if (util::path_exists(what) && file_like) {
     // A directory (root filesystem or bundle) rt can run: its tree as one
     // layer, made again each time (a directory has no version to key on).
     const bool bundle = util::is_directory(what + "/rootfs");
-    if (!util::is_directory(what)) throw Error(where(*s.from) + ": `" + what + "` is not a directory or stored image");
     auto cfg = bundle ? util::read_file_if_exists(what + "/image-config.json") : std::nullopt;
     s.state.config = image::parse_json(cfg ? *cfg : app::default_config(), "`" + what + "` config");
+    s.state.config.erase("history");  // its layers are one now
     Layer l = tree_layer(bundle ? what + "/rootfs" : what, what);
     s.state.layers.push_back(l);
     s.base_digest = l.diff_id;

@@ -201,6 +201,13 @@ expect_status 0 "-o FILE.sqfs and --format sqfs" -- "$RT" build -t user-sq --for
 expect_eq "$("$RT" run "$T/user.sqfs" 2>/dev/null | head -1)" "alice" "the -o file runs"
 expect_eq "$("$RT" run user-sq 2>/dev/null | head -1)" "alice" "the stored SquashFS image runs"
 expect_status 0 "rt convert of a built image" -- "$RT" convert user "$T/user2.sqfs"
+mkdir -p from-file
+printf 'FROM %s\nRUN cat /home/alice/whoami > /copy\n' "$T/user2.sqfs" >from-file/Dockerfile
+expect_status 0 "FROM a SquashFS file" -- "$RT" build -t fromfile from-file
+expect_eq "$("$RT" exec fromfile head -1 /copy)" "alice" "builds on its tree"
+expect_match "$("$RT" inspect fromfile)" '"User": "alice"' "with its config (USER alice)"
+expect_status 0 "again" -- "$RT" build -t fromfile from-file
+expect_match "$ERR" "is unchanged" "the file's tree is taken once per version of the file"
 
 # ---- prune -----------------------------------------------------------------------
 "$RT" rm numpy
