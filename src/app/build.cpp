@@ -152,7 +152,7 @@ private:
   image::Lookup lookup_for(const Stage* s);
   // stages and steps
   void build_stage(Stage& s);
-  void set_base(Stage& s);
+  void set_base(Stage& s, const std::string& what);
   void base_from_store(Stage& s, const std::string& name);
   void base_from_file(Stage& s, const std::string& path);
   void step(Stage& s, const Instruction& ins);
@@ -191,6 +191,7 @@ private:
   std::set<std::string> used_args_;
   std::map<std::string, std::optional<std::string>> global_args_;
   std::vector<Stage> stages_;
+  std::map<std::string, std::unique_ptr<Stage>> from_images_;  // COPY --from=IMAGE
   std::optional<image::SourceTree> context_;
   util::UniqueFd cache_dir_;
   int step_no_ = 0, steps_ = 0;
@@ -456,9 +457,8 @@ void Builder::base_from_file(Stage& s, const std::string& path) {
   s.state.created = util::utc_time(st.st_mtime);
 }
 
-void Builder::set_base(Stage& s) {
-  const image::Lookup look = lookup_for(nullptr);
-  const std::string what = image::split_words(s.from->args, df_.escape, where(*s.from), &look).at(0);
+// `what`: FROM's image (or COPY --from's when it names no stage).
+void Builder::set_base(Stage& s, const std::string& what) {
   s.base = what;
   for (auto& b : stages_)
     if (b.index < s.index && (b.name == lower(what) || std::to_string(b.index) == what)) {
@@ -756,7 +756,16 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
     Stage* b = nullptr;
     for (auto& st : stages_)
       if (st.index < s.index && (st.name == lower(from) || std::to_string(st.index) == from)) b = &st;
-    if (!b) throw Error(where(ins) + ": --from=" + from + " names no earlier stage of " + file_shown_);
+    if (!b) {
+      // An image, as FROM would take it: a stage of its own, unnamed.
+      auto& img = from_images_[from];
+      if (!img) {
+        img = std::make_unique<Stage>();
+        img->index = -1;
+        set_base(*img, from);
+      }
+      b = img.get();
+    }
     materialize(*b);
     stage_src.emplace(b->rootfs);
     src = &*stage_src;
@@ -969,7 +978,8 @@ void Builder::step(Stage& s, const Instruction& ins) {
 
 void Builder::build_stage(Stage& s) {
   note_step(s, *s.from, "FROM " + s.from->args);
-  set_base(s);
+  const image::Lookup look = lookup_for(nullptr);
+  set_base(s, image::split_words(s.from->args, df_.escape, where(*s.from), &look).at(0));
   for (const Instruction* ins : s.body) step(s, *ins);
   s.done = true;
 }

@@ -208,6 +208,9 @@ expect_eq "$("$RT" exec fromfile head -1 /copy)" "alice" "builds on its tree"
 expect_match "$("$RT" inspect fromfile)" '"User": "alice"' "with its config (USER alice)"
 expect_status 0 "again" -- "$RT" build -t fromfile from-file
 expect_match "$ERR" "is unchanged" "the file's tree is taken once per version of the file"
+printf 'FROM debian\nCOPY --from=user /home/alice/whoami /from-image\n' >from-file/Dockerfile
+expect_status 0 "COPY --from=IMAGE" -- "$RT" build -t fromimage from-file
+expect_eq "$("$RT" exec fromimage head -1 /from-image)" "alice" "copies out of a stored image"
 
 # ---- prune -----------------------------------------------------------------------
 "$RT" rm numpy

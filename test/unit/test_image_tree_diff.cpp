@@ -80,11 +80,14 @@ std::map<std::string, std::string> listing(const std::string& root) {
 TEST_CASE("a layer holds what changed, the directories above it, and whiteouts for what went") {
   TempDir t;
   const std::string root = t.path + "/root";
-  put(root + "/etc/keep", "same");
-  put(root + "/etc/edit", "old");
-  put(root + "/etc/gone", "x");
-  put(root + "/var/old/a", "a");
-  put(root + "/usr/bin/tool", "tool");
+  auto base = [](const std::string& dir) {
+    put(dir + "/etc/keep", "same");
+    put(dir + "/etc/edit", "old");
+    put(dir + "/etc/gone", "x");
+    put(dir + "/var/old/a", "a");
+    put(dir + "/usr/bin/tool", "tool");
+  };
+  base(root);
   util::UniqueFd rootfd = util::open_fd(root, O_PATH | O_DIRECTORY);
   image::TreeSnapshot before = image::TreeSnapshot::take(rootfd.get(), root);
 
@@ -121,11 +124,7 @@ TEST_CASE("a layer holds what changed, the directories above it, and whiteouts f
     // then this one: applied in order they give the tree as it is now.
     const std::string again = t.path + "/again";
     fs::create_directories(again);
-    put(t.path + "/o/etc/keep", "same");
-    put(t.path + "/o/etc/edit", "old");
-    put(t.path + "/o/etc/gone", "x");
-    put(t.path + "/o/var/old/a", "a");
-    put(t.path + "/o/usr/bin/tool", "tool");
+    base(t.path + "/o");
     image::TreeSnapshot empty;
     Layer orig = layer_of(t.path + "/o", empty, t.path + "/o.tar");
     image::TreeWriter w(again, "test");
