@@ -50,8 +50,6 @@
 #include "util/log.hpp"
 #include "util/strings.hpp"
 
-extern char** environ;
-
 namespace rt {
 namespace {
 
@@ -78,7 +76,7 @@ struct Stage {
   std::vector<const Instruction*> body;
   std::map<std::string, std::optional<std::string>> args;  // declared in the stage
   State state;
-  bool needed = false, done = false;
+  bool needed = false;
   std::string base;  // what FROM named, for rt-image.json
   std::string base_digest;
   // The tree, once a step needed it.
@@ -99,12 +97,6 @@ std::string seconds_since(std::chrono::steady_clock::time_point t0) {
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-std::string shell_words(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& w : v) out += (out.empty() ? "" : " ") + w;
-  return out;
 }
 
 json& cfg_of(State& s) {
@@ -156,13 +148,13 @@ private:
   void base_from_store(Stage& s, const std::string& name);
   void base_from_file(Stage& s, const std::string& path);
   void step(Stage& s, const Instruction& ins);
-  void fs_step(Stage& s, const Instruction& ins, const std::string& shown, const std::string& key_extra,
-               const std::function<void()>& act);
-  void note_step(const Stage& s, const Instruction& ins, const std::string& shown);
+  void fs_step(Stage& s, const std::string& shown, const std::string& key_extra, const std::function<void()>& act);
+  void note_step(const Stage& s, const std::string& shown);
   void history(State& st, const std::string& created_by, bool empty);
   void materialize(Stage& s);
-  std::optional<Layer> take_layer(Stage& s);
+  std::optional<Layer> write_layer(int root, const std::string& shown, image::TreeSnapshot& before);
   Layer tree_layer(const std::string& dir, const std::string& what);
+  std::optional<json> cached_blob(const std::string& key);
   // instructions
   void do_run(Stage& s, const Instruction& ins);
   void do_copy(Stage& s, const Instruction& ins);
@@ -310,6 +302,7 @@ std::optional<json> Builder::cache_get(const std::string& key) {
   if (!text) return std::nullopt;
   auto j = json::parse(*text, nullptr, false);
   if (!j.is_object() || !j.contains("created") || !j["created"].is_string()) return std::nullopt;
+  if (j.contains("blob") != j.contains("diff_id")) return std::nullopt;
   for (const char* k : {"blob", "diff_id"})
     if (j.contains(k) && (!j[k].is_string() || !util::is_valid_digest(j[k].get<std::string>()))) return std::nullopt;
   if (j.contains("blob") && !store_.has_blob(j["blob"].get<std::string>())) return std::nullopt;  // pruned
@@ -328,11 +321,10 @@ void Builder::history(State& st, const std::string& created_by, bool empty) {
   st.config["history"].push_back(std::move(h));
 }
 
-void Builder::note_step(const Stage& s, const Instruction& ins, const std::string& shown) {
+void Builder::note_step(const Stage& s, const std::string& shown) {
   ++step_no_;
   std::string line = "STEP " + std::to_string(step_no_) + "/" + std::to_string(steps_) + ": " + shown;
   if (stages_.size() > 1) line = "[" + (s.name.empty() ? std::to_string(s.index) : s.name) + "] " + line;
-  (void)ins;
   util::note(line);
 }
 
@@ -354,12 +346,15 @@ void Builder::materialize(Stage& s) {
              " entries) in " + seconds_since(t0));
 }
 
-std::optional<Layer> Builder::take_layer(Stage& s) {
+// The layer of what changed in the tree at `root` since `before` (all of
+// it when `before` is empty), as a blob of the store; nullopt when nothing
+// changed. The blob is an uncompressed tar: its digest is its diff_id.
+std::optional<Layer> Builder::write_layer(int root, const std::string& shown, image::TreeSnapshot& before) {
   const auto t0 = std::chrono::steady_clock::now();
   app::WorkDir w(store_.tmp_dir(), "blob");
   const std::string file = w.path() + "/layer.tar";
   util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
-  auto r = image::write_tree_layer(s.root.get(), s.rootfs, s.snap, fd.get());
+  auto r = image::write_tree_layer(root, shown, before, fd.get());
   util::info("layer of " + std::to_string(r.changes) + " changes, " + util::human_bytes(r.bytes) + " in " +
              seconds_since(t0));
   if (r.changes == 0) return std::nullopt;
@@ -370,13 +365,20 @@ std::optional<Layer> Builder::take_layer(Stage& s) {
 // A whole tree as one layer (a base image kept as a tree, or a directory).
 Layer Builder::tree_layer(const std::string& dir, const std::string& what) {
   util::UniqueFd root = util::open_fd(dir, O_PATH | O_DIRECTORY);
-  app::WorkDir w(store_.tmp_dir(), "blob");
-  const std::string file = w.path() + "/layer.tar";
-  util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
   image::TreeSnapshot none;
-  auto r = image::write_tree_layer(root.get(), what, none, fd.get());
-  if (!store_.has_blob(r.diff_id)) store_.commit_blob(r.diff_id, file);
-  return {r.diff_id, r.diff_id};
+  auto l = write_layer(root.get(), what, none);
+  if (!l) throw Error("`" + what + "` is empty: nothing to build on");
+  return *l;
+}
+
+// A cache entry that names a blob the store still has.
+std::optional<json> Builder::cached_blob(const std::string& key) {
+  auto text = util::read_owned_at(cache_dir_.get(), key, 1 << 20);
+  json j = text ? json::parse(*text, nullptr, false) : json();
+  if (!j.is_object() || !j.contains("blob") || !j["blob"].is_string()) return std::nullopt;
+  const std::string blob = j["blob"].get<std::string>();
+  if (!util::is_valid_digest(blob) || !store_.has_blob(blob)) return std::nullopt;
+  return j;
 }
 
 void Builder::base_from_store(Stage& s, const std::string& name) {
@@ -406,11 +408,8 @@ void Builder::base_from_store(Stage& s, const std::string& name) {
     // layer, made once per stored version of the image.
     const std::string key =
         image::sha256_digest("base-tree\n" + *dir + "\n" + s.base_digest + "\n" + meta.value("created", "")).substr(7);
-    auto hit = util::read_owned_at(cache_dir_.get(), key, 1 << 16);
-    json j = hit ? json::parse(*hit, nullptr, false) : json();
-    if (j.is_object() && j.contains("blob") && j["blob"].is_string() &&
-        util::is_valid_digest(j["blob"].get<std::string>()) && store_.has_blob(j["blob"].get<std::string>())) {
-      s.state.layers.push_back({j["blob"].get<std::string>(), j["blob"].get<std::string>()});
+    if (auto j = cached_blob(key)) {
+      s.state.layers.push_back({(*j)["blob"].get<std::string>(), (*j)["blob"].get<std::string>()});
     } else {
       util::note("taking image `" + name + "` as one layer");
       Layer l = tree_layer(*dir + "/rootfs", "image `" + name + "`");
@@ -418,8 +417,8 @@ void Builder::base_from_store(Stage& s, const std::string& name) {
       s.state.layers.push_back(l);
     }
   } else {
-    throw Error("image `" + name + "` is kept as SquashFS and has no layers in the store",
-                "convert it to a directory image first: rt convert " + name + " NAME");
+    // Kept as one SquashFS file without its blobs: as a file is taken.
+    return base_from_file(s, *dir + "/" + store::kSquashFile);
   }
   s.state.created = s.state.config.value("created", "");
 }
@@ -432,11 +431,8 @@ void Builder::base_from_file(Stage& s, const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
   const std::string real = util::normalize_path(path, util::current_dir());
   const std::string key = image::sha256_digest("base-file\n" + real + "\n" + util::file_stamp(st)).substr(7);
-  auto hit = util::read_owned_at(cache_dir_.get(), key, 1 << 20);
-  json j = hit ? json::parse(*hit, nullptr, false) : json();
-  if (!(j.is_object() && j.contains("blob") && j["blob"].is_string() &&
-        util::is_valid_digest(j["blob"].get<std::string>()) && store_.has_blob(j["blob"].get<std::string>()) &&
-        j.contains("config") && j["config"].is_string())) {
+  json j = cached_blob(key).value_or(json());
+  if (!j.contains("config") || !j["config"].is_string()) {
     util::note("taking `" + path + "` as one layer");
     app::WorkDir w(store_.tmp_dir(), "build");
     ConvertOptions co;
@@ -502,7 +498,7 @@ void Builder::set_base(Stage& s, const std::string& what) {
   s.state.key = next_key(s.state, "FROM " + s.base_digest + " " + s.state.config.dump());
 }
 
-void Builder::fs_step(Stage& s, const Instruction& ins, const std::string& shown, const std::string& key_extra,
+void Builder::fs_step(Stage& s, const std::string& shown, const std::string& key_extra,
                       const std::function<void()>& act) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string key = next_key(s.state, shown + "\n" + key_extra);
@@ -518,7 +514,7 @@ void Builder::fs_step(Stage& s, const Instruction& ins, const std::string& shown
   }
   materialize(s);
   act();
-  auto layer = take_layer(s);
+  auto layer = write_layer(s.root.get(), s.rootfs, s.snap);
   s.state.created = now_utc();
   json entry = {{"created", s.state.created}, {"step", shown}};
   if (layer) {
@@ -530,7 +526,6 @@ void Builder::fs_step(Stage& s, const Instruction& ins, const std::string& shown
   s.state.key = key;
   cache_put(key, entry);
   util::note("--> " + seconds_since(t0) + (layer ? "" : " (no change)"));
-  (void)ins;
 }
 
 Builder::RunAs Builder::run_as(Stage& s, const std::string& user_given, const std::string& where) {
@@ -538,7 +533,7 @@ Builder::RunAs Builder::run_as(Stage& s, const std::string& user_given, const st
   const size_t colon = user.find(':');
   const std::string u = user.substr(0, colon), g = colon == std::string::npos ? "" : user.substr(colon + 1);
   auto number = [](const std::string& t) -> std::optional<unsigned long> {
-    if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    if (t.empty() || t.size() > 10 || t.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
     return std::stoul(t);
   };
   auto read = [&](const char* file) -> std::string {
@@ -614,7 +609,7 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
   if (util::open_in_root(s.root.get(), "/etc/apt/apt.conf.d", O_PATH | O_DIRECTORY).fd)
     make("/etc/apt/apt.conf.d/00rt-root-emulation", false);
 
-  const std::string where_run = "RUN " + shell_words(argv);
+  const std::string where_run = "RUN " + util::join(argv, ' ');
   const RunAs as = run_as(s, cfg_string(s.state, "User"), where_run);
   ExecOptions e;
   e.image = s.work->path();
@@ -699,11 +694,11 @@ void Builder::do_run(Stage& s, const Instruction& ins) {
   }
   if (argv.empty()) throw Error(where(ins) + ": RUN has an empty command");
   const std::string shown = ins.exec_form ? "RUN " + json(ins.argv).dump() : "RUN " + ins.args;
-  note_step(s, ins, shown);
+  note_step(s, shown);
   json args = json::object();
   for (const auto& [k, v] : s.args)
     if (v) args[k] = *v;
-  fs_step(s, ins, shown, args.dump() + "\n" + json(argv).dump(), [&] {
+  fs_step(s, shown, args.dump() + "\n" + json(argv).dump(), [&] {
     int status = run_container(s, argv);
     if (status != 0)
       throw Error(where(ins) + ": `" + shown + "` failed with status " + std::to_string(status),
@@ -776,10 +771,10 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
     for (auto& r : src->match(w, where(ins))) rels.push_back(std::move(r));
   const std::string shown_step =
       ins.keyword + (from.empty() ? "" : " --from=" + from) + " " + util::join(words, ' ') + " " + dest_given;
-  note_step(s, ins, shown_step);
+  note_step(s, shown_step);
   const std::string content = from.empty() ? src->digest(rels) : src_key;
   json extra = {rels, content, copt.chmod ? static_cast<int>(*copt.chmod) : -1, dest_dir_syntax};
-  fs_step(s, ins, shown_step, extra.dump(), [&] {
+  fs_step(s, shown_step, extra.dump(), [&] {
     const bool into_dir = dest_dir_syntax || rels.size() > 1 || image::dir_in_tree(s.root.get(), dest);
     if (rels.size() > 1 && !dest_dir_syntax && !image::dir_in_tree(s.root.get(), dest))
       throw Error(where(ins) + ": with more than one source the destination must end with /");
@@ -828,8 +823,8 @@ void Builder::do_workdir(Stage& s, const Instruction& ins) {
   dir = util::normalize_path(dir, cur.empty() ? "/" : cur);
   cfg_of(s.state)["WorkingDir"] = dir;
   const std::string shown = "WORKDIR " + dir;
-  note_step(s, ins, shown);
-  fs_step(s, ins, shown, "", [&] {
+  note_step(s, shown);
+  fs_step(s, shown, "", [&] {
     std::string prefix;
     for (const auto& c : util::split(dir, '/')) {
       if (c.empty()) continue;
@@ -972,16 +967,15 @@ void Builder::step(Stage& s, const Instruction& ins) {
   } else {
     throw Error(where(ins) + ": " + k + " is not supported");
   }
-  note_step(s, ins, shown);
+  note_step(s, shown);
   history(s.state, shown, true);
 }
 
 void Builder::build_stage(Stage& s) {
-  note_step(s, *s.from, "FROM " + s.from->args);
+  note_step(s, "FROM " + s.from->args);
   const image::Lookup look = lookup_for(nullptr);
   set_base(s, image::split_words(s.from->args, df_.escape, where(*s.from), &look).at(0));
   for (const Instruction* ins : s.body) step(s, *ins);
-  s.done = true;
 }
 
 image::ImageSource Builder::result(Stage& s) {
