@@ -781,35 +781,8 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
     for (const auto& r : rels) {
       // ADD unpacks a local tar archive (plain, gzip or zstd) into DEST.
       if (add && !src->is_dir(r)) {
-        auto f = util::open_in_root(src->fd(), r, O_RDONLY);
-        char head[512];
-        bool tar = false;
-        if (f.fd) {
-          try {
-            image::LayerStream probe([fd = f.fd.get(), r](void* b, size_t n) { return util::read_some(fd, b, n, r); },
-                                     r);
-            size_t got = 0;
-            while (got < sizeof head) {
-              size_t n = probe.read(head + got, sizeof head - got);
-              if (n == 0) break;
-              got += n;
-            }
-            tar = got == sizeof head && std::string_view(head + 257, 5) == "ustar";
-          } catch (const Error&) {
-          }
-        }
-        if (tar) {
-          app::WorkDir tmp(store_.tmp_dir(), "build");
-          const std::string out = tmp.path() + "/x";
-          if (::mkdir(out.c_str(), 0755) != 0) throw SysError{errno, "mkdir", out};
-          image::TreeWriter w(out, src->path() + "/" + r);
-          image::LayerStream stream(app::file_reader(src->path() + "/" + r), r);
-          w.apply_layer([&](void* b, size_t n) { return stream.read(b, n); }, r);
-          w.finish();
-          image::SourceTree unpacked(out);
-          image::copy_into(unpacked, "", s.root.get(), dest, true, copt, where(ins));
-          continue;
-        }
+        app::WorkDir scratch(store_.tmp_dir(), "build");
+        if (image::add_archive(*src, r, s.root.get(), dest, scratch.path(), copt, where(ins))) continue;
       }
       image::copy_into(*src, r, s.root.get(), dest, into_dir, copt, where(ins));
     }

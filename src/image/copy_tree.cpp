@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <functional>
 
+#include "image/layer_stream.hpp"
 #include "image/sha256.hpp"
+#include "image/unpack.hpp"
 #include "rt/error.hpp"
 #include "util/fs.hpp"
 #include "util/inroot.hpp"
@@ -221,6 +223,35 @@ std::string SourceTree::digest(const std::vector<std::string>& rels) const {
     one(r.fd.get(), "", rel, true);
   }
   return h.digest();
+}
+
+bool add_archive(const SourceTree& src, const std::string& rel, int tree, const std::string& dest,
+                 const std::string& scratch, const CopyOptions& options, const std::string& where) {
+  // Opened once, inside the source's root: every read is of that file.
+  auto f = util::open_in_root(src.fd(), rel, O_RDONLY);
+  if (!f.fd) throw SysError(f.err, "open", src.path() + "/" + rel, "");
+  struct stat st;
+  if (::fstat(f.fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  const std::string shown = src.path() + "/" + rel;
+  auto reader = [&] {
+    if (::lseek(f.fd.get(), 0, SEEK_SET) != 0) throw SysError{errno, "lseek", shown};
+    return ReadFn([fd = f.fd.get(), shown](void* b, size_t n) { return util::read_some(fd, b, n, shown); });
+  };
+  char head[512];
+  size_t got = 0;
+  try {
+    LayerStream probe(reader(), shown);
+    for (size_t n = 1; got < sizeof head && n > 0; got += n) n = probe.read(head + got, sizeof head - got);
+  } catch (const Error&) {
+    return false;  // not gzip or zstd after all: a plain file
+  }
+  if (got < sizeof head || std::string_view(head + 257, 5) != "ustar") return false;
+  TreeWriter w(scratch, shown);
+  LayerStream stream(reader(), shown);
+  w.apply_layer([&](void* b, size_t n) { return stream.read(b, n); }, rel);
+  w.finish();
+  copy_into(SourceTree(scratch), "", tree, dest, true, options, where);
+  return true;
 }
 
 bool dir_in_tree(int tree, const std::string& path) {

@@ -50,6 +50,13 @@ struct CopyOptions {
 uint64_t copy_into(const SourceTree& src, const std::string& rel, int tree, const std::string& dest, bool into_dir,
                    const CopyOptions& options, const std::string& where);
 
+// ADD's archives: when `rel` of `src` is a tar (plain, gzip or zstd),
+// unpacks it into `scratch` (an empty directory) with the tree writer's
+// hardening, copies that into the image's directory `dest` and returns
+// true; returns false for any other file.
+bool add_archive(const SourceTree& src, const std::string& rel, int tree, const std::string& dest,
+                 const std::string& scratch, const CopyOptions& options, const std::string& where);
+
 // True when the image has a directory at `path` (symlinks followed inside it).
 bool dir_in_tree(int tree, const std::string& path);
 

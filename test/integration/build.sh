@@ -168,6 +168,16 @@ rm bad/link
 expect_status 0 "COPY through a symlink of the image that points above its root" -- "$RT" build -t bad bad
 [ ! -e /tmp/escaped ] && [ -f "$RT_STORAGE/images/bad/rootfs/tmp/escaped" ] &&
   pass "lands inside the image" || fail "COPY wrote outside the image"
+# A symlink in the context read as the host would read it leads to a
+# sibling directory; read inside the context it leads to a file there.
+mkdir -p inner bad/inner tarsrc
+echo outside >tarsrc/which && tar -C tarsrc -czf inner/a.tar.gz which
+echo inside >tarsrc/which && tar -C tarsrc -czf bad/inner/a.tar.gz which
+ln -s ../inner/a.tar.gz bad/link.tar.gz
+printf 'FROM debian\nADD link.tar.gz /added/\n' >bad/Dockerfile
+expect_status 0 "ADD of a context symlink whose host reading leaves the context" -- "$RT" build -t bad bad
+expect_eq "$(cat "$RT_STORAGE/images/bad/rootfs/added/which")" "inside" "reads the archive inside the context"
+rm -r bad/link.tar.gz bad/inner
 printf 'FROM debian\nADD https://example.org/x /x\n' >bad/Dockerfile
 expect_status 125 "ADD of a URL" -- "$RT" build -t bad2 bad
 expect_match "$ERR" "Dockerfile:2: ADD of a URL .* is not supported" "is refused naming the line"
