@@ -830,8 +830,9 @@ void Builder::step(Stage& s, const Instruction& ins) {
   if (k == "ENV") {
     auto env = cfg_env(s.state);
     for (auto& [name, v] : image::key_values(ins.args, image::Pairs::Env, esc, where(ins), &look)) {
-      std::erase_if(env, [&](const std::string& e) { return e.starts_with(name + "="); });
-      env.push_back(name + "=" + v.value_or(""));
+      const std::string prefix = name + "=";
+      std::erase_if(env, [&prefix](const std::string& e) { return e.starts_with(prefix); });
+      env.push_back(prefix + v.value_or(""));
     }
     c["Env"] = env;
   } else if (k == "ARG") {

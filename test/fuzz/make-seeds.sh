@@ -27,7 +27,13 @@ mksquashfs "$t/tree/usr" "$out/squashfs/plain.sqfs" -noappend -quiet -no-progres
 python3 "$(dirname "$0")/../integration/siftool.py" make "$out/squashfs/small.sif" \
   --squashfs "$out/squashfs/small-zstd.sqfs" --deffile "$t/tree/etc/passwd" --signatures 1
 
-mkdir -p "$out"/reference "$out"/manifest "$out"/site_config "$out"/cdi "$out"/tar
+mkdir -p "$out"/reference "$out"/manifest "$out"/site_config "$out"/cdi "$out"/tar "$out"/dockerfile
+# rt build's Dockerfiles and .dockerignore, and the escape directive.
+for f in "$(dirname "$0")"/../build/*/Dockerfile "$(dirname "$0")"/../build/*/.dockerignore; do
+  cp "$f" "$out/dockerfile/$(basename "$(dirname "$f")")-$(basename "$f")"
+done
+printf '# escape=`\nFROM a\nRUN echo ${X:-d} `\n  && echo "$Y" \nENV A=1 B="two words" C=${A:+alt}\n' \
+  >"$out/dockerfile/escape"
 i=0
 for r in busybox ubuntu:24.04 docker.io/library/debian:12 localhost:5000/a/b/c:tag \
   127.0.0.1:8443/x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef \
