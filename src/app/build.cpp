@@ -946,9 +946,10 @@ void Builder::step(Stage& s, const Instruction& ins) {
 }
 
 void Builder::build_stage(Stage& s) {
-  note_step(s, "FROM " + s.from->args);
   const image::Lookup look = lookup_for(nullptr);
-  set_base(s, image::split_words(s.from->args, df_.escape, where(*s.from), &look).at(0));
+  const auto words = image::split_words(s.from->args, df_.escape, where(*s.from), &look);
+  note_step(s, "FROM " + util::join(words, ' '));
+  set_base(s, words.at(0));
   for (const Instruction* ins : s.body) step(s, *ins);
 }
 
