@@ -236,6 +236,9 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
                     << ",\n  \"manifest_digest\": " << json_escape(i.manifest_digest)
                     << ",\n  \"config_digest\": " << json_escape(i.config_digest) << ",\n  \"size\": " << i.size
                     << ",\n  \"created\": " << json_escape(i.created) << ",\n  \"path\": " << json_escape(i.dir);
+          if (!i.base_name.empty())
+            std::cout << ",\n  \"base\": {\"name\": " << json_escape(i.base_name)
+                      << ", \"config_digest\": " << json_escape(i.base_digest) << "}";
           // The image's own settings; User is shown though rt runs programs as the caller.
           if (!i.config.empty()) {
             std::string cfg = i.config;

@@ -43,6 +43,7 @@ struct ImageSummary {
   std::string name, ref, manifest_digest, config_digest, created, dir;
   uint64_t size = 0;
   std::string config;  // inspect only: the image config's `config` (Env, Cmd, User, ...) as JSON; "" if none
+  std::string base_name, base_digest;  // inspect only: what rt build built it from (FROM, its config digest)
 };
 struct ConvertOptions : StoreOptions {
   std::string compression = "zstd";  // zstd, gzip, lz4, xz, lzo

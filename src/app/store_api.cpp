@@ -30,7 +30,7 @@ std::optional<app::Store> existing_store(const StoreOptions& o) {
 }
 
 ImageSummary summary(const app::ImageInfo& i) {
-  return {i.name, i.ref, i.manifest_digest, i.config_digest, i.created, i.dir, i.size, {}};
+  return {i.name, i.ref, i.manifest_digest, i.config_digest, i.created, i.dir, i.size, {}, {}, {}};
 }
 
 // The stored name for what the user typed: as given, or canonical.
@@ -55,6 +55,13 @@ ImageSummary inspect_image(const std::string& name, const StoreOptions& o) {
   auto info = s->info(resolve_name(*s, name));
   if (!info) throw Error("image `" + name + "` in store `" + s->root() + "` has no metadata");
   ImageSummary out = summary(*info);
+  if (auto meta = util::read_file_if_exists(info->dir + "/" + store::kMetaFile)) {
+    auto j = nlohmann::json::parse(*meta, nullptr, false);
+    if (j.is_object() && j.contains("base") && j["base"].is_object()) {
+      out.base_name = j["base"].value("name", "");
+      out.base_digest = j["base"].value("config_digest", "");
+    }
+  }
   const std::string file = info->dir + "/image-config.json";
   if (auto text = util::read_file_if_exists(file, 4 << 20)) {
     auto doc = util::parse_json_object(*text, "`" + file + "`");

@@ -79,6 +79,9 @@ assert [bool(x.get("empty_layer")) for x in h] == [False, False, False, True, Tr
 assert len([x for x in c["history"] if not x.get("empty_layer")]) == len(d)  # one entry per layer, the base's too
 PY
 pass "one layer per step that changes files (diff_ids), the instructions in the history"
+base_digest=$("$RT" inspect debian | python3 -c 'import json,sys; print(json.load(sys.stdin)["config_digest"])')
+expect_eq "$("$RT" inspect numpy | python3 -c 'import json,sys; b=json.load(sys.stdin)["base"]; print(b["name"], b["config_digest"])')" \
+  "debian $base_digest" "rt inspect names the base image and its digest"
 for d in $(python3 -c "import json,sys; print(' '.join(x[7:] for x in json.load(open(sys.argv[1]))['rootfs']['diff_ids'][2:]))" \
   "$RT_STORAGE/images/numpy/image-config.json"); do
   expect_eq "$(sha256sum <"$RT_STORAGE/blobs/sha256/$d" | cut -c1-64)" "$d" "a layer blob hashes to its diff_id"
