@@ -24,6 +24,9 @@ constexpr const char* kFaked[] = {
     "setfsgid",   "setfsgid32", "setgroups",   "setgroups32", "capset",
 };
 
+// What skip_sync makes return at once (sync_file_range2 is arm's).
+constexpr const char* kSync[] = {"fsync", "fdatasync", "sync", "syncfs", "sync_file_range", "sync_file_range2"};
+
 struct Filter {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   ~Filter() {
@@ -44,6 +47,11 @@ const std::vector<std::string>& emulated_calls() {
     v.push_back("mknodat (devices)");
     return v;
   }();
+  return calls;
+}
+
+const std::vector<std::string>& sync_calls() {
+  static const std::vector<std::string> calls(std::begin(kSync), std::end(kSync));
   return calls;
 }
 
@@ -73,7 +81,7 @@ void install_root_emulation(bool skip_sync) {
   // A build's tree is scratch until it is stored: dpkg's fsync per file
   // buys nothing there and costs a second of a package install.
   if (skip_sync)
-    for (const char* name : {"fsync", "fdatasync", "sync", "syncfs", "sync_file_range", "sync_file_range2"}) {
+    for (const char* name : kSync) {
       const int nr = seccomp_syscall_resolve_name(name);
       if (nr != __NR_SCMP_ERROR) check(seccomp_rule_add(f.ctx, ok, nr, 0), name);
     }
@@ -85,7 +93,7 @@ void install_root_emulation(bool skip_sync) {
 namespace rt {
 
 void enable_root_emulation() {
-  static const run::RootEmulation emulation{&app::emulated_calls, &app::install_root_emulation};
+  static const run::RootEmulation emulation{&app::emulated_calls, &app::sync_calls, &app::install_root_emulation};
   run::provide_root_emulation(&emulation);
 }
 

@@ -19,9 +19,12 @@ namespace rt::app {
 
 // The calls emulated, by name, for -v and the manual.
 const std::vector<std::string>& emulated_calls();
+// What skip_sync (rt build's RUN) adds: fsync and its kin return at once.
+const std::vector<std::string>& sync_calls();
 
 // Loads the filter into this process (inherited by its children and kept
-// across execve). Needs PR_SET_NO_NEW_PRIVS. Throws rt::Error.
+// across execve), with sync_calls() too when `skip_sync`. Needs
+// PR_SET_NO_NEW_PRIVS. Throws rt::Error.
 void install_root_emulation(bool skip_sync);
 
 }  // namespace rt::app

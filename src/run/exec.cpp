@@ -169,9 +169,11 @@ void show(const ExecOptions& o, const Prepared& p, const hpc::Launcher& launcher
   for (const auto& line : run::describe(p.plan)) out(line);
   for (const auto& line : p.env_changes) out(line);
   if (p.seccomp) {
-    std::string calls;
-    for (const auto& c : run::root_emulation()->calls()) calls += (calls.empty() ? "" : ", ") + c;
-    out("root emulation (--seccomp): these succeed without effect: " + calls);
+    const auto* emulation = run::root_emulation();
+    std::string line =
+        "root emulation (--seccomp): these succeed without effect: " + util::join(emulation->calls(), ", ");
+    if (p.skip_sync) line += "; these return at once: " + util::join(emulation->sync_calls(), ", ");
+    out(line);
   }
   std::string cmd = "command:";
   for (const auto& a : p.argv) cmd += " " + a;

@@ -9,8 +9,9 @@
 namespace rt::run {
 
 struct RootEmulation {
-  const std::vector<std::string>& (*calls)();  // the calls emulated, for -v
-  void (*install)(bool skip_sync);             // loads the filter; throws rt::Error
+  const std::vector<std::string>& (*calls)();       // the calls emulated, for -v
+  const std::vector<std::string>& (*sync_calls)();  // those skip_sync adds
+  void (*install)(bool skip_sync);                  // loads the filter; throws rt::Error
 };
 
 void provide_root_emulation(const RootEmulation* emulation);

@@ -68,6 +68,13 @@ TEST_CASE("root maps the caller to 0 and no-home drops home and private-tmp uses
   CHECK(find(p, "/home/alice/work") == nullptr);
 }
 
+TEST_CASE("image_tmp leaves the image's own /tmp: no bind, no tmpfs (rt build's RUN)") {
+  Fixture f;
+  REQUIRE(find(f.plan(), "/tmp"));
+  f.o.image_tmp = true;
+  CHECK(find(f.plan(), "/tmp") == nullptr);
+}
+
 TEST_CASE("working directory outside home is bound but system directories never") {
   Fixture f;
   f.h.cwd = "/scratch/run1";
