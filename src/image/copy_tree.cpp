@@ -91,19 +91,25 @@ struct Copier {
   }
 
   // Copies the entry `name` of directory `src` to `name` in `dst`.
+  // `excluded`: .dockerignore leaves this entry out; a directory is still
+  // gone into (for what `!` patterns bring back) and kept only if it
+  // received something.
   void entry(const SourceTree& tree, int src, const std::string& rel, const std::string& name, int dst,
-             const std::string& dname, const std::string& shown) {
+             const std::string& dname, const std::string& shown, bool excluded = false) {
     struct stat st;
     if (::fstatat(src, name.c_str(), &st, AT_SYMLINK_NOFOLLOW | (name.empty() ? AT_EMPTY_PATH : 0)) != 0)
       throw SysError{errno, "stat", where + ": " + rel};
+    if (excluded && !S_ISDIR(st.st_mode)) return;
     if (S_ISDIR(st.st_mode)) {
       clear(dst, dname, true, shown);
-      if (::mkdirat(dst, dname.c_str(), 0700) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", shown};
+      const bool made = ::mkdirat(dst, dname.c_str(), 0700) == 0;
+      if (!made && errno != EEXIST) throw SysError{errno, "mkdir", shown};
       util::UniqueFd s(::openat(src, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       util::UniqueFd d(::openat(dst, dname.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!s) throw SysError{errno, "open", where + ": " + rel};
       if (!d) throw SysError{errno, "open", shown};
       contents(tree, s.get(), rel, d.get(), shown);
+      if (excluded && made && ::unlinkat(dst, dname.c_str(), AT_REMOVEDIR) == 0) return;  // nothing came back
       if (::fchmodat(dst, dname.c_str(), mode_of(st), 0) != 0) throw SysError{errno, "chmod", shown};
       times(dst, dname, st);
       return;
@@ -141,8 +147,9 @@ struct Copier {
   void contents(const SourceTree& tree, int src, const std::string& rel, int dst, const std::string& shown) {
     for (const auto& n : sorted_names(src, where + ": " + rel)) {
       const std::string r = join(rel, n);
-      if (tree.excluded(r)) continue;
-      entry(tree, src, r, n, dst, n, shown + "/" + n);
+      const bool out = tree.excluded(r);
+      if (out && !tree.look_inside_excluded()) continue;
+      entry(tree, src, r, n, dst, n, shown + "/" + n, out);
     }
   }
 };
@@ -162,8 +169,9 @@ std::vector<std::string> SourceTree::match(const std::string& pattern, const std
     std::function<void(int, const std::string&)> walk = [&](int fd, const std::string& rel) {
       for (const auto& n : sorted_names(fd, path_ + "/" + rel)) {
         const std::string r = join(rel, n);
-        if (excluded(r)) continue;
-        if (::fnmatch(want.c_str(), r.c_str(), FNM_PATHNAME | FNM_PERIOD) == 0) out.push_back(r);
+        const bool left_out = excluded(r);
+        if (left_out && !look_inside_excluded()) continue;
+        if (!left_out && ::fnmatch(want.c_str(), r.c_str(), FNM_PATHNAME | FNM_PERIOD) == 0) out.push_back(r);
         struct stat st;
         if (::fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
           util::UniqueFd sub(::openat(fd, n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -193,8 +201,13 @@ std::string SourceTree::digest(const std::vector<std::string>& rels) const {
     struct stat st;
     if (::fstatat(dir, name.c_str(), &st, (follow ? 0 : AT_SYMLINK_NOFOLLOW) | (name.empty() ? AT_EMPTY_PATH : 0)) != 0)
       throw SysError{errno, "stat", path_ + "/" + rel};
-    put(rel);
-    put(std::to_string(st.st_mode));
+    // What .dockerignore leaves out counts only through what `!` brings back inside it.
+    const bool left_out = !follow && excluded(rel);
+    if (left_out && !S_ISDIR(st.st_mode)) return;
+    if (!left_out) {
+      put(rel);
+      put(std::to_string(st.st_mode));
+    }
     if (S_ISLNK(st.st_mode)) {
       char link[4096];
       ssize_t n = ::readlinkat(dir, name.c_str(), link, sizeof link - 1);
@@ -212,7 +225,7 @@ std::string SourceTree::digest(const std::vector<std::string>& rels) const {
       if (!d) throw SysError{errno, "open", path_ + "/" + rel};
       for (const auto& n : sorted_names(d.get(), path_ + "/" + rel)) {
         const std::string r = join(rel, n);
-        if (!excluded(r)) one(d.get(), n, r, false);
+        if (!excluded(r) || look_inside_excluded()) one(d.get(), n, r, false);
       }
     }
   };

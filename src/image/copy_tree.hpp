@@ -31,6 +31,8 @@ public:
   const std::string& path() const { return path_; }
   int fd() const { return root_.get(); }
   bool excluded(const std::string& rel) const { return ignore_ && !rel.empty() && ignore_->excluded(rel); }
+  // May an excluded directory hold entries that are not (a `!` pattern)?
+  bool look_inside_excluded() const { return ignore_ && ignore_->reincludes(); }
 
 private:
   std::string path_;

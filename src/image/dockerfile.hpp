@@ -68,6 +68,13 @@ public:
   static DockerIgnore parse(std::string_view text);
   // `path`: relative to the context, '/'-separated.
   bool excluded(std::string_view path) const;
+  // Has `!` patterns: an excluded directory may still hold included
+  // entries, so walkers go into it.
+  bool reincludes() const {
+    for (const auto& r : rules_)
+      if (r.reinclude) return true;
+    return false;
+  }
 
 private:
   struct Rule {

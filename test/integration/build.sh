@@ -110,7 +110,8 @@ expect_status 0 "build args (ARG/ENV expansion, .dockerignore, ADD of a tar)" --
   "$RT" build -t args ctx/args
 expect_eq "$("$RT" run args)" "1.0 plain 1.0 plain" "ARG before FROM, ARG in the stage, ENV from ARG, RUN sees both"
 expect_eq "$("$RT" exec args cat /srv/app/listing.txt | tr '\n' ' ')" \
-  ".dockerignore Dockerfile args.txt data.tar.gz docs keep.log listing.txt " ".dockerignore leaves out *.log (but !keep.log) and secret/"
+  ".dockerignore Dockerfile args.txt data.tar.gz docs keep.log listing.txt secret " ".dockerignore leaves out *.log (but !keep.log) and secret/ (but !secret/*.pem)"
+expect_eq "$("$RT" exec args ls -A /srv/app/secret)" "public.pem" "... from an excluded directory only what ! brings back"
 expect_eq "$("$RT" exec args cat /srv/unpacked/d/file.txt)" "inside a tar" "ADD unpacks a local tar.gz"
 expect_eq "$("$RT" exec args sh -c 'echo $APP_EXTRA $APP_ALT $APP_FLAVOUR')" "fallback set plain" \
   '${VAR:-default} and ${VAR:+alternative} as Docker expands them'

@@ -192,3 +192,28 @@ TEST_CASE("COPY sources: patterns, .dockerignore, content digests") {
   // A source symlink is followed inside the context: /etc/passwd there is not the host's.
   CHECK_THROWS(src.match("escape", "Dockerfile:7"));
 }
+
+TEST_CASE("COPY of a directory: a `!` pattern brings entries back from an excluded directory") {
+  TempDir t;
+  const std::string ctx = t.path + "/ctx";
+  put(ctx + "/keep.txt", "k");
+  put(ctx + "/secret/key", "do not copy");
+  put(ctx + "/secret/public.pem", "pem");
+  put(ctx + "/cache/a", "a");
+  image::SourceTree src(ctx, image::DockerIgnore::parse("secret/\ncache/\n!secret/*.pem\n"));
+  const std::string img = t.path + "/img";
+  fs::create_directories(img);
+  util::UniqueFd tree = util::open_fd(img, O_PATH | O_DIRECTORY);
+  image::copy_into(src, "", tree.get(), "/app", true, {}, "Dockerfile:2");
+  CHECK(get(img + "/app/keep.txt") == "k");
+  CHECK(get(img + "/app/secret/public.pem") == "pem");
+  CHECK_FALSE(fs::exists(img + "/app/secret/key"));
+  CHECK_FALSE(fs::exists(img + "/app/cache"));  // nothing came back from it: not made
+  CHECK(src.match("secret/*", "Dockerfile:3") == std::vector<std::string>{"secret/public.pem"});
+  // The digest follows what is copied: the excluded key does not count, the pem does.
+  const std::string d = src.digest({""});
+  put(ctx + "/secret/key", "changed");
+  CHECK(src.digest({""}) == d);
+  put(ctx + "/secret/public.pem", "new pem");
+  CHECK(src.digest({""}) != d);
+}
