@@ -95,6 +95,7 @@ void write_image_files(const std::string& dir, const ImageSource& src, uint64_t 
   meta["config_digest"] = src.config_digest;
   meta["layers"] = nlohmann::json::array();
   for (const auto& l : src.layers) meta["layers"].push_back(l.expected_blob.empty() ? l.name : l.expected_blob);
+  if (!src.base_name.empty()) meta["base"] = {{"name", src.base_name}, {"config_digest", src.base_digest}};
   meta["size"] = size;
   meta["created"] = util::utc_time(::time(nullptr));
   write_file(dir + "/" + store::kMetaFile, meta.dump(2) + "\n");

@@ -44,6 +44,7 @@
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
 #include "rt/image.hpp"
+#include "run/hostinfo.hpp"
 #include "store/lookup.hpp"
 #include "util/fs.hpp"
 #include "util/inroot.hpp"
@@ -131,6 +132,60 @@ void base_history(State& st, const std::string& base) {
     h.push_back({{"created", st.created}, {"created_by", "the tree of " + base}, {"comment", "rt build (base)"}});
 }
 
+// Go durations as Docker writes them (30s, 1m30s, 500ms) in nanoseconds.
+int64_t duration_ns(const std::string& v, const std::string& where) {
+  int64_t total = 0;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j < v.size() && (std::isdigit(static_cast<unsigned char>(v[j])) || v[j] == '.')) ++j;
+    size_t u = j;
+    while (u < v.size() && std::isalpha(static_cast<unsigned char>(v[u]))) ++u;
+    static const std::map<std::string, double> units = {{"ns", 1},  {"us", 1e3}, {"ms", 1e6},
+                                                        {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}};
+    auto unit = units.find(v.substr(j, u - j));
+    if (j == i || unit == units.end()) throw Error(where + ": `" + v + "` is not a duration (30s, 1m30s, 500ms)");
+    total += static_cast<int64_t>(std::stod(v.substr(i, j - i)) * unit->second);
+    i = u;
+  }
+  return total;
+}
+
+// HEALTHCHECK [--interval=D --timeout=D --start-period=D --start-interval=D
+// --retries=N] CMD ... | NONE, as Docker's config records it.
+json healthcheck(const Instruction& ins, const std::string& where) {
+  static const std::map<std::string, std::string> names = {{"interval", "Interval"},
+                                                           {"timeout", "Timeout"},
+                                                           {"start-period", "StartPeriod"},
+                                                           {"start-interval", "StartInterval"},
+                                                           {"retries", "Retries"}};
+  json h = json::object();
+  for (const auto& [f, v] : ins.flags) {
+    auto n = names.find(f);
+    if (n == names.end()) throw Error(where + ": HEALTHCHECK has no flag --" + f);
+    if (f == "retries")
+      h[n->second] = std::atoi(v.c_str());
+    else
+      h[n->second] = duration_ns(v, where + ": --" + f);
+  }
+  const std::string rest = util::trim(ins.args);
+  if (lower(rest) == "none") {
+    h["Test"] = {"NONE"};
+    return h;
+  }
+  const size_t sp = rest.find_first_of(" \t");
+  if (sp == std::string::npos || lower(rest.substr(0, sp)) != "cmd")
+    throw Error(where + ": HEALTHCHECK takes CMD COMMAND or NONE");
+  const std::string cmd = util::trim(rest.substr(sp));
+  auto j = json::parse(cmd, nullptr, false);
+  if (j.is_array() && !j.empty() && std::all_of(j.begin(), j.end(), [](const json& e) { return e.is_string(); })) {
+    h["Test"] = json::array({"CMD"});
+    for (const auto& e : j) h["Test"].push_back(e);
+  } else {
+    h["Test"] = {"CMD-SHELL", cmd};
+  }
+  return h;
+}
+
 class Builder {
 public:
   explicit Builder(const BuildOptions& o) : o_(o), store_(o.storage) {}
@@ -177,7 +232,6 @@ private:
   BuildOptions o_;
   app::Store store_;
   std::string file_shown_;
-  std::string text_;
   image::Dockerfile df_;
   std::map<std::string, std::string> given_args_;  // --build-arg
   std::set<std::string> used_args_;
@@ -192,17 +246,18 @@ private:
 void Builder::read_dockerfile() {
   std::string ctx = o_.context.empty() ? "." : o_.context;
   if (!util::is_directory(ctx)) throw Error("build context `" + ctx + "` is not a directory");
+  std::string text;
   if (o_.file == "-") {
     file_shown_ = "Dockerfile (stdin)";
-    text_ = util::read_fd(0, "stdin", 1 << 20);
+    text = util::read_fd(0, "stdin", 1 << 20);
   } else {
     const std::string f = o_.file.empty() ? ctx + "/Dockerfile" : o_.file;
     file_shown_ = f;
     auto t = util::read_file_if_exists(f, 1 << 20);
     if (!t) throw Error("cannot read the Dockerfile `" + f + "`", o_.file.empty() ? "name it with -f FILE" : "");
-    text_ = *t;
+    text = *t;
   }
-  df_ = image::parse_dockerfile(text_, file_shown_);
+  df_ = image::parse_dockerfile(text, file_shown_);
   std::optional<image::DockerIgnore> ignore;
   if (auto t = util::read_file_if_exists(ctx + "/.dockerignore", 1 << 20)) ignore = image::DockerIgnore::parse(*t);
   context_.emplace(ctx, std::move(ignore));
@@ -540,13 +595,12 @@ Builder::RunAs Builder::run_as(Stage& s, const std::string& user_given, const st
     auto r = util::open_in_root(s.root.get(), file, O_RDONLY);
     return r.fd ? util::read_fd(r.fd.get(), s.rootfs + file) : std::string();
   };
-  // The fields of the line of /etc/passwd or /etc/group whose field
-  // `key` (0: name, 2: id) is `value`.
-  auto entry = [](const std::string& text, int key, const std::string& value) {
+  // The fields of the line of /etc/passwd or /etc/group named `name`
+  // (run::find_id_line finds one by id).
+  auto named = [](const std::string& text, const std::string& name) {
     std::vector<std::string> out;
     util::for_each_line(text, [&](std::string_view line) {
-      auto f = util::split(line, ':');
-      if (f.size() > 3 && f[static_cast<size_t>(key)] == value) out = f;
+      if (line.starts_with(name + ":")) out = util::split(line, ':');
       return out.empty();
     });
     return out;
@@ -559,9 +613,9 @@ Builder::RunAs Builder::run_as(Stage& s, const std::string& user_given, const st
   std::vector<std::string> pw;
   if (auto n = number(u)) {
     r.uid = static_cast<uid_t>(*n);
-    pw = entry(passwd, 2, u);
+    pw = run::find_id_line(passwd, *n);
   } else {
-    pw = entry(passwd, 0, u);
+    pw = named(passwd, u);
     auto id = id_of(pw, 2);
     if (!id) throw Error(where + ": USER `" + u + "` is not in the image's /etc/passwd");
     r.uid = static_cast<uid_t>(*id);
@@ -571,7 +625,7 @@ Builder::RunAs Builder::run_as(Stage& s, const std::string& user_given, const st
   if (!g.empty()) {
     if (auto n = number(g))
       r.gid = static_cast<gid_t>(*n);
-    else if (auto id = id_of(entry(read("/etc/group"), 0, g), 2))
+    else if (auto id = id_of(named(read("/etc/group"), g), 2))
       r.gid = static_cast<gid_t>(*id);
     else
       throw Error(where + ": group `" + g + "` is not in the image's /etc/group");
@@ -882,60 +936,7 @@ void Builder::step(Stage& s, const Instruction& ins) {
     std::vector<std::string> v = ins.exec_form ? ins.argv : image::split_words(ins.args, esc, where(ins), &look);
     for (const auto& p : v) c["Volumes"][p] = json::object();
   } else if (k == "HEALTHCHECK") {
-    json h = json::object();
-    for (const auto& [f, v] : ins.flags) {
-      static const std::map<std::string, std::string> names = {{"interval", "Interval"},
-                                                               {"timeout", "Timeout"},
-                                                               {"start-period", "StartPeriod"},
-                                                               {"start-interval", "StartInterval"},
-                                                               {"retries", "Retries"}};
-      auto n = names.find(f);
-      if (n == names.end()) throw Error(where(ins) + ": HEALTHCHECK has no flag --" + f);
-      if (f == "retries") {
-        h[n->second] = std::atoi(v.c_str());
-        continue;
-      }
-      // Go durations as Docker writes them: 30s, 1m30s, 500ms -> nanoseconds.
-      int64_t total = 0;
-      size_t i = 0;
-      while (i < v.size()) {
-        size_t j = i;
-        while (j < v.size() && (std::isdigit(static_cast<unsigned char>(v[j])) || v[j] == '.')) ++j;
-        size_t u = j;
-        while (u < v.size() && std::isalpha(static_cast<unsigned char>(v[u]))) ++u;
-        if (j == i || u == j) throw Error(where(ins) + ": --" + f + "=" + v + " is not a duration (30s, 1m30s)");
-        const double num = std::stod(v.substr(i, j - i));
-        const std::string unit = v.substr(j, u - j);
-        const double scale = unit == "ns"   ? 1
-                             : unit == "us" ? 1e3
-                             : unit == "ms" ? 1e6
-                             : unit == "s"  ? 1e9
-                             : unit == "m"  ? 60e9
-                             : unit == "h"  ? 3600e9
-                                            : -1;
-        if (scale < 0) throw Error(where(ins) + ": --" + f + "=" + v + ": unknown unit `" + unit + "`");
-        total += static_cast<int64_t>(num * scale);
-        i = u;
-      }
-      h[n->second] = total;
-    }
-    const std::string rest = util::trim(ins.args);
-    if (lower(rest) == "none") {
-      h["Test"] = {"NONE"};
-    } else {
-      const size_t sp = rest.find_first_of(" \t");
-      if (sp == std::string::npos || lower(rest.substr(0, sp)) != "cmd")
-        throw Error(where(ins) + ": HEALTHCHECK takes CMD COMMAND or NONE");
-      const std::string cmd = util::trim(rest.substr(sp));
-      auto j = json::parse(cmd, nullptr, false);
-      if (j.is_array() && !j.empty() && std::all_of(j.begin(), j.end(), [](const json& e) { return e.is_string(); })) {
-        h["Test"] = json::array({"CMD"});
-        for (const auto& e : j) h["Test"].push_back(e);
-      } else {
-        h["Test"] = {"CMD-SHELL", cmd};
-      }
-    }
-    c["Healthcheck"] = h;
+    c["Healthcheck"] = healthcheck(ins, where(ins));
   } else if (k == "MAINTAINER") {
     s.state.config["author"] = util::trim(ins.args);
   } else {
@@ -965,6 +966,8 @@ image::ImageSource Builder::result(Stage& s) {
   src.ref = "build:" + (o_.file == "-" ? std::string("-") : file_shown_);
   src.config_text = cfg.dump();
   src.config_digest = image::sha256_digest(src.config_text);
+  src.base_name = s.base;  // for rt inspect and later pushes
+  src.base_digest = s.base_digest;
   for (const auto& l : s.state.layers) {
     const std::string path = store_.blob_path(l.blob);
     src.layers.push_back({l.diff_id, l.blob, -1, l.diff_id, [path] { return app::file_reader(path); }});
@@ -1024,16 +1027,6 @@ std::string Builder::run() {
     io.verbosity = o_.verbosity > 0 ? o_.verbosity : -1;
     app::deliver(store_, src, io, false);
     util::note("wrote `" + o_.output + "`");
-  }
-  // What it was built from, for rt inspect and later pushes.
-  if (!same) {
-    auto dir = store_.image_dir(o_.tag);
-    auto meta_text = util::read_file_if_exists(dir + "/" + store::kMetaFile);
-    json meta = meta_text ? json::parse(*meta_text, nullptr, false) : json();
-    if (meta.is_object()) {
-      meta["base"] = {{"name", target.base}, {"config_digest", target.base_digest}};
-      util::write_file_atomic_at(util::open_fd(dir, O_PATH | O_DIRECTORY).get(), store::kMetaFile, meta.dump(2) + "\n");
-    }
   }
   struct rusage ru;
   if (::getrusage(RUSAGE_SELF, &ru) == 0)

@@ -28,6 +28,7 @@ struct ImageSource {
   std::vector<LayerInput> layers;
   std::vector<std::string> drop;  // top-level names removed from the tree at the end
   uint64_t bytes_hint = 0;        // about the layers' bytes when their sizes are unknown (an archive's), for progress
+  std::string base_name, base_digest;  // rt build: what FROM named and its config digest
 };
 
 }  // namespace rt::image

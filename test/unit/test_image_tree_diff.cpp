@@ -29,6 +29,11 @@ void put(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
+// Files below `dir`, by relative path.
+void put_all(const std::string& dir, const std::map<std::string, std::string>& files) {
+  for (const auto& [rel, text] : files) put(dir + "/" + rel, text);
+}
+
 std::string get(const std::string& path) {
   std::ifstream f(path);
   return std::string(std::istreambuf_iterator<char>(f), {});
@@ -81,11 +86,9 @@ TEST_CASE("a layer holds what changed, the directories above it, and whiteouts f
   TempDir t;
   const std::string root = t.path + "/root";
   auto base = [](const std::string& dir) {
-    put(dir + "/etc/keep", "same");
-    put(dir + "/etc/edit", "old");
-    put(dir + "/etc/gone", "x");
-    put(dir + "/var/old/a", "a");
-    put(dir + "/usr/bin/tool", "tool");
+    put_all(
+        dir,
+        {{"etc/keep", "same"}, {"etc/edit", "old"}, {"etc/gone", "x"}, {"var/old/a", "a"}, {"usr/bin/tool", "tool"}});
   };
   base(root);
   util::UniqueFd rootfd = util::open_fd(root, O_PATH | O_DIRECTORY);
@@ -157,10 +160,7 @@ TEST_CASE("a layer holds what changed, the directories above it, and whiteouts f
 TEST_CASE("COPY sources: patterns, .dockerignore, content digests") {
   TempDir t;
   const std::string ctx = t.path + "/ctx";
-  put(ctx + "/a.txt", "a");
-  put(ctx + "/b.txt", "b");
-  put(ctx + "/sub/c.txt", "c");
-  put(ctx + "/sub/skip.log", "log");
+  put_all(ctx, {{"a.txt", "a"}, {"b.txt", "b"}, {"sub/c.txt", "c"}, {"sub/skip.log", "log"}});
   fs::create_symlink("/etc/passwd", ctx + "/escape");
   image::SourceTree src(ctx, image::DockerIgnore::parse("**/*.log\n"));
   CHECK(src.match("*.txt", "Dockerfile:1") == std::vector<std::string>{"a.txt", "b.txt"});
@@ -196,10 +196,7 @@ TEST_CASE("COPY sources: patterns, .dockerignore, content digests") {
 TEST_CASE("COPY of a directory: a `!` pattern brings entries back from an excluded directory") {
   TempDir t;
   const std::string ctx = t.path + "/ctx";
-  put(ctx + "/keep.txt", "k");
-  put(ctx + "/secret/key", "do not copy");
-  put(ctx + "/secret/public.pem", "pem");
-  put(ctx + "/cache/a", "a");
+  put_all(ctx, {{"keep.txt", "k"}, {"secret/key", "do not copy"}, {"secret/public.pem", "pem"}, {"cache/a", "a"}});
   image::SourceTree src(ctx, image::DockerIgnore::parse("secret/\ncache/\n!secret/*.pem\n"));
   const std::string img = t.path + "/img";
   fs::create_directories(img);
