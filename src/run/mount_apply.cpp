@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -501,10 +502,29 @@ private:
 void build_tree(const MountPlan& plan, int image_tree) { Builder(plan, image_tree).run(); }
 
 void enter_cwd(const MountPlan& plan) {
-  if (::chdir(plan.cwd.c_str()) != 0) {
-    if (plan.cwd_explicit) throw SysError{errno, "chdir", plan.cwd};
-    util::warn("cannot enter `" + plan.cwd + "` in the container; starting in `/`");
+  // Resolved inside the container's root, never through a magic link
+  // (/proc/self/fd/N, /proc/PID/cwd: the runc CVE-2024-21626 pattern), so
+  // neither an image's WorkingDir nor --cd can start the program on the host.
+  // From "/" as the working directory: no descriptor of rt's is open
+  // while the path is resolved (a root descriptor would be one).
+  if (::chdir("/") != 0) throw SysError{errno, "chdir", "/"};
+  auto dir = util::open_in_root(AT_FDCWD, plan.cwd, O_PATH | O_DIRECTORY);
+  int err = dir.err;
+  if (!err && ::fchdir(dir.fd.get()) != 0) err = errno;
+  if (!err) {
+    // The kernel reports a directory the root cannot reach as unreachable
+    // (getcwd(3): ENOENT); never start there.
+    char buf[PATH_MAX];
+    if (::getcwd(buf, sizeof buf) || errno != ENOENT) return;
+    err = EXDEV;
   }
+  if (::chdir("/") != 0) throw SysError{errno, "chdir", "/"};
+  if (err == EXDEV) throw Error("working directory `" + plan.cwd + "` lies outside the container; refused");
+  if (plan.cwd_explicit) {
+    if (err == ELOOP) throw Error("working directory `" + plan.cwd + "` goes through a /proc magic link; refused");
+    throw SysError{err, "chdir", plan.cwd};
+  }
+  util::warn("cannot enter `" + plan.cwd + "` in the container; starting in `/`");
 }
 
 }  // namespace rt::run

@@ -77,7 +77,8 @@ InRootResult open_in_root_walk(int rootfd, std::string_view path, int flags, boo
     }
   }
   if (!final_fd) {
-    int fd = ::fcntl(current(), F_DUPFD_CLOEXEC, 0);
+    int fd = current() == AT_FDCWD ? ::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)
+                                   : ::fcntl(current(), F_DUPFD_CLOEXEC, 0);
     if (fd < 0) return {UniqueFd(), errno};
     final_fd.reset(fd);
   } else if (flags & O_DIRECTORY) {

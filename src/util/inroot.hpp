@@ -14,7 +14,7 @@ struct InRootResult {
 };
 
 // Opens `path` (absolute or relative, taken relative to the root) below
-// rootfd. `flags` are open(2) flags (O_PATH, O_DIRECTORY, ...); O_CLOEXEC is
+// rootfd (AT_FDCWD: the working directory is the root). `flags` are open(2) flags (O_PATH, O_DIRECTORY, ...); O_CLOEXEC is
 // added. With follow_final false a final symlink is opened itself (O_NOFOLLOW).
 // Uses openat2(RESOLVE_IN_ROOT) (Linux 5.6) and falls back to a walk one
 // component at a time on older kernels.
