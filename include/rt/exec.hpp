@@ -61,6 +61,16 @@ struct ExecOptions {
   bool no_pull = false;  // an image reference not in the store is an error, not pulled
   bool seccomp = false;  // root emulation: chown, set*id, device mknod succeed without effect
   bool skip_sync = false;  // with seccomp: fsync & co return at once (rt build's RUN: its tree is scratch until stored)
+  // Descriptors: the caller's inherited ones pass to the program (a
+  // launcher's PMI_FD, pipes); with only_stdio, 0-2 alone (RUN, instances).
+  bool only_stdio = false;
+  // A PID namespace of its own, so that nothing it starts outlives the
+  // program (RUN, instances); costs two waiting processes.
+  bool pid_namespace = false;
+  // The environment the container's starts from instead of rt's own (rt
+  // build's RUN: PATH, TERM and the build arguments, which must never
+  // steer rt itself, as PMIX_* paths would).
+  std::optional<std::vector<std::string>> base_env;
 };
 
 // Replaces the calling process with the container's program (host ->

@@ -144,7 +144,7 @@ void Store::commit_blob(const std::string& digest, const std::string& file) {
 
 std::optional<ImageInfo> Store::info(const std::string& name) const {
   std::string dir = image_dir(name);
-  auto text = util::read_file_if_exists(dir + "/" + kMetaFile);
+  auto text = util::read_regular_if_exists(dir + "/" + kMetaFile);
   if (!text) return std::nullopt;
   ImageInfo i;
   i.name = name;
@@ -163,8 +163,13 @@ std::optional<ImageInfo> Store::info(const std::string& name) const {
 
 std::vector<ImageInfo> Store::list() const {
   std::vector<ImageInfo> out;
-  for (const auto& d : list_dir(root_, kImagesDir))
-    if (auto i = info(unescape_name(d))) out.push_back(std::move(*i));
+  for (const auto& d : list_dir(root_, kImagesDir)) {
+    try {
+      if (auto i = info(unescape_name(d))) out.push_back(std::move(*i));
+    } catch (const Error& e) {  // one broken image (a FIFO for its metadata) hides no other
+      util::warn(std::string(e.what()) + "; image `" + unescape_name(d) + "` left out");
+    }
+  }
   return out;
 }
 
@@ -183,8 +188,10 @@ void Store::remove(const std::string& name) {
 uint64_t Store::prune(size_t* blobs_removed, size_t* debris_removed) {
   size_t blobs_count = 0;
   std::set<std::string> used;
-  for (const auto& i : list()) {
-    auto text = util::read_file_if_exists(i.dir + "/" + kMetaFile);
+  // Every image's blobs, read strictly: one that cannot be read stops the
+  // prune rather than lose its layers.
+  for (const auto& d : list_dir(root_, kImagesDir)) {
+    auto text = util::read_regular_if_exists(image_dir(unescape_name(d)) + "/" + kMetaFile);
     if (!text) continue;
     auto j = nlohmann::json::parse(*text, nullptr, false);
     if (!j.is_object()) continue;

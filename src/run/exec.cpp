@@ -192,7 +192,7 @@ struct InstanceEntry {
 // are found by socket names keyed with the user's secret. Returns at the
 // container's working directory, with no capability left to a root inside.
 void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, const hpc::Launcher& launcher,
-           const InstanceEntry* instance = nullptr) {
+           const InstanceEntry* instance = nullptr, int keep_fd = -1) {
   auto secret = [&]() -> const std::string& { return store::Root::user(o.storage).secret(); };
   auto build = [&] { image.build(p.plan, secret); };
   if (instance) {
@@ -209,14 +209,19 @@ void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, cons
     build();
     util::timing("mounted");
   }
-  run::enter_cwd(p.plan);
   // Root in the container keeps its capabilities across execve, in a user
   // namespace that owns the mount namespace (and, for a SquashFS image or
   // a shared container, the holder's): it could remount the image
   // read-write or reach the holder. One more user namespace below, mapping
   // the same ids, leaves it none over them: the mounts are locked
   // (mount_namespaces(7), "Restrictions on mount namespaces").
+  if (o.pid_namespace) run::enter_pid_namespace("rt-init " + (instance ? instance->name : image.name()));
   if (p.plan.inner_uid == 0) run::enter_nested_user_namespace(p.plan.inner_uid, p.plan.inner_gid);
+  // None of rt's descriptors (the store, holders' sockets and namespaces,
+  // images) may be open when the working directory is chosen or the
+  // program starts: /proc/self/fd/N would lead out of the container.
+  util::close_own_fds(o.only_stdio, keep_fd);
+  run::enter_cwd(p.plan);
 }
 
 // Container: no privilege can be gained from here on; the program replaces rt.
@@ -277,6 +282,7 @@ void exec(const ExecOptions& given) {
   const ExecOptions& o = adjusted ? *adjusted : given;
   // Host: gather and decide everything while errors are easy to explain.
   HostInfo host = run::gather_host_info();
+  if (o.base_env) host.env = *o.base_env;
   const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage);
   check_bind_sources(o, host);
   const hpc::Launcher launcher = hpc::detect_launcher([](const char* k) { return std::getenv(k); });
@@ -356,10 +362,12 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
   ExecOptions o = given;
   o.mode = ExecMode::Exec;
   o.join = ExecOptions::Inject::Off;
+  o.only_stdio = true;  // no launcher stands behind an instance
+  o.pid_namespace = true;  // rt instance stop reaches all it started
   HostInfo host = run::gather_host_info();
-  // Entered again later (instance://NAME) from anywhere: a path is kept absolute.
-  if (util::path_exists(o.image)) o.image = util::normalize_path(o.image, host.cwd.empty() ? "/" : host.cwd);
   const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage);
+  // Entered again later (instance://NAME) from anywhere: a path is kept absolute.
+  if (!image->image().path.empty()) o.image = image->image().path;
   check_bind_sources(o, host);
   // As Apptainer does: the image's startscript with ARGS, else ARGS as the command.
   if (image->apptainer().startscript)
@@ -367,6 +375,11 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
   else if (o.command.empty())
     throw Error("image `" + image->name() + "` has no startscript (/.singularity.d/startscript)",
                 "give the command: rt instance start IMAGE " + name + " PROG [ARGS...]");
+  run::InstanceRecord r;
+  r.info.name = name;
+  r.info.image = o.image;
+  r.info.command = o.command;
+  (void)run::record_text(r);  // one that cannot be written is refused before anything starts
   const hpc::Launcher launcher = hpc::detect_launcher([](const char* k) { return std::getenv(k); });
   const hpc::Injection injection = run::plan_injection(o, image->config(), *image);
   const Prepared p = prepare(o, std::move(host), *image, launcher, injection, util::log_enabled(util::Level::Info));
@@ -389,11 +402,11 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
     int code = kExitRtFailed;
     try {
       const InstanceEntry entry{name, true};
-      enter(o, p, *image, launcher, &entry);
+      enter(o, p, *image, launcher, &entry, report_w.get());
       if (!run::program_found(p.argv.front(), p.env))
         throw Error("cannot run " + util::quoted(p.argv.front()) + " in image `" + image->name() + "`: not found", "",
                     kExitNotFound);
-      msg = "R " + run::mount_namespace_of("self") + "\n\n";
+      msg = "R " + run::mount_namespace_of("self") + " " + run::namespace_of("self", "pid") + "\n\n";
       util::write_all(report_w.get(), msg, "report");
       report_w.reset();
       launch(p, image->name());
@@ -416,18 +429,23 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
     }
     throw Error("instance `" + name + "` ended before its program started", "its log: " + logs + "/err.log");
   }
-  run::InstanceRecord r;
-  r.info.name = name;
-  r.info.image = o.image;
-  r.info.command = o.command;
   r.info.started = util::utc_time(::time(nullptr));
   r.info.pid = child;
   r.info.running = true;
   r.info.logs = logs;
   r.uid = p.plan.inner_uid;
   r.gid = p.plan.inner_gid;
-  r.mntns = text.substr(2, text.find('\n') - 2);
-  run::write_instance(store, r);
+  const std::string ids = text.substr(2, text.find('\n') - 2);
+  r.mntns = ids.substr(0, ids.find(' '));
+  if (ids.find(' ') != std::string::npos) r.pidns = ids.substr(ids.find(' ') + 1);
+  try {
+    run::write_instance(store, r);
+  } catch (const Error&) {
+    // No record, no way to reach it: what was started stops.
+    ::kill(child, SIGKILL);  // its keeper: the PID namespace's init dies with it
+    for (pid_t pid : run::processes_in(r.mntns)) ::kill(pid, SIGKILL);
+    throw;
+  }
   discard.keep = true;
   return r.info;
 }

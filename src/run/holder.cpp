@@ -30,25 +30,27 @@
 #include "util/strings.hpp"
 
 namespace rt::run {
-std::string mount_namespace_of(const std::string& pid) {
+std::string namespace_of(const std::string& pid, const char* kind) {
   char ns[64] = {};
-  std::string path = "/proc/" + pid + "/ns/mnt";
+  std::string path = "/proc/" + pid + "/ns/" + kind;
   if (::readlink(path.c_str(), ns, sizeof ns - 1) <= 0) return {};
   return ns;
 }
 
+std::string mount_namespace_of(const std::string& pid) { return namespace_of(pid, "mnt"); }
+
 namespace {
 
-// fn(pid, its mount namespace) for every other process whose namespace
+// fn(pid, its namespace of `kind`) for every other process whose namespace
 // can be read.
-void each_process_namespace(const std::function<void(pid_t, const std::string&)>& fn) {
+void each_process_namespace(const char* kind, const std::function<void(pid_t, const std::string&)>& fn) {
   DIR* d = ::opendir("/proc");
   if (!d) return;
   const pid_t me = ::getpid();
   while (dirent* e = ::readdir(d)) {
     pid_t pid = std::atoi(e->d_name);
     if (pid <= 0 || pid == me) continue;
-    if (std::string ns = mount_namespace_of(e->d_name); !ns.empty()) fn(pid, ns);
+    if (std::string ns = namespace_of(e->d_name, kind); !ns.empty()) fn(pid, ns);
   }
   ::closedir(d);
 }
@@ -57,7 +59,8 @@ void each_process_namespace(const std::function<void(pid_t, const std::string&)>
 
 std::vector<pid_t> processes_in(const std::string& ns) {
   std::vector<pid_t> out;
-  each_process_namespace([&](pid_t pid, const std::string& its) {
+  const std::string kind = ns.substr(0, ns.find(':'));
+  each_process_namespace(kind.c_str(), [&](pid_t pid, const std::string& its) {
     if (its == ns) out.push_back(pid);
   });
   return out;
@@ -78,8 +81,9 @@ constexpr auto kFirstClient = milliseconds(10000);
 constexpr char kOk[] = "ok";
 
 // Names tried per key before giving up on sharing (each held by somebody
-// else); how many times a name bound without a listener is retried (about
-// 80 ms with the back-off) before it counts as somebody else's; how long a
+// else); how many times a name bound without a listener, or with a full
+// queue, is retried (about 80 ms with the back-off) before it counts as
+// somebody else's; how long a
 // holder waits for a client's proof.
 constexpr int kNames = 8;
 constexpr int kBoundNotListening = 12;
@@ -145,7 +149,7 @@ void drop_inherited_fds() {
 bool others_in(std::set<std::string>& spaces, const std::string& own) {
   std::set<std::string> seen{own};
   bool found = false;
-  each_process_namespace([&](pid_t, const std::string& ns) {
+  each_process_namespace("mnt", [&](pid_t, const std::string& ns) {
     if (spaces.count(ns)) {
       found = true;
       seen.insert(ns);
@@ -422,8 +426,12 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
   const Address addr = address_of(name);
   auto backoff = std::chrono::microseconds(200);
   int refused = 0;
+  int busy = 0;
   for (;;) {
-    conn = new_socket(false);
+    // Non-blocking: a listener that never accepts (another user's, on a
+    // name learned from /proc/net/unix) fills its queue, and a blocking
+    // connect would then sleep for good.
+    conn = new_socket(true);
     if (::connect(conn.get(), reinterpret_cast<const sockaddr*>(&addr.sa), addr.len) == 0) {
       ucred cred{};
       socklen_t len = sizeof cred;
@@ -451,7 +459,12 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
         util::info("`@" + name + "` is bound by somebody who does not serve it; trying another name");
         return Tried::Foreign;
       }
-    } else if (errno != EAGAIN && errno != EINTR) {
+    } else if (errno == EAGAIN) {
+      if (++busy > kBoundNotListening) {
+        util::info("`@" + name + "` is bound by somebody whose queue stays full; trying another name");
+        return Tried::Foreign;
+      }
+    } else if (errno != EINTR) {
       throw SysError{errno, "connect", "@" + name};
     }
     if (Clock::now() > deadline) throw Error("timed out waiting for " + policy.what, policy.hint);
@@ -488,7 +501,7 @@ bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::f
 bool holder_serving(const HolderKey& key) {
   for (int i = 0; i < kNames; ++i) {
     const Address addr = address_of(key.name(i));
-    UniqueFd conn = new_socket(false);
+    UniqueFd conn = new_socket(true);
     if (::connect(conn.get(), reinterpret_cast<const sockaddr*>(&addr.sa), addr.len) != 0) continue;
     ucred cred{};
     socklen_t len = sizeof cred;

@@ -75,11 +75,12 @@ struct HolderKey {
 // of the key is held by somebody else. The caller must be single-threaded.
 bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build);
 
-// The identity of a process's mount namespace ("mnt:[4026532...]"; `pid`
-// may be "self"), "" when it cannot be read.
+// The identity of a process's namespace of `kind` ("mnt", "pid": as
+// "mnt:[4026532...]"; `pid` may be "self"), "" when it cannot be read.
+std::string namespace_of(const std::string& pid, const char* kind);
 std::string mount_namespace_of(const std::string& pid);
-// The processes (other than this one) whose mount namespace is `ns`, as
-// far as they can be seen.
+// The processes (other than this one) in namespace `ns` ("mnt:[N]" or
+// "pid:[N]"), as far as they can be seen.
 std::vector<pid_t> processes_in(const std::string& ns);
 
 // True when a holder of this user serves `key` (it is asked nothing: the

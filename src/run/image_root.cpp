@@ -28,9 +28,9 @@ public:
       : ImageRoot(std::move(image)), root_(util::open_fd(image_.rootfs, O_PATH | O_DIRECTORY)) {}
 
   std::optional<std::string> read(const std::string& path, size_t limit) const override {
-    auto r = util::open_in_root(root_.get(), path, O_RDONLY);
+    auto r = util::open_in_root(root_.get(), path, O_RDONLY | O_NONBLOCK);
     if (!r.fd) return std::nullopt;
-    return util::read_fd(r.fd.get(), path, limit);
+    return util::read_regular_fd(r.fd.get(), image_.name + ":" + path, limit);
   }
   std::vector<std::string> list(const std::string& dir) const override {
     auto r = util::open_in_root(root_.get(), dir, O_RDONLY | O_DIRECTORY);
@@ -39,7 +39,7 @@ public:
   }
   std::string stamp(const std::string& path) const override {
     struct stat st;
-    auto r = util::open_in_root(root_.get(), path, O_RDONLY);
+    auto r = util::open_in_root(root_.get(), path, O_PATH);
     if (!r.fd || ::fstat(r.fd.get(), &st) != 0) return "";
     return util::file_stamp(st);
   }

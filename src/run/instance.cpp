@@ -53,7 +53,7 @@ void remove_instance(const store::Root& store, const std::string& name) {
   if (all && instance_dir(store, name, false)) util::remove_tree_at(all.get(), name, instance_path(store, name));
 }
 
-void write_instance(const store::Root& store, const InstanceRecord& r) {
+std::string record_text(const InstanceRecord& r) {
   nlohmann::json j = {{"name", r.info.name},
                       {"image", r.info.image},
                       {"command", r.info.command},
@@ -61,9 +61,22 @@ void write_instance(const store::Root& store, const InstanceRecord& r) {
                       {"pid", r.info.pid},
                       {"uid", r.uid},
                       {"gid", r.gid},
-                      {"mntns", r.mntns}};
+                      {"mntns", r.mntns},
+                      {"pidns", r.pidns}};
+  std::string text;
+  try {
+    text = j.dump() + "\n";
+  } catch (const nlohmann::json::exception&) {
+    throw Error("instance `" + r.info.name + "`: its image name or a word of its command is not UTF-8",
+                "name the image and the command in UTF-8");
+  }
+  return text;
+}
+
+void write_instance(const store::Root& store, const InstanceRecord& r) {
+  const std::string text = record_text(r);
   util::UniqueFd dir = instance_dir(store, r.info.name, true);
-  if (!util::write_file_atomic_at(dir.get(), kRecord, j.dump() + "\n"))
+  if (!util::write_file_atomic_at(dir.get(), kRecord, text))
     throw Error("cannot write the record of instance `" + r.info.name + "` in `" + instances_path(store) + "`");
 }
 
@@ -82,6 +95,7 @@ InstanceRecord read_instance(const store::Root& store, const std::string& name) 
   r.info.command = util::json_strings(j, "command", what);
   r.info.started = util::json_string(j, "started", what);
   r.mntns = util::json_string(j, "mntns", what);
+  if (j.contains("pidns")) r.pidns = util::json_string(j, "pidns", what);
   try {
     r.info.pid = j.value("pid", 0);
     r.uid = j.value("uid", 0u);
@@ -129,17 +143,29 @@ namespace {
 
 // Signals every process of `r`'s container; SIGKILL to what is left after
 // `timeout_s`.
+// Signals every process of `r`'s container: those in its mount namespace
+// (rt exec instance://NAME adds some) and in its PID namespace (those that
+// made mount namespaces of their own); SIGKILL to what is left after
+// `timeout_s`, which for the PID namespace's init ends all of it, nested
+// namespaces included.
 void stop_processes(const run::InstanceRecord& r, int signal, int timeout_s) {
-  auto pids = run::processes_in(r.mntns);
+  auto all = [&] {
+    std::vector<pid_t> pids = r.mntns.empty() ? std::vector<pid_t>{} : run::processes_in(r.mntns);
+    if (!r.pidns.empty())
+      for (pid_t pid : run::processes_in(r.pidns))
+        if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
+    return pids;
+  };
+  auto pids = all();
   for (pid_t pid : pids) ::kill(pid, signal);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  while (!(pids = run::processes_in(r.mntns)).empty() && std::chrono::steady_clock::now() < deadline)
+  while (!(pids = all()).empty() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   if (pids.empty()) return;
   util::info("instance `" + r.info.name + "`: SIGKILL to " + std::to_string(pids.size()) + " process(es) left after " +
              std::to_string(timeout_s) + " s");
   for (pid_t pid : pids) ::kill(pid, SIGKILL);
-  for (int i = 0; i < 40 && !(pids = run::processes_in(r.mntns)).empty(); ++i)
+  for (int i = 0; i < 40 && !(pids = all()).empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   if (!pids.empty())
     util::warn("instance `" + r.info.name + "`: " + std::to_string(pids.size()) + " process(es) survive SIGKILL");
@@ -160,7 +186,11 @@ std::vector<std::string> stop_instances(const std::string& storage, const std::s
   for (const auto& n : names) {
     if (!store) throw Error("no instance `" + n + "` (there is no store yet)");
     const run::InstanceRecord r = run::read_instance(*store, n);
-    if (r.info.running && !r.mntns.empty()) stop_processes(r, signal, timeout_s);
+    // Also when its holder has gone, while its keeper lives: processes
+    // that left its mount namespace may still run in its PID namespace.
+    const bool kept = !r.pidns.empty() && r.info.pid > 0 &&
+                      run::namespace_of(std::to_string(r.info.pid), "pid_for_children") == r.pidns;
+    if (r.info.running || kept) stop_processes(r, signal, timeout_s);
     // The holder leaves once the container is empty.
     for (int i = 0; i < 100 && run::holder_serving(run::instance_key(n, store->secret())); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -23,6 +23,7 @@ struct InstanceRecord {
   InstanceInfo info;
   uid_t uid = 0, gid = 0;  // inside its container
   std::string mntns;       // its mount namespace, "mnt:[N]"
+  std::string pidns;       // its PID namespace, "pid:[N]"; "" in records of older rt
 };
 
 HolderKey instance_key(const std::string& name, const std::string& secret);
@@ -34,6 +35,9 @@ util::UniqueFd instance_dir(const store::Root& store, const std::string& name, b
 std::string instance_path(const store::Root& store, const std::string& name);
 // Removes STORE/instances/NAME (record and logs) when it is there.
 void remove_instance(const store::Root& store, const std::string& name);
+// The record as written; throws rt::Error when it cannot be (a name or a
+// command word that is not UTF-8), which start checks before starting.
+std::string record_text(const InstanceRecord& r);
 void write_instance(const store::Root& store, const InstanceRecord& r);
 // The record of `name`, its `running` filled in; throws rt::Error naming
 // the instance when there is none.

@@ -3,12 +3,17 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <string>
 
 #include "rt/error.hpp"
+#include "util/fs.hpp"
 
 namespace rt::run {
 namespace {
@@ -36,6 +41,58 @@ void enter_nested_user_namespace(uid_t uid, gid_t gid) {
   write_proc("/proc/self/setgroups", "deny");
   write_proc("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1");
   write_proc("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
+}
+
+namespace {
+
+volatile sig_atomic_t g_forward_to = 0;
+
+void forward(int sig) {
+  if (g_forward_to > 0) ::kill(g_forward_to, sig);
+}
+
+// Forks; the parent forwards the usual signals to the child, waits for it
+// and exits as it did. Returns in the child (with `pdeathsig` when set).
+void fork_and_wait(bool pdeathsig, const std::string& title) {
+  std::fflush(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw SysError{errno, "fork"};
+  if (pid == 0) {
+    if (pdeathsig) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      // (A namespace's init sees no parent: getppid() is 0.)
+      if (::getpid() != 1 && ::getppid() != parent) ::_exit(kExitRtFailed);
+    }
+    return;
+  }
+  util::close_own_fds(true);
+  util::set_process_title(title);  // not the command line that started rt
+  ::prctl(PR_SET_DUMPABLE, 0);
+  g_forward_to = pid;
+  struct sigaction sa {};
+  sa.sa_handler = forward;
+  ::sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGCONT, SIGWINCH}) ::sigaction(sig, &sa, nullptr);
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (;;) {
+    int status = 0;
+    const pid_t got = ::wait(&status);  // the init reaps orphans too
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) ::_exit(kExitRtFailed);
+    if (got != pid) continue;
+    ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  }
+}
+
+}  // namespace
+
+void enter_pid_namespace(const std::string& title) {
+  if (::unshare(CLONE_NEWPID) != 0) throw SysError{errno, "unshare(CLONE_NEWPID)"};
+  fork_and_wait(true, title);   // the caller keeps the namespace's init, which dies with it
+  fork_and_wait(false, title);  // the init keeps the program's process
 }
 
 }  // namespace rt::run

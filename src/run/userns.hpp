@@ -2,6 +2,8 @@
 #pragma once
 #include <sys/types.h>
 
+#include <string>
+
 namespace rt::run {
 
 // unshare(CLONE_NEWUSER | CLONE_NEWNS) in the calling process, then map
@@ -14,5 +16,16 @@ void enter_user_namespace(uid_t outer_uid, uid_t inner_uid, gid_t outer_gid, gid
 // caller's ids (uid, gid there) to themselves: the caller keeps its ids
 // and loses every capability over the namespaces it is in.
 void enter_nested_user_namespace(uid_t uid, gid_t gid);
+
+// A PID namespace for what follows (rt build's RUN, instances), so that
+// nothing started in the container outlives it: unshare(CLONE_NEWPID) and
+// fork twice. The calling process waits, forwarding signals, and exits as
+// its child did; the child is the namespace's init, which forwards signals
+// to the program's process, reaps orphans and exits as the program did
+// (the kernel then kills whatever is left: pid_namespaces(7)); the
+// program's process returns. The two keepers close every descriptor above
+// 2, are titled `title`, are not dumpable (the container cannot trace
+// them or open their /proc/PID/fd) and die with their parent.
+void enter_pid_namespace(const std::string& title);
 
 }  // namespace rt::run

@@ -67,8 +67,10 @@ bool start_session(sqfs_ll* ll, int fuse_fd, uid_t uid, gid_t gid) {
 }  // namespace
 
 FileKind file_kind(const std::string& path) {
-  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return FileKind::Other;
+  // Non-blocking: a FIFO planted under an image's name must not hang rt.
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  struct stat st;
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return FileKind::Other;
   unsigned char m[4] = {};
   if (::pread(fd.get(), m, 4, 0) == 4 && std::memcmp(m, kMagic, 4) == 0) return FileKind::Squashfs;
   return is_sif(fd.get()) ? FileKind::Sif : FileKind::Other;
@@ -77,7 +79,7 @@ FileKind file_kind(const std::string& path) {
 bool is_squashfs(const std::string& path) { return file_kind(path) != FileKind::Other; }
 
 Image::Image(const std::string& path) : path_(path) {
-  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd) throw SysError{errno, "open", path};
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) throw SysError{errno, "stat", path};

@@ -5,8 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/statvfs.h>
 
 #include <algorithm>
@@ -63,6 +66,29 @@ std::optional<std::string> read_file_if_exists(const std::string& path, size_t l
   }
   UniqueFd owner(fd);
   return read_fd(fd, path, limit);
+}
+
+std::optional<std::string> read_regular_if_exists(const std::string& path, size_t limit) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
+    throw SysError{errno, "open", path};
+  }
+  UniqueFd owner(fd);
+  return read_regular_fd(fd, path, limit);
+}
+
+std::string read_regular_fd(int fd, const std::string& name, size_t limit) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw SysError{errno, "stat", name};
+  if (!S_ISREG(st.st_mode))
+    throw Error("`" + name + "` is not a regular file (" +
+                (S_ISFIFO(st.st_mode)  ? "a FIFO"
+                 : S_ISDIR(st.st_mode) ? "a directory"
+                 : S_ISSOCK(st.st_mode) ? "a socket"
+                                        : "a device") +
+                "): not read");
+  return read_fd(fd, name, limit);
 }
 
 void write_all(int fd, std::string_view data, const std::string& name) {
@@ -317,6 +343,41 @@ namespace rt::util {
 std::string current_dir() {
   char buf[4096];
   return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string("/");
+}
+
+void close_own_fds(bool only_stdio, int keep) {
+  auto own = [&](int fd) {
+    if (fd <= 2 || fd == keep) return false;
+    if (only_stdio) return true;
+    int flags = ::fcntl(fd, F_GETFD);
+    return flags >= 0 && (flags & FD_CLOEXEC);
+  };
+  std::vector<int> found;
+  const int dir = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    alignas(8) char buf[4096];
+    long n;
+    while ((n = ::syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+      for (long at = 0; at < n;) {
+        const auto* d = reinterpret_cast<const dirent64*>(buf + at);
+        at += d->d_reclen;
+        char* end = nullptr;
+        const long fd = std::strtol(d->d_name, &end, 10);
+        if (end != d->d_name && *end == '\0' && fd != dir && own(static_cast<int>(fd)))
+          found.push_back(static_cast<int>(fd));
+      }
+    }
+    ::close(dir);
+    if (n == 0) {
+      for (int fd : found) ::close(fd);
+      return;
+    }
+  }
+  // No /proc: every number below the limit.
+  rlimit lim{};
+  const rlim_t top = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 ? std::min<rlim_t>(lim.rlim_cur, 1 << 20) : 1024;
+  for (int fd = 3; fd < static_cast<int>(top); ++fd)
+    if (own(fd)) ::close(fd);
 }
 }  // namespace rt::util
 

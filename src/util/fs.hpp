@@ -19,6 +19,13 @@ UniqueFd open_fd_at(int dirfd, const std::string& path, int flags, unsigned mode
 // Whole file into a string; nullopt if it does not exist (ENOENT/ENOTDIR).
 std::optional<std::string> read_file_if_exists(const std::string& path, size_t limit = 1 << 24);
 std::string read_fd(int fd, const std::string& name_for_errors, size_t limit = 1 << 24);
+// The same for files of an image or a store, which anybody who made them
+// could have made a FIFO or a device: opened non-blocking, and refused
+// (rt::Error naming the path) unless a regular file.
+std::optional<std::string> read_regular_if_exists(const std::string& path, size_t limit = 1 << 24);
+// `fd` (opened O_NONBLOCK) read whole when it is a regular file; throws
+// rt::Error naming `name` otherwise.
+std::string read_regular_fd(int fd, const std::string& name, size_t limit = 1 << 24);
 
 void write_all(int fd, std::string_view data, const std::string& name_for_errors);
 // Writes `name` in the directory dirfd whole or not at all: a temporary
@@ -74,6 +81,14 @@ std::string read_at(int fd, uint64_t offset, size_t n, const std::string& name);
 namespace rt::util {
 // getcwd(3), or "/" when it cannot be determined.
 std::string current_dir();
+
+// Closes this process's own descriptors above 2 before a container's
+// program gets its working directory: every one with FD_CLOEXEC set (a
+// descriptor inherited through execve(2) never has it, so those are the
+// caller's and pass through: PMI_FD, pipes), or, with `only_stdio`, every
+// one. `keep` stays open. Found through /proc/self/fd, else by trying each
+// number below the descriptor limit.
+void close_own_fds(bool only_stdio, int keep = -1);
 }  // namespace rt::util
 
 namespace rt::util {

@@ -31,8 +31,17 @@ PY
 pass "list --json has the same"
 # The same container: its mount namespace, its binds, its processes.
 expect_status 0 "rt exec instance://svc" -- "$RT" exec instance://svc sh -c 'readlink /proc/self/ns/mnt; cat /data/file'
-expect_eq "$OUT" "$(readlink /proc/"$pid"/ns/mnt)
+# The recorded process keeps the instance's PID namespace; its child is
+# that namespace's init, whose child is the program.
+init=$(pgrep -P "$pid" | head -1)
+prog=$(pgrep -P "$init" | head -1)
+[ -n "$prog" ] || fail "no program process below the instance's process $pid"
+expect_eq "$OUT" "$(readlink /proc/"$prog"/ns/mnt)
 from the host" "the program runs in the instance's mount namespace, with its binds"
+expect_eq "$(readlink /proc/"$prog"/ns/pid)" "$(readlink /proc/"$init"/ns/pid 2>/dev/null || readlink /proc/"$prog"/ns/pid)" \
+  "the program shares its PID namespace with the init"
+[ "$(readlink /proc/"$prog"/ns/pid)" != "$(readlink /proc/self/ns/pid)" ] &&
+  pass "a PID namespace of the instance's own" || fail "the instance runs in the caller's PID namespace"
 expect_status 0 "rt run instance://svc" -- "$RT" run instance://svc cat /data/file
 expect_status 0 "rt shell instance://svc" -- sh -c "echo 'cat /data/file' | '$RT' shell instance://svc"
 expect_eq "$OUT" "from the host" "rt shell enters it too"
@@ -64,6 +73,32 @@ expect_match "$ERR" "stopped instance \`rooted\`" "stop says so"
 expect_status 0 "list after stop" -- "$RT" instance list
 [[ "$OUT" != *rooted* ]] && pass "a stopped instance is gone from the list" || fail "still listed: $OUT"
 [ -z "$(pgrep -u "$(id -u)" -f '^rt-instance rooted$')" ] && pass "its holder has exited" || fail "its holder is still there"
+
+# ---- what escapes the mount namespace is stopped too --------------------------
+# A program that makes its own user and mount namespace is no longer in
+# the instance's mount namespace; its PID namespace still holds it.
+mark=rt-esc-$$
+expect_status 0 "start one whose child unshares its mount namespace" -- \
+  "$RT" instance start "$IMG" esc sh -c "unshare -Urm sh -c 'sleep 300; : $mark' & exec sleep 300"
+for _ in $(seq 50); do pgrep -u "$(id -u)" -f "$mark" >/dev/null && break; sleep 0.1; done
+esc=$(pgrep -u "$(id -u)" -f "sleep 300; : $mark" | head -1)
+[ -n "$esc" ] || fail "the escaping process did not start"
+[ "$(readlink /proc/"$esc"/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] || fail "unshare -m did not take"
+expect_status 0 "stop it" -- "$RT" instance stop --timeout 2 esc
+for _ in $(seq 50); do kill -0 "$esc" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$esc" 2>/dev/null && fail "a process in a mount namespace of its own survived rt instance stop" ||
+  pass "rt instance stop ends it too"
+# A command word that is not UTF-8 cannot be recorded: refused before
+# anything starts.
+expect_status 125 "a command word that is not UTF-8" -- "$RT" instance start "$IMG" badword sh -c "$(printf 'sleep 300 # \xff')"
+expect_match "$ERR" "not UTF-8" "the reason is given"
+[ -z "$(pgrep -u "$(id -u)" -f 'sleep 300 # ')" ] && pass "nothing was started" || fail "its program runs without a record"
+[ ! -e "$RT_STORAGE/instances/badword" ] && pass "and nothing is left" || fail "it left a record directory"
+# The instance and what it runs get stdin, stdout and stderr only.
+expect_status 0 "start one that lists its descriptors" -- "$RT" instance start "$IMG" fds sh -c 'rt-probe fds; exec sleep 300' 7</dev/null
+for _ in $(seq 50); do [ -s "$RT_STORAGE/instances/fds/out.log" ] && break; sleep 0.1; done
+expect_eq "$("$RT" instance logs fds)" "0 1 2" "none of rt's descriptors nor the caller's reach it"
+"$RT" instance stop fds >/dev/null 2>&1
 
 # ---- SIF: the startscript with the arguments ---------------------------------
 root="$T/sifroot"
