@@ -138,6 +138,8 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_option("--target", s->o.target, "build this stage and what it needs (default: the last)")
         ->type_name("STAGE");
     c.app->add_flag("--no-cache", s->o.no_cache, "run every step again (the results are still cached)");
+    c.app->add_flag("--from-host", s->o.host_paths,
+                    "FROM and COPY --from may name a directory, SquashFS or SIF file of this machine");
     c.app
         ->add_option("--format", s->o.format,
                      "keep it in the store as dir (a tree, default) or sqfs (default: $RT_STORE_FORMAT)")
@@ -227,7 +229,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     Command c = make<S>(
         app, "inspect", "print what the store knows of an image, or what a SIF file holds, as JSON", s, [](S& st) {
           struct stat file;
-          if (::stat(st.name.c_str(), &file) == 0 && S_ISREG(file.st_mode)) {
+          if (image_is_path(st.name, st.o) && ::stat(st.name.c_str(), &file) == 0 && S_ISREG(file.st_mode)) {
             std::cout << inspect_sif(st.name);
             return 0;
           }

@@ -70,6 +70,7 @@ struct BuildOptions : StoreOptions {
   bool no_cache = false;                // run every step; the cache is still written
   std::string format;                   // how the store keeps it, as ImportOptions::format
   std::string output;                   // -o: also write this SquashFS file
+  bool host_paths = false;              // --from-host: FROM and COPY --from may name host paths
 };
 // rt build: runs a Dockerfile's instructions without root (RUN under root
 // emulation) into an image of the store with one layer per step that
@@ -84,6 +85,10 @@ ImageSummary inspect_image(const std::string& name, const StoreOptions& options)
 // definition file, labels) and Apptainer's scripts, as JSON. Throws
 // rt::Error when `path` is not a readable SIF file.
 std::string inspect_sif(const std::string& path);
+// Whether every command takes `name` as a path rather than a store name:
+// it begins with /, ./ or ../, or holds a / and is no registry reference
+// and not a stored name (rt-image(1), IMAGE NAMES).
+bool image_is_path(const std::string& name, const StoreOptions& options);
 void remove_image(const std::string& name, const StoreOptions& options);
 // What rt prune removed.
 struct PruneReport {

@@ -26,6 +26,7 @@
 #include "squash/sqfs.hpp"
 #include "squash/verify.hpp"
 #include "store/lookup.hpp"
+#include "store/root.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/progress.hpp"
@@ -136,8 +137,10 @@ void copy_span(const std::string& from, const squash::Span& span, const std::str
 
 // A SIF file's root filesystem partition (squash/sif.hpp); throws its errors.
 squash::Span sif_root_span(const std::string& file) {
-  util::UniqueFd fd = util::open_fd(file, O_RDONLY);
+  util::UniqueFd fd = util::open_fd(file, O_RDONLY | O_NONBLOCK);
   const squash::SifObject p = squash::sif_root_partition(squash::read_sif(fd.get(), file), file);
+  // What is copied out must be the SquashFS image it claims to be.
+  squash::verify_image(fd.get(), file, {p.offset, p.size});
   return {p.offset, p.size};
 }
 
@@ -178,8 +181,13 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
     image::check_compression(o.compression);
   const std::string src_path = util::normalize_path(src, cwd);
 
-  // docker-archive, OCI layout, root-filesystem tar: through import.
-  if (importable(src_path) && !util::is_directory(src_path + "/rootfs")) {
+  // docker-archive, OCI layout, root-filesystem tar: through import. Only
+  // where the name is a path (store::name_kind): a bare name never is.
+  const store::NameKind kind = store::name_kind(src);
+  const store::Root* root = kind == store::NameKind::Either ? store::Root::user_if_exists(o.storage) : nullptr;
+  const bool as_path = kind == store::NameKind::Path || (kind == store::NameKind::Either &&
+                                                         !(root && store::find_image(*root, src)));
+  if (as_path && importable(src_path) && !util::is_directory(src_path + "/rootfs")) {
     if (target == Target::Sqfs) {
       ImportOptions io = import_options(o);
       io.squash = dst;
@@ -221,7 +229,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
 
   if (target == Target::Sqfs) return tree_to_squashfs(img, src, dst, o);
   std::optional<std::string> config;
-  if (img.config) config = util::read_file_if_exists(img.rootfs + "/../" + run::kBundleConfig);
+  if (img.config) config = util::read_regular_if_exists(img.rootfs + "/../" + run::kBundleConfig);
   auto s = tree_source(util::base_name(dst), img.rootfs, {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."},
                        config);
   if (target == Target::Store) return store_source(std::move(s), dst, o);
@@ -276,7 +284,7 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
   // no path ever reaches a shell.
   util::UniqueFd config_in;
   if (img.config) {
-    auto text = util::read_file_if_exists(img.rootfs + "/../" + run::kBundleConfig);
+    auto text = util::read_regular_if_exists(img.rootfs + "/../" + run::kBundleConfig);
     if (text) {
       util::UniqueFd c = util::open_fd(config, O_WRONLY | O_CREAT | O_EXCL, 0600);
       util::write_all(c.get(), *text, config);

@@ -11,6 +11,7 @@
 #include "rt/instance.hpp"
 #include "run/sqfs_facts.hpp"
 #include "store/lookup.hpp"
+#include "store/root.hpp"
 #include "util/fs.hpp"
 #include "util/json.hpp"
 #include "util/log.hpp"
@@ -49,13 +50,26 @@ std::vector<ImageSummary> list_images(const StoreOptions& o) {
   return out;
 }
 
+bool image_is_path(const std::string& name, const StoreOptions& o) {
+  switch (store::name_kind(name)) {
+    case store::NameKind::Path:
+      return true;
+    case store::NameKind::Reference:
+      return false;
+    case store::NameKind::Either:
+      break;
+  }
+  const store::Root* root = store::Root::user_if_exists(o.storage);
+  return !(root && store::find_image(*root, name)) && util::path_exists(name);
+}
+
 ImageSummary inspect_image(const std::string& name, const StoreOptions& o) {
   auto s = existing_store(o);
   if (!s) no_image(name, store::store_path(o.storage));
   auto info = s->info(resolve_name(*s, name));
   if (!info) throw Error("image `" + name + "` in store `" + s->root() + "` has no metadata");
   ImageSummary out = summary(*info);
-  if (auto meta = util::read_file_if_exists(info->dir + "/" + store::kMetaFile)) {
+  if (auto meta = util::read_regular_if_exists(info->dir + "/" + store::kMetaFile)) {
     auto j = nlohmann::json::parse(*meta, nullptr, false);
     if (j.is_object() && j.contains("base") && j["base"].is_object()) {
       out.base_name = j["base"].value("name", "");
@@ -63,7 +77,7 @@ ImageSummary inspect_image(const std::string& name, const StoreOptions& o) {
     }
   }
   const std::string file = info->dir + "/image-config.json";
-  if (auto text = util::read_file_if_exists(file, 4 << 20)) {
+  if (auto text = util::read_regular_if_exists(file, 4 << 20)) {
     auto doc = util::parse_json_object(*text, "`" + file + "`");
     const auto& cfg = util::json_object(doc, "config", "`" + file + "`");
     if (!cfg.is_null()) out.config = cfg.dump(2);

@@ -10,6 +10,7 @@
 #include "store/lookup.hpp"
 #include "store/root.hpp"
 #include "util/fs.hpp"
+#include "util/log.hpp"
 
 namespace rt::run {
 namespace {
@@ -27,33 +28,74 @@ bool looks_like_rootfs(const std::string& dir) {
 
 }  // namespace
 
-Image open_image(const std::string& ref, const std::string& cwd, const std::string& storage) {
-  if (ref.empty()) throw Error("no image given");
+namespace {
+
+[[noreturn]] void not_found(const std::string& ref, const std::string& shown_path, const store::Root* root,
+                            const std::string& storage) {
+  const std::vector<std::string> similar = root ? store::similar_images(*root, ref) : std::vector<std::string>{};
+  std::string hint = "rt pull " + ref + " from a registry, or rt import FILE " + ref;
+  if (!similar.empty()) {
+    std::string list;
+    for (size_t i = 0; i < similar.size() && i < 5; ++i) list += (i ? ", " : "") + similar[i];
+    hint = "the store has " + list + ": name one of them, with its tag";
+  }
+  throw ImageNotFound(ref, !similar.empty(),
+                      "image `" + ref + "` not found: " + (shown_path.empty() ? "" : "no `" + shown_path + "`, and ") +
+                          "no image of that name in store `" + (root ? root->path() : store::store_path(storage)) +
+                          "`",
+                      hint);
+}
+
+}  // namespace
+
+Image open_image(const std::string& given, const std::string& cwd, const std::string& storage) {
+  if (given.empty()) throw Error("no image given");
   Image img;
-  img.name = ref;
+  img.name = given;
+  const store::NameKind taken = store::name_kind(given);
+  const std::string ref = store::without_scheme(given);
   std::string path = util::normalize_path(ref, cwd);
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    int e = errno;
-    if (e != ENOENT) throw SysError(e, "stat", path);
-    const store::Root* root = store::Root::user_if_exists(storage);
-    auto dir = root ? store::find_image(*root, ref) : std::nullopt;
-    if (!dir) {
-      const std::vector<std::string> similar = root ? store::similar_images(*root, ref) : std::vector<std::string>{};
-      std::string hint = "rt pull " + ref + " from a registry, or rt import FILE " + ref;
-      if (!similar.empty()) {
-        std::string list;
-        for (size_t i = 0; i < similar.size() && i < 5; ++i) list += (i ? ", " : "") + similar[i];
-        hint = "the store has " + list + ": name one of them, with its tag";
-      }
-      throw ImageNotFound(ref, !similar.empty(),
-                          "image `" + ref + "` not found: no directory `" + path +
-                              "`, and no image of that name in store `" +
-                              (root ? root->path() : store::store_path(storage)) + "`",
-                          hint);
-    }
-    path = *dir;
+  bool from_path = false;
+  if (taken != store::NameKind::Reference) {
+    if (::stat(path.c_str(), &st) == 0)
+      from_path = true;
+    else if (errno != ENOENT)
+      throw SysError(errno, "stat", path);
+    else if (taken == store::NameKind::Path)
+      throw Error("image `" + given + "`: no file or directory `" + path + "`");
+  }
+  const store::Root* root = nullptr;
+  std::optional<std::string> stored;
+  if (!from_path || taken == store::NameKind::Either) {
+    root = store::Root::user_if_exists(storage);
+    stored = root ? store::find_image(*root, ref) : std::nullopt;
+  }
+  if (stored) {
+    if (from_path)
+      util::warn("image `" + given + "`: using the stored image of that name, not the path `" + path +
+                 "` (write ./" + ref + " for the path)");
+    from_path = false;
+    path = *stored;
     if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
+  } else if (!from_path) {
+    // A bare name is never a path; a file of the caller's by that name is
+    // what they most likely meant, so say so rather than pull.
+    struct stat here;
+    if (taken == store::NameKind::Reference && given.find('/') == std::string::npos &&
+        ::lstat(path.c_str(), &here) == 0) {
+      if (here.st_uid == ::getuid())
+        throw Error("image `" + given + "` is not in store `" + (root ? root->path() : store::store_path(storage)) +
+                        "`; a bare name is never a path",
+                    "write ./" + given + " to run the " + (S_ISDIR(here.st_mode) ? "directory" : "file") + " here");
+      util::warn("image `" + given + "`: `" + path + "` (owner uid " + std::to_string(here.st_uid) +
+                 ") is not used: a bare name names an image, never a path");
+    }
+    not_found(ref, taken == store::NameKind::Either ? path : "", root, storage);
+  } else {
+    img.path = path;
+    if (std::string why = store::foreign_path(path); !why.empty())
+      util::warn("image `" + given + "`: " + why + "; another user may have placed or changed it");
   }
   if (S_ISREG(st.st_mode)) {
     const squash::FileKind kind = squash::file_kind(path);
@@ -75,7 +117,7 @@ Image open_image(const std::string& ref, const std::string& cwd, const std::stri
   }
   std::string bundle_rootfs = path + "/" + kBundleRootfs;
   std::string bundle_config = path + "/" + kBundleConfig;
-  if (auto text = util::read_file_if_exists(bundle_config)) {
+  if (auto text = util::read_regular_if_exists(bundle_config)) {
     if (!is_dir_at(bundle_rootfs))
       throw Error("image `" + ref + "`: has `" + kBundleConfig + "` but no `" + kBundleRootfs + "/` directory");
     img.rootfs = bundle_rootfs;

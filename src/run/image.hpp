@@ -19,6 +19,7 @@ namespace rt::run {
 struct Image {
   std::string name;       // what the user typed, for RT_CONTAINER and messages
   std::string rootfs;     // absolute host path of the root filesystem (or the .sqfs file)
+  std::string path;       // the absolute path the name was taken as; empty: a stored image
   bool squashfs = false;  // rootfs is a SquashFS file; its config is inside it
   bool sif = false;       // ... a SIF file holding one
   std::optional<ImageConfig> config;
@@ -51,9 +52,10 @@ ApptainerFiles apptainer_files(Tree& tree) {
 inline constexpr const char* kBundleRootfs = "rootfs";
 inline constexpr const char* kBundleConfig = "image-config.json";
 
-// A directory path is used as it is; otherwise `ref` is looked up by name
-// in the store at `storage`. Throws rt::Error naming the image and what is
-// wrong with it.
+// `ref` is a path or a stored name as store::name_kind says (a path in a
+// directory other users can write is used with a warning). Throws
+// rt::Error naming the image and what is wrong with it; ImageNotFound when
+// it is neither.
 Image open_image(const std::string& ref, const std::string& cwd, const std::string& storage);
 
 }  // namespace rt::run

@@ -67,6 +67,43 @@ std::optional<std::string> find_image(const Root& store, const std::string& name
   }
 }
 
+NameKind name_kind(std::string_view name) {
+  if (name == "." || name == ".." || name.starts_with("/") || name.starts_with("./") || name.starts_with("../"))
+    return NameKind::Path;
+  if (name.starts_with("docker://")) return NameKind::Reference;
+  const size_t slash = name.find('/');
+  if (slash == std::string_view::npos) return NameKind::Reference;
+  const std::string_view first = name.substr(0, slash);
+  if (first.find_first_of(".:") != std::string_view::npos || first == "localhost") return NameKind::Reference;
+  return NameKind::Either;
+}
+
+std::string without_scheme(std::string_view name) {
+  if (name.starts_with("docker://")) name.remove_prefix(9);
+  return std::string(name);
+}
+
+std::string foreign_path(const std::string& path) {
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (!real) return "";
+  std::string p = real;
+  std::free(real);
+  const uid_t me = ::getuid();
+  struct stat st;
+  if (::lstat(p.c_str(), &st) != 0) return "";
+  if (st.st_uid != 0 && st.st_uid != me) return "`" + p + "` belongs to uid " + std::to_string(st.st_uid);
+  while (p != "/") {
+    const size_t slash = p.rfind('/');
+    const std::string parent = slash == 0 ? "/" : p.substr(0, slash);
+    struct stat pst;
+    if (::lstat(parent.c_str(), &pst) != 0) return "";
+    if (std::string why = distrust_parent(pst, st, me); !why.empty()) return "`" + p + "` lies in `" + parent + "`, " + why;
+    p = parent;
+    st = pst;
+  }
+  return "";
+}
+
 std::vector<std::string> similar_images(const Root& store, const std::string& name) {
   std::vector<std::string> out;
   util::UniqueFd images = store.dir(kImagesDir, false);

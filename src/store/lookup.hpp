@@ -22,6 +22,27 @@ std::string unescape_name(std::string_view dir);
 class Root;
 std::optional<std::string> find_image(const Root& store, const std::string& name);
 
+// How every command reads an image argument, so that a file another user
+// planted under the caller's working directory never runs in place of the
+// image meant:
+//   Path       begins with `/`, `./` or `../` (or is `.` or `..`)
+//   Reference  a bare name (no `/`), `docker://REF`, or a name whose first
+//              component is a registry host (has a `.` or `:`, or is
+//              `localhost`): never a path
+//   Either     any other name with a `/` (`library/ubuntu`, `imgs/app.sqfs`):
+//              the stored image when the store has it, else the path
+enum class NameKind { Path, Reference, Either };
+NameKind name_kind(std::string_view name);
+// `name` without a leading `docker://`.
+std::string without_scheme(std::string_view name);
+
+// Why an image at `path` (absolute) may not be the caller's: it, or a
+// directory above it, is another user's, or lies in a directory others
+// can write and could replace it (a sticky one such as /tmp protects only
+// entries of the caller's or root's). Empty when only root and the caller
+// can change it.
+std::string foreign_path(const std::string& path);
+
 // Stored names that are `name` with a tag (myapp -> myapp:1.0; ubuntu ->
 // docker.io/library/ubuntu:24.04), for the error when `name` itself is
 // not there.

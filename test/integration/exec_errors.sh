@@ -5,8 +5,9 @@
 before=$(tree_listing "$IMG")
 
 expect_status 125 "missing image" -- "$RT" exec "$T/nope" true
-expect_match "$ERR" "nope" "names the missing image"
-expect_match "$ERR" "store" "says where else it looked"
+expect_match "$ERR" "image \`$T/nope\`: no file or directory" "names the missing image: a path is only a path"
+expect_status 125 "missing image by name" -- "$RT" exec --no-pull nope true
+expect_match "$ERR" "image \`nope\` not found: no image of that name in store" "says where it looked"
 expect_eq "$(echo "$ERR" | grep -c '^rt: error')" 1 "one error line"
 expect_match "$ERR" "rt: hint: rt pull .*nope.*rt import" "and a hint of how to get it"
 # A name that is stored only with a tag: the error names the tagged ones.

@@ -92,7 +92,7 @@ new_name() {  # PREFIX BEFORE-FILE: the name that appeared since
     sleep 0.05
   done
 }
-squat() {  # listen|bind NAME: the attacker holds NAME until killed
+squat() {  # listen|bind|full NAME: the attacker holds NAME until killed (full: listening, its queue full)
   [ -z "$squatter" ] || as2 kill "$squatter" 2>/dev/null || true
   wait 2>/dev/null || true
   squatter=""
@@ -106,7 +106,16 @@ for _ in range(200):
         time.sleep(0.05)
 else:
     sys.exit("cannot bind")
-if sys.argv[1] == "listen": s.listen(16)
+if sys.argv[1] in ("listen", "full"): s.listen(16 if sys.argv[1] == "listen" else 0)
+held = []
+while sys.argv[1] == "full":  # its accept queue filled, never accepted
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    c.setblocking(False)
+    try:
+        c.connect("\0" + sys.argv[2])
+    except BlockingIOError:
+        break
+    held.append(c)
 print("bound", os.getpid(), flush=True)
 time.sleep(300)' "$1" "$2" >"$T/squat.out" &
   for _ in $(seq 200); do
@@ -128,6 +137,11 @@ expect_match "$ERR" "is held by uid $uid2, not by you; trying another name" "-v 
 squat bind "$sq"
 expect_status 0 "... and when they bind it without listening" -- timeout 60 "$RT" exec -v "$T/img.sqfs" true
 expect_match "$ERR" "bound by somebody who does not serve it" "-v says so"
+# Listening with a full queue and never accepting: a blocking connect
+# would sleep until there is room, which never comes.
+squat full "$sq"
+expect_status 0 "... and when they listen with a full queue" -- timeout 60 "$RT" exec -v "$T/img.sqfs" true
+expect_match "$ERR" "bound by somebody whose queue stays full; trying another name" "-v says so"
 
 # Inside a server's user namespace every other uid reads as the overflow
 # uid: with the container's uid 65534 the two look alike, and only the
@@ -161,6 +175,22 @@ squat listen "$jn"
 # (Not under timeout(1): the launch is the parent process, this shell.)
 expect_status 0 "a joined run whose name another user holds" -- "$RT" exec -v --join "$IMG" true
 expect_match "$ERR" "is held by uid $uid2" "-v says the name was taken"
+squat full "$jn"
+expect_status 0 "a joined run whose name another user holds with a full queue" -- "$RT" exec -v --join "$IMG" true
+expect_match "$ERR" "queue stays full" "-v says so"
+
+# An instance's name, learned while it ran, squatted with a full queue
+# across a restart: start, enter and stop still work, and never hang.
+names rt-inst >"$T/before"
+expect_status 0 "an instance" -- "$RT" instance start "$IMG" sq sleep 300
+inst=$(new_name rt-inst "$T/before")
+[ -n "$inst" ] || fail "no instance socket seen"
+expect_status 0 "stopped" -- "$RT" instance stop sq
+squat full "$inst"
+expect_status 0 "restarted while another user squats its name" -- timeout 60 "$RT" instance start "$IMG" sq sleep 300
+expect_status 0 "entered" -- timeout 60 "$RT" exec instance://sq true
+expect_match "$("$RT" instance list)" "sq +[0-9]+ +running" "listed as running"
+expect_status 0 "stopped again" -- timeout 60 "$RT" instance stop sq
 as2 kill "$squatter"
 wait 2>/dev/null || true
 squatter=""
@@ -191,7 +221,7 @@ done
 expect_status 0 "convert to a name with ';'" -- "$RT" convert ./bundle 'out;touch PWN;.sqfs'
 [ ! -e PWN ] && [ ! -e "$T/PWN" ] || fail "a shell ran part of the name"
 pass "no shell ran part of the name"
-expect_status 0 "its config is inside" -- "$RT" exec 'out;touch PWN;.sqfs' sh -c 'echo $FROM_CONFIG'
+expect_status 0 "its config is inside" -- "$RT" exec './out;touch PWN;.sqfs' sh -c 'echo $FROM_CONFIG'
 expect_eq "$OUT" yes "the image config was kept"
 odd="$T/a b'\"
 c.sqfs"
@@ -225,3 +255,55 @@ pass "no command line shows the rank's arguments"
 expect_match "$titles" "rt-sqfs $T/img.sqfs" "the server shows what it is and which image"
 expect_match "$titles" "rt-join $IMG" "the holder too"
 pkill -u "$(id -u)" -f "^rt-sqfs $T/img.sqfs" || true
+
+# ---- 6. Image names: never another user's file -------------------------------
+# The victim works in a directory both can write; the attacker plants
+# trees and files named as the images the victim runs. A bare name, a
+# docker:// reference and a registry reference are never paths.
+shared=$(mktemp -d /tmp/rt-shared.XXXXXX)
+chmod 1777 "$shared"
+plant() {  # PATH: a tree whose sh leaves a marker
+  as2 mkdir -p "$1/bin"
+  as2 cp "$BUSYBOX" "$1/bin/busybox"
+  as2 sh -c "printf '#!/bin/busybox sh\n/bin/busybox touch $T/pwned\n' > '$1/bin/sh'; chmod 755 '$1/bin/sh'"
+}
+chmod 777 "$T"
+for name in ubuntu:24.04 "docker:/busybox" "127.0.0.1:5443/busybox:latest" lab/app; do plant "$shared/$name"; done
+as2 cp "$T/img.sqfs" "$shared/app.sqfs"
+cd "$shared"
+for name in ubuntu:24.04 docker://busybox 127.0.0.1:5443/busybox:latest app.sqfs; do
+  expect_status 125 "rt exec --no-pull $name, planted in the working directory" -- "$RT" exec --no-pull "$name" sh
+  expect_match "$ERR" "not found: no image of that name in store" "$name is looked up in the store only"
+done
+expect_match "$ERR" "\`$shared/app.sqfs\` \(owner uid $uid2\) is not used: a bare name names an image, never a path" \
+  "the planted file is named, and not used"
+expect_status 125 "rt instance start of a planted name" -- "$RT" instance start --no-pull ubuntu:24.04 x sh
+expect_status 125 "rt inspect of a planted name" -- "$RT" inspect ubuntu:24.04
+expect_status 125 "rt convert of a planted name" -- "$RT" convert ubuntu:24.04 "$T/conv.sqfs"
+[ ! -e "$T/conv.sqfs" ] || fail "rt convert took the planted tree"
+mkdir -p "$T/ctx" && printf 'FROM lab/app\nRUN true\n' >"$T/ctx/Dockerfile"
+expect_status 125 "rt build FROM a name planted as a path" -- "$RT" build -t fromplant "$T/ctx"
+expect_match "$ERR" "\`lab/app\` is a path on the host" "rt build takes no path without --from-host"
+# A name with a '/' that the store has: the stored image, said.
+"$RT" import -q "$T/rootfs.tar" lab/app
+expect_status 0 "rt exec lab/app, stored and planted" -- "$RT" exec lab/app true
+expect_match "$ERR" "using the stored image of that name, not the path \`$shared/lab/app\`" "says which it used"
+[ ! -e "$T/pwned" ] || fail "a planted image ran"
+pass "no planted image ran"
+# A path the user names, in a directory others can write: run, but said.
+as2 cp -a "$IMG" "$shared/theirs"
+expect_status 0 "rt exec ./theirs (another user's tree)" -- "$RT" exec ./theirs true
+expect_match "$ERR" "\`$shared/theirs\` belongs to uid $uid2; another user may have placed or changed it" \
+  "the warning names the path and its owner"
+cp -a "$IMG" "$shared/mine"
+expect_status 0 "rt exec ./mine (the user's own, in a sticky shared directory)" -- "$RT" exec ./mine true
+[[ "$ERR" != *"another user"* ]] && pass "no warning for the user's own tree there" || fail "warned: $ERR"
+# The user's own file under a bare name: refused with the way to name it.
+cp "$T/img.sqfs" "$shared/own.sqfs"
+expect_status 125 "rt exec own.sqfs (the user's own file, a bare name)" -- "$RT" exec own.sqfs true
+expect_match "$ERR" "a bare name is never a path" "says why"
+expect_match "$ERR" "write ./own.sqfs to run the file here" "and how to name the file"
+cd "$T"
+as2 rm -rf "$shared"/ubuntu:24.04 "$shared"/docker: "$shared"/127.0.0.1:5443 "$shared"/lab "$shared"/app.sqfs "$shared"/theirs
+rm -rf "$shared"
+chmod 700 "$T"
