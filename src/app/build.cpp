@@ -259,7 +259,7 @@ void Builder::read_dockerfile() {
   }
   df_ = image::parse_dockerfile(text, file_shown_);
   std::optional<image::DockerIgnore> ignore;
-  if (auto t = util::read_file_if_exists(ctx + "/.dockerignore", 1 << 20)) ignore = image::DockerIgnore::parse(*t);
+  if (auto t = util::read_regular_if_exists(ctx + "/.dockerignore", 1 << 20)) ignore = image::DockerIgnore::parse(*t);
   context_.emplace(ctx, std::move(ignore));
 }
 
@@ -439,8 +439,8 @@ std::optional<json> Builder::cached_blob(const std::string& key) {
 void Builder::base_from_store(Stage& s, const std::string& name) {
   auto dir = store::find_image(store_.dir(), name);
   if (!dir) throw Error("no image `" + name + "` in the store");
-  auto cfg = util::read_file_if_exists(*dir + "/image-config.json");
-  auto meta_text = util::read_file_if_exists(*dir + "/" + store::kMetaFile);
+  auto cfg = util::read_regular_if_exists(*dir + "/image-config.json");
+  auto meta_text = util::read_regular_if_exists(*dir + "/" + store::kMetaFile);
   if (!cfg || !meta_text) throw Error("image `" + name + "` in the store is incomplete: `" + *dir + "`");
   s.state.config = image::parse_json(*cfg, "image `" + name + "` config");
   json meta = json::parse(*meta_text, nullptr, false);
@@ -497,7 +497,7 @@ void Builder::base_from_file(Stage& s, const std::string& path) {
     convert(real, w.path() + "/bundle", co);
     util::log_init(o_.verbosity);  // convert set its own
     const Layer l = tree_layer(w.path() + "/bundle/rootfs", path);
-    auto cfg = util::read_file_if_exists(w.path() + "/bundle/image-config.json");
+    auto cfg = util::read_regular_if_exists(w.path() + "/bundle/image-config.json");
     j = {{"blob", l.blob}, {"config", cfg ? *cfg : app::default_config()}, {"created", now_utc()}};
     cache_put(key, j);
   }
@@ -524,14 +524,25 @@ void Builder::set_base(Stage& s, const std::string& what) {
     s.state.created = util::utc_time(0);
     return;
   }
-  const bool file_like = what.find('/') != std::string::npos || what.ends_with(".sqfs") || what.ends_with(".sif");
-  if (util::path_exists(what) && file_like && !util::is_directory(what)) {
+  // A host path only when asked for: a Dockerfile may not make the
+  // builder's files (FROM /home/USER/.ssh, COPY --from=../x) a layer.
+  const store::NameKind kind = store::name_kind(what);
+  const bool as_path = kind == store::NameKind::Path ||
+                       (kind == store::NameKind::Either && !store::find_image(store_.dir(), what) &&
+                        util::path_exists(what));
+  if (as_path && !o_.host_paths)
+    throw Error("`" + what + "` is a path on the host: FROM and COPY --from take stages, stored images and registry "
+                "references",
+                "give --from-host to build from files of this machine");
+  if (as_path && !util::path_exists(what)) {
+    throw Error("`" + what + "`: no such file or directory");
+  } else if (as_path && !util::is_directory(what)) {
     base_from_file(s, what);
-  } else if (util::path_exists(what) && file_like) {
+  } else if (as_path) {
     // A directory (root filesystem or bundle) rt can run: its tree as one
     // layer, made again each time (a directory has no version to key on).
     const bool bundle = util::is_directory(what + "/rootfs");
-    auto cfg = bundle ? util::read_file_if_exists(what + "/image-config.json") : std::nullopt;
+    auto cfg = bundle ? util::read_regular_if_exists(what + "/image-config.json") : std::nullopt;
     s.state.config = image::parse_json(cfg ? *cfg : app::default_config(), "`" + what + "` config");
     s.state.config.erase("history");  // its layers are one now
     Layer l = tree_layer(bundle ? what + "/rootfs" : what, what);
@@ -592,8 +603,8 @@ Builder::RunAs Builder::run_as(Stage& s, const std::string& user_given, const st
     return std::stoul(t);
   };
   auto read = [&](const char* file) -> std::string {
-    auto r = util::open_in_root(s.root.get(), file, O_RDONLY);
-    return r.fd ? util::read_fd(r.fd.get(), s.rootfs + file) : std::string();
+    auto r = util::open_in_root(s.root.get(), file, O_RDONLY | O_NONBLOCK);
+    return r.fd ? util::read_regular_fd(r.fd.get(), s.rootfs + file) : std::string();
   };
   // The fields of the line of /etc/passwd or /etc/group named `name`
   // (run::find_id_line finds one by id).
@@ -667,13 +678,15 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
   const RunAs as = run_as(s, cfg_string(s.state, "User"), where_run);
   ExecOptions e;
   e.image = s.work->path();
-  e.storage = o_.storage;
+  e.storage = store::store_path(o_.storage);  // resolved here: the step runs with an empty environment
   e.command = argv;
   e.write = true;
   e.image_tmp = true;
   e.no_home = true;
   e.seccomp = true;
   e.skip_sync = true;
+  e.only_stdio = true;  // not the store, context or cache descriptors of the build
+  e.pid_namespace = true;  // nothing it starts outlives the step (or the build)
   e.uid = as.uid;
   e.gid = as.gid;
   e.cd = cfg_string(s.state, "WorkingDir").empty() ? "/" : cfg_string(s.state, "WorkingDir");
@@ -687,6 +700,9 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
   for (const auto& [k, v] : s.args)
     if (v) env.push_back(k + "=" + *v);
   if (const char* term = std::getenv("TERM")) env.push_back(std::string("TERM=") + term);
+  // Inside only: rt's own environment would let an argument steer rt
+  // (ARG PMIX_SERVER_TMPDIR=/home/USER binds the home).
+  e.base_env = std::move(env);
   // HOME from the image's passwd, as Docker sets it, unless ENV sets it.
   const auto image_env = cfg_env(s.state);
   if (std::none_of(image_env.begin(), image_env.end(), [](const std::string& kv) { return kv.starts_with("HOME="); }))
@@ -708,7 +724,6 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
     ::signal(SIGPIPE, SIG_DFL);
     if (::chdir("/") != 0) ::_exit(125);
     ::clearenv();
-    for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
     try {
       exec(e);
     } catch (const Error& err) {
@@ -978,6 +993,12 @@ image::ImageSource Builder::result(Stage& s) {
 std::string Builder::run() {
   if (o_.tag.empty()) throw Error("rt build needs -t NAME: the name to store the image under");
   store::escape_name(o_.tag);  // refuses names that cannot be stored
+  // Every user can read /proc/PID/cmdline for as long as the build runs:
+  // the values of --build-arg K=V leave it at once (K alone takes V from
+  // the environment, which only the user can read).
+  if (std::any_of(o_.build_args.begin(), o_.build_args.end(),
+                  [](const std::string& a) { return a.find('=') != std::string::npos; }))
+    util::set_process_title("rt build -t " + o_.tag + " (build arguments hidden)");
   for (const auto& a : o_.build_args) {
     const size_t eq = a.find('=');
     if (eq == std::string::npos) {

@@ -46,7 +46,7 @@ struct Layout {
   std::string tar;  // set for an archive
   std::string read(const std::string& member) const {
     if (!dir.empty()) {
-      auto t = util::read_file_if_exists(dir + "/" + member, 4 << 20);
+      auto t = util::read_regular_if_exists(dir + "/" + member, 4 << 20);
       if (!t) throw Error("`" + dir + "` has no `" + member + "`");
       return *t;
     }

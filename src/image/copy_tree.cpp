@@ -159,19 +159,35 @@ struct Copier {
 SourceTree::SourceTree(const std::string& path, std::optional<DockerIgnore> ignore)
     : path_(path), root_(util::open_fd(path, O_PATH | O_DIRECTORY)), ignore_(std::move(ignore)) {}
 
+bool SourceTree::excluded_target(const std::string& rel) const {
+  if (!ignore_ || rel.empty()) return false;
+  auto r = util::open_in_root(root_.get(), rel, O_PATH);
+  if (!r.fd) return false;
+  auto real = [](int fd) {
+    char buf[4096];
+    ssize_t n = ::readlink(util::fd_path(fd).c_str(), buf, sizeof buf);
+    return n > 0 && n < static_cast<ssize_t>(sizeof buf) ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  };
+  const std::string root = real(root_.get()), target = real(r.fd.get());
+  if (root.empty() || target.empty() || target == root) return false;
+  if (!target.starts_with(root == "/" ? root : root + "/")) return true;  // not inside: never copied
+  return excluded(target.substr(root == "/" ? 1 : root.size() + 1));
+}
+
 std::vector<std::string> SourceTree::match(const std::string& pattern, const std::string& where) const {
   const std::string want = clean(pattern);
   std::vector<std::string> out;
   if (!has_glob(want)) {
     auto r = util::open_in_root(root_.get(), want.empty() ? "." : want, O_PATH);
-    if (r.fd && !excluded(want)) out.push_back(want);
+    if (r.fd && !excluded(want) && !excluded_target(want)) out.push_back(want);
   } else {
     std::function<void(int, const std::string&)> walk = [&](int fd, const std::string& rel) {
       for (const auto& n : sorted_names(fd, path_ + "/" + rel)) {
         const std::string r = join(rel, n);
         const bool left_out = excluded(r);
         if (left_out && !look_inside_excluded()) continue;
-        if (!left_out && ::fnmatch(want.c_str(), r.c_str(), FNM_PATHNAME | FNM_PERIOD) == 0) out.push_back(r);
+        if (!left_out && ::fnmatch(want.c_str(), r.c_str(), FNM_PATHNAME | FNM_PERIOD) == 0 && !excluded_target(r))
+          out.push_back(r);
         struct stat st;
         if (::fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
           util::UniqueFd sub(::openat(fd, n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));

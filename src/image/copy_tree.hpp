@@ -31,6 +31,9 @@ public:
   const std::string& path() const { return path_; }
   int fd() const { return root_.get(); }
   bool excluded(const std::string& rel) const { return ignore_ && !rel.empty() && ignore_->excluded(rel); }
+  // The same for what `rel` names once its symlinks are followed inside
+  // the root: a link to a left-out file is left out with it.
+  bool excluded_target(const std::string& rel) const;
   // May an excluded directory hold entries that are not (a `!` pattern)?
   bool look_inside_excluded() const { return ignore_ && ignore_->reincludes(); }
 

@@ -217,14 +217,108 @@ expect_eq "$("$RT" run user-sq 2>/dev/null | head -1)" "alice" "the stored Squas
 expect_status 0 "rt convert of a built image" -- "$RT" convert user "$T/user2.sqfs"
 mkdir -p from-file
 printf 'FROM %s\nRUN cat /home/alice/whoami > /copy\n' "$T/user2.sqfs" >from-file/Dockerfile
-expect_status 0 "FROM a SquashFS file" -- "$RT" build -t fromfile from-file
+expect_status 125 "FROM a SquashFS file, without --from-host" -- "$RT" build -t fromfile from-file
+expect_match "$ERR" "\`$T/user2.sqfs\` is a path on the host: FROM and COPY --from take stages, stored images and registry references" \
+  "a Dockerfile names no file of the builder's unless the builder allows it"
+expect_status 0 "FROM a SquashFS file (--from-host)" -- "$RT" build --from-host -t fromfile from-file
 expect_eq "$("$RT" exec fromfile head -1 /copy)" "alice" "builds on its tree"
 expect_match "$("$RT" inspect fromfile)" '"User": "alice"' "with its config (USER alice)"
-expect_status 0 "again" -- "$RT" build -t fromfile from-file
+expect_status 0 "again" -- "$RT" build --from-host -t fromfile from-file
 expect_match "$ERR" "is unchanged" "the file's tree is taken once per version of the file"
 printf 'FROM debian\nCOPY --from=user /home/alice/whoami /from-image\n' >from-file/Dockerfile
 expect_status 0 "COPY --from=IMAGE" -- "$RT" build -t fromimage from-file
 expect_eq "$("$RT" exec fromimage head -1 /from-image)" "alice" "copies out of a stored image"
+
+# ---- a hostile Dockerfile or base image --------------------------------------------
+# The builder's own files are no layer: FROM a directory of the host, or
+# COPY --from a path above the context.
+mkdir -p hostile "$T/dotssh"
+echo private-key >"$T/dotssh/id_rsa"
+printf 'FROM %s\n' "$T/dotssh" >hostile/Dockerfile
+expect_status 125 "FROM a host directory" -- "$RT" build -t hostile hostile
+expect_match "$ERR" "is a path on the host" "is refused"
+printf 'FROM debian\nCOPY --from=../dotssh / /x/\n' >hostile/Dockerfile
+expect_status 125 "COPY --from=../DIR" -- "$RT" build -t hostile hostile
+expect_match "$ERR" "\`../dotssh\` is a path on the host" "is refused"
+"$RT" images | grep -q '^hostile ' && fail "a refused build stored an image" || pass "nothing is stored"
+# Build arguments reach RUN's environment, never rt's own: a PMIX_* path
+# there would have rt bind it (here, a directory RUN must not see).
+mkdir -p "$T/hostdir" && echo secret >"$T/hostdir/marker"
+printf 'FROM debian\nARG PMIX_SERVER_TMPDIR=%s\nRUN echo "arg=$PMIX_SERVER_TMPDIR" && test ! -e %s/marker\n' \
+  "$T/hostdir" "$T/hostdir" >hostile/Dockerfile
+expect_status 0 "ARG PMIX_SERVER_TMPDIR=HOSTDIR" -- "$RT" build -t hostile hostile
+expect_match "$OUT" "arg=$T/hostdir" "the argument is in RUN's environment"
+pass "and the host directory it names is not bound into the step"
+# An image whose WorkingDir is a magic link to one of rt's descriptors
+# (in a build: the store, the context, the cache).
+for n in 3 4 5 6 7; do
+  printf 'FROM debian\nWORKDIR /proc/self/fd/%s\nRUN echo building; ls -d "$PWD"/../* | head -3\n' "$n" >hostile/Dockerfile
+  expect_status 1 "WORKDIR /proc/self/fd/$n, then RUN" -- "$RT" build -t hostile-$n hostile
+  # A step has 0-2 only: N is nothing there (or, were it open, a magic link).
+  expect_match "$ERR" "(working directory \`/proc/self/fd/$n\` goes through a /proc magic link; refused|chdir \`/proc/self/fd/$n\`: No such file or directory)" \
+    "the step is refused before it starts"
+  [[ "$OUT" != *building* ]] && pass "nothing of it ran" || fail "the step ran: $OUT"
+done
+mkdir -p wd-bundle
+cp -a "$RT_STORAGE/images/hostile/rootfs" wd-bundle/rootfs
+echo '{"config":{"WorkingDir":"/proc/self/fd/3","Env":["PATH=/usr/bin:/bin"]}}' >wd-bundle/image-config.json
+"$RT" convert ./wd-bundle hostile-wd >/dev/null
+printf 'FROM hostile-wd\nRUN echo building\n' >hostile/Dockerfile
+expect_status 1 "FROM an image whose WorkingDir is /proc/self/fd/3, then RUN" -- "$RT" build -t hostile2 hostile
+expect_match "$ERR" "(goes through a /proc magic link|chdir \`/proc/self/fd/3\`: No such file or directory)" \
+  "is refused for that reason"
+# RUN gets stdin, stdout and stderr only: none of the build's descriptors.
+printf 'FROM debian\nRUN ls /proc/self/fd > /fds\n' >hostile/Dockerfile
+expect_status 0 "RUN listing its descriptors" -- "$RT" build -t hostile hostile 7</dev/null
+expect_eq "$(cat "$RT_STORAGE/images/hostile/rootfs/fds" | tr '\n' ' ')" "0 1 2 3 " \
+  "a step sees 0, 1, 2 (and ls its own listing), not the build's nor the caller's"
+# A daemon started by RUN is killed before the layer is taken.
+tag=rt-daemon-$$
+printf 'setsid sh -c "while :; do date >> /daemon.log; sleep 0.1; done; : %s" &\nsleep 0.5; echo started\n' "$tag" \
+  >hostile/daemon.sh
+printf 'FROM debian\nCOPY daemon.sh /\nRUN sh /daemon.sh\n' >hostile/Dockerfile
+expect_status 0 "RUN leaving a daemon behind" -- "$RT" build -t daemon hostile
+pgrep -u "$(id -u)" -f "$tag" >/dev/null && fail "the step's daemon outlived the step" ||
+  pass "nothing the step started runs on"
+n1=$(wc -l <"$RT_STORAGE/images/daemon/rootfs/daemon.log")
+sleep 0.5
+expect_eq "$(wc -l <"$RT_STORAGE/images/daemon/rootfs/daemon.log")" "$n1" "nothing writes into the stored image afterwards"
+# ... and by a build killed in the middle of the step.
+printf 'setsid sh -c "sleep 300; : %s-k" &\necho started; sleep 300\n' "$tag" >hostile/daemon.sh
+"$RT" build -t daemon2 hostile >"$T/daemon.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q started "$T/daemon.out" && break; sleep 0.1; done
+grep -q started "$T/daemon.out" || fail "the step did not start: $(cat "$T/daemon.out")"
+kill -9 "$pid"
+wait "$pid" 2>/dev/null || true
+for _ in $(seq 50); do pgrep -u "$(id -u)" -f "$tag-k" >/dev/null || break; sleep 0.1; done
+pgrep -u "$(id -u)" -f "$tag-k" >/dev/null && fail "a daemon of a killed build's step runs on" ||
+  pass "kill -9 of rt build ends the step's daemons too"
+rm hostile/daemon.sh
+# A symlink in the context to what .dockerignore leaves out is left out too.
+mkdir -p hostile/secret && echo key >hostile/secret/key
+printf 'secret\n' >hostile/.dockerignore
+ln -sf secret/key hostile/innocent
+printf 'FROM debian\nCOPY innocent /innocent\n' >hostile/Dockerfile
+expect_status 125 "COPY of a symlink to an excluded file" -- "$RT" build -t hostile hostile
+expect_match "$ERR" "\`innocent\` names nothing in .* \(or .dockerignore leaves it out\)" "is refused as the file would be"
+printf 'FROM debian\nCOPY innocen* /x/\n' >hostile/Dockerfile
+expect_status 125 "... also through a glob" -- "$RT" build -t hostile hostile
+rm -rf hostile/secret hostile/innocent hostile/.dockerignore
+# A build argument's value never shows in the command line other users read.
+printf 'FROM debian\nARG TOKEN\nRUN echo "len=${#TOKEN}"; sleep 2\n' >hostile/Dockerfile
+secret=tok-$$-$RANDOM
+"$RT" build --no-cache -t tok --build-arg "TOKEN=$secret" hostile >"$T/tok.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "len=" "$T/tok.out" && break; sleep 0.1; done
+titles=$(for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' <"$f" 2>/dev/null; echo; done)
+wait "$pid" || fail "the build with a secret argument failed: $(cat "$T/tok.out")"
+[[ "$titles" != *"$secret"* ]] || fail "the build argument's value is in a command line"
+pass "--build-arg K=V: the value leaves the command line"
+expect_match "$titles" "rt build -t tok \(build arguments hidden\)" "the title says what runs"
+TOKEN=$secret expect_status 0 "--build-arg K takes the value from the environment" -- \
+  "$RT" build --no-cache -t tok --build-arg TOKEN hostile
+expect_match "$OUT" "len=${#secret}" "the step sees it"
 
 # ---- prune -----------------------------------------------------------------------
 "$RT" rm numpy
