@@ -25,14 +25,14 @@ std::string object_text(int fd, const squash::SifObject& o, const std::string& p
 }  // namespace
 
 std::string inspect_sif(const std::string& path) {
-  util::UniqueFd fd = util::open_fd(path, O_RDONLY);
+  util::UniqueFd fd = util::open_fd(path, O_RDONLY | O_NONBLOCK);
   if (!squash::is_sif(fd.get())) throw Error("`" + path + "` is not a SIF file");
   const squash::SifFile sif = squash::read_sif(fd.get(), path);
   ordered_json j;
-  j["path"] = path;
+  j["path"] = util::utf8_escaped(path);
   j["format"] = "SIF";
   j["id"] = sif.id;
-  j["arch"] = squash::sif_arch_name(sif.arch);
+  j["arch"] = util::utf8_escaped(squash::sif_arch_name(sif.arch));
   if (sif.created > 0) j["created"] = util::utc_time(sif.created);
   ordered_json objects = ordered_json::array();
   std::optional<std::string> deffile, labels;
@@ -41,13 +41,13 @@ std::string inspect_sif(const std::string& path) {
     e["id"] = o.id;
     e["type"] = squash::sif_type_name(o.type);
     if (o.group & 0xf0000000u && o.group != 0xf0000000u) e["group"] = o.group & 0x0fffffffu;
-    if (!o.name.empty()) e["name"] = o.name;
+    if (!o.name.empty()) e["name"] = util::utf8_escaped(o.name);
     e["offset"] = o.offset;
     e["size"] = o.size;
     if (o.type == static_cast<int32_t>(squash::SifData::Partition)) {
       e["filesystem"] = squash::sif_fs_name(o.fs);
       e["partition"] = squash::sif_part_name(o.part);
-      e["arch"] = squash::sif_arch_name(o.arch);
+      e["arch"] = util::utf8_escaped(squash::sif_arch_name(o.arch));
     } else if (o.type == static_cast<int32_t>(squash::SifData::Signature)) {
       e["signer"] = o.entity;
       e["signs"] =
@@ -69,20 +69,20 @@ std::string inspect_sif(const std::string& path) {
     squash::Image root(path);
     if (!labels) labels = root.read_file("/.singularity.d/labels.json", kTextLimit);
     if (!deffile) deffile = root.read_file("/.singularity.d/Singularity", kTextLimit);
-    if (auto s = root.read_file(run::kApptainerRunscript, kTextLimit)) j["runscript"] = *s;
-    if (auto s = root.read_file(run::kApptainerStartscript, kTextLimit)) j["startscript"] = *s;
+    if (auto s = root.read_file(run::kApptainerRunscript, kTextLimit)) j["runscript"] = util::utf8_escaped(*s);
+    if (auto s = root.read_file(run::kApptainerStartscript, kTextLimit)) j["startscript"] = util::utf8_escaped(*s);
   } catch (const Error& e) {
     root_error = e.what();
   }
   if (labels) {
     auto parsed = ordered_json::parse(*labels, nullptr, false);
     if (parsed.is_discarded())
-      j["labels"] = *labels;
+      j["labels"] = util::utf8_escaped(*labels);
     else
       j["labels"] = std::move(parsed);
   }
-  if (deffile) j["definition"] = *deffile;
-  if (!root_error.empty()) j["root_filesystem"] = "not readable: " + root_error;
+  if (deffile) j["definition"] = util::utf8_escaped(*deffile);
+  if (!root_error.empty()) j["root_filesystem"] = "not readable: " + util::utf8_escaped(root_error);
   return j.dump(2) + "\n";
 }
 

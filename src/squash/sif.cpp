@@ -83,6 +83,9 @@ SifFile read_sif(int fd, const std::string& path) {
   try {
     const std::string h = read_at(fd, 0, kHeaderSize, "the SIF header");
     if (std::memcmp(h.data() + kMagicAt, kMagic, sizeof kMagic) != 0) throw Error("is not a SIF file (no SIF_MAGIC)");
+    // Version "01" is the one SIF format there is (sif(5), Apptainer 1.x).
+    if (const std::string version = padded(h, 42, 3); version != "01")
+      throw Error("its SIF version " + util::utf8_escaped(util::quoted(version)) + " is not one rt knows (01)");
     SifFile sif;
     sif.arch = padded(h, 45, 3);
     sif.id = util::hex(h.data() + 48, 16);
@@ -141,6 +144,11 @@ SifObject sif_root_partition(const SifFile& sif, const std::string& path) {
     throw Error(where + ": the SIF file has no primary system partition (it holds " +
                 (held.empty() ? std::string("no objects") : held) + ")");
   }
+  for (const auto& o : sif.objects)
+    if (&o != p && o.type == p->type && o.part == p->part)
+      throw Error(where + ": the SIF file has two primary system partitions (objects " + std::to_string(p->id) +
+                  " and " + std::to_string(o.id) + "); rt will not choose one");
+  if (p->size == 0) throw Error(where + ": its primary system partition (object " + std::to_string(p->id) + ") is empty");
   if (p->fs == static_cast<int32_t>(SifFs::EncryptedSquash))
     throw Error(where + ": its root filesystem is an encrypted SquashFS partition, which rt cannot read",
                 "decrypt it with Apptainer first (apptainer build --sandbox DIR FILE.sif), then rt convert DIR NAME");

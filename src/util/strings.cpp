@@ -139,4 +139,47 @@ std::string quoted(std::string_view s) {
   return out;
 }
 
+std::string utf8_escaped(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  auto cont = [&](size_t i) { return i < s.size() && (static_cast<unsigned char>(s[i]) & 0xc0) == 0x80; };
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;  // bytes after the first
+    unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range (RFC 3629)
+    if (c < 0x80) {
+      n = 0;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      n = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 2;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 3;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    } else {
+      n = SIZE_MAX;
+    }
+    bool ok = n != SIZE_MAX;
+    if (ok && n > 0) {
+      const auto second = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+      ok = second >= lo && second <= hi;
+      for (size_t k = 2; ok && k <= n; ++k) ok = cont(i + k);
+    }
+    if (ok) {
+      out.append(s.substr(i, n + 1));
+      i += n + 1;
+    } else {
+      static const char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+      ++i;
+    }
+  }
+  return out;
+}
+
 }  // namespace rt::util

@@ -51,5 +51,8 @@ void for_each_line(std::string_view text, Fn&& fn) {
 }
 // Quote for logs: `x` with control characters escaped.
 std::string quoted(std::string_view s);
+// `s` as valid UTF-8: each byte that is not part of a well-formed sequence
+// becomes the text \xNN (for JSON and messages of names read from files).
+std::string utf8_escaped(std::string_view s);
 
 }  // namespace rt::util

@@ -137,3 +137,31 @@ pass "inspect reads its partitions and signatures"
 refused "the reference library's empty.sif" "no primary system partition \(it holds no objects\)" "$ref/empty.sif"
 refused "one-object-crypt-message.sif" "no primary system partition \(it holds cryptographic message\)" \
   "$ref/one-object-crypt-message.sif"
+
+# ---- hostile SIF files --------------------------------------------------------
+$SIF "$T/two.sif" --squashfs "$T/root.sqfs" --primaries 2
+refused "two primary system partitions" "two primary system partitions \(objects [0-9]+ and [0-9]+\)" "$T/two.sif"
+$SIF "$T/empty-root.sif" --squashfs "$T/root.sqfs" --empty-root
+refused "a primary partition of size 0" "its primary system partition \(object [0-9]+\) is empty" "$T/empty-root.sif"
+$SIF "$T/v2.sif" --squashfs "$T/root.sqfs" --version 02
+refused "an unknown SIF version" "its SIF version \`02\` is not one rt knows" "$T/v2.sif"
+# A partition that claims SquashFS but holds other bytes is never copied out.
+head -c 200000 /dev/urandom >"$T/junk"
+$SIF "$T/junk.sif" --squashfs "$T/junk"
+expect_status 125 "rt convert of a SIF file whose partition is not SquashFS" -- "$RT" convert "$T/junk.sif" "$T/junk.sqfs"
+[ ! -e "$T/junk.sqfs" ] || fail "rt convert wrote the partition's bytes"
+pass "nothing is written"
+# Names, labels and definitions that are not UTF-8 are shown escaped.
+printf 'Bootstrap: docker\nFrom: caf\xe9\n' >"$T/def-latin1"
+printf '{"maintainer": "caf\xe9"}' >"$T/labels-latin1"
+$SIF "$T/latin1.sif" --squashfs "$T/root.sqfs" --deffile "$T/def-latin1" --labels "$T/labels-latin1" \
+  --root-name "$(printf 'root\xff')"
+expect_status 0 "rt inspect of a SIF file with names that are not UTF-8" -- "$RT" inspect "$T/latin1.sif"
+python3 - "$OUT" <<'PY' || fail "inspect of latin1.sif: $OUT"
+import json, sys
+j = json.loads(sys.argv[1])
+assert j["definition"] == "Bootstrap: docker\nFrom: caf\\xe9\n", j["definition"]
+assert j["labels"] == '{"maintainer": "caf\\xe9"}', j["labels"]
+assert any(o.get("name") == "root\\xff" for o in j["objects"]), j["objects"]
+PY
+pass "... each shown with its bytes escaped"

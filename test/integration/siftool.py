@@ -4,9 +4,11 @@ for rt's tests: a header, a descriptor table and the data objects.
 
   siftool.py make OUT --squashfs FILE [--deffile FILE] [--labels FILE]
                       [--signatures N] [--root-fs squashfs|ext3|encrypted]
-                      [--overlay] [--no-root]
+                      [--overlay] [--no-root] [--primaries N] [--empty-root]
+                      [--version V] [--root-name NAME]
 """
 import argparse
+import os
 import struct
 import time
 import uuid
@@ -24,7 +26,7 @@ GROUP = 0xF0000000
 def descriptor(kind, ident, group, link, offset, size, padded, name, extra):
     now = int(time.time())
     d = struct.pack("<iBIIIqqqqqqq", kind, 1, ident, group, link, offset, size, padded, now, now, 0, 0)
-    d += name.encode()[:128].ljust(128, b"\0") + extra.ljust(384, b"\0")
+    d += os.fsencode(name)[:128].ljust(128, b"\0") + extra.ljust(384, b"\0")
     assert len(d) == DESCRIPTOR
     return d
 
@@ -37,8 +39,9 @@ def make(a):
         objects.append((LABELS, GROUP | 1, 0, open(a.labels, "rb").read(), "", b""))
     root_id = None
     if not a.no_root:
-        root = open(a.squashfs, "rb").read()
-        objects.append((PARTITION, GROUP | 1, 0, root, "", struct.pack("<ii3s", FS[a.root_fs], PRIMARY, b"02\0")))
+        root = b"" if a.empty_root else open(a.squashfs, "rb").read()
+        for _ in range(a.primaries):
+            objects.append((PARTITION, GROUP | 1, 0, root, a.root_name, struct.pack("<ii3s", FS[a.root_fs], PRIMARY, b"02\0")))
         root_id = len(objects)
     if a.overlay:
         objects.append((PARTITION, GROUP | 1, 0, b"\0" * 65536, "", struct.pack("<ii3s", FS["ext3"], OVERLAY, b"02\0")))
@@ -58,7 +61,7 @@ def make(a):
         at = start + len(data)
     table = table.ljust(SLOTS * DESCRIPTOR, b"\0")
     now = int(time.time())
-    header = b"#!/usr/bin/env run-singularity\n".ljust(32, b"\0") + b"SIF_MAGIC\0" + b"01\0" + b"02\0"
+    header = b"#!/usr/bin/env run-singularity\n".ljust(32, b"\0") + b"SIF_MAGIC\0" + a.version.encode()[:2].ljust(3, b"\0") + b"02\0"
     header += uuid.uuid4().bytes
     header += struct.pack("<8q", now, now, SLOTS - len(objects), SLOTS, table_at, SLOTS * DESCRIPTOR, data_at, at - data_at)
     assert len(header) == HEADER
@@ -83,6 +86,10 @@ def main():
     m.add_argument("--root-fs", choices=FS, default="squashfs")
     m.add_argument("--overlay", action="store_true")
     m.add_argument("--no-root", action="store_true")
+    m.add_argument("--primaries", type=int, default=1)
+    m.add_argument("--empty-root", action="store_true")
+    m.add_argument("--version", default="01")
+    m.add_argument("--root-name", default="", help="the partition's name (bytes through the file system encoding)")
     a = p.parse_args()
     make(a)
 
