@@ -135,27 +135,40 @@ static std::string url_host(const std::string& url) {
 }
 
 bool may_send_credentials(const std::string& realm, const std::string& api_host, bool plain_http, std::string* why) {
-  // Ports do not matter: the same machine under the same name.
+  // "host:port", the port made explicit from the scheme when missing: on a
+  // shared node another port of the same host (localhost above all) may be
+  // anybody's.
+  auto with_port = [](const std::string& h, const char* port) {
+    size_t colon = h.rfind(':');
+    return colon == std::string::npos || h.find(']', colon) != std::string::npos ? h + ":" + port : h;
+  };
   auto no_port = [](const std::string& h) {
     size_t colon = h.rfind(':');
     return colon == std::string::npos || h.find(']', colon) != std::string::npos ? h : h.substr(0, colon);
   };
-  const std::string host = no_port(url_host(realm)), registry = no_port(lower(api_host));
-  if (!plain_http && !lower(realm).starts_with("https://")) {
+  const bool https = lower(realm).starts_with("https://");
+  const std::string host = with_port(url_host(realm), https ? "443" : "80");
+  const std::string registry = with_port(lower(api_host), plain_http ? "80" : "443");
+  if (!plain_http && !https) {
     if (why) *why = "it is not HTTPS, as the registry is";
     return false;
   }
   if (host == registry) return true;
-  if (registry == "registry-1.docker.io" && host == "auth.docker.io") return true;  // Docker Hub's own
+  if (registry == "registry-1.docker.io:443" && host == "auth.docker.io:443") return true;  // Docker Hub's own
   if (const char* allowed = std::getenv("RT_AUTH_REALMS")) {
     std::string list = allowed;
     for (size_t i = 0; i <= list.size();) {
       size_t j = std::min(list.find(',', i), list.size());
-      if (lower(trim(list.substr(i, j - i))) == host) return true;
+      const std::string entry = lower(trim(list.substr(i, j - i)));
+      // HOST allows any port of it, HOST:PORT that one.
+      if (!entry.empty() && (entry == host || entry == no_port(host))) return true;
       i = j + 1;
     }
   }
-  if (why) *why = "it is on another host (" + host + ") than the registry (" + registry + ")";
+  if (why)
+    *why = no_port(host) == no_port(registry)
+               ? "it is on another port (" + host + ") than the registry (" + registry + ")"
+               : "it is on another host (" + host + ") than the registry (" + registry + ")";
   return false;
 }
 

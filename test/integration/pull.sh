@@ -143,11 +143,20 @@ start_registry "$T/reg-token" token
 push "$T/bb:v1" "test/bb:v1" "$REG_USER:$REG_PASS"
 rm -f "$HOME/.docker/config.json"
 expect_status 125 "token auth without credentials" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:v1"
+# The token service listens on another port of 127.0.0.1, which on a
+# shared node may be anybody's: credentials go there only when listed.
+echo "$REG_PASS" | "$RT" login -q -u "$REG_USER" --password-stdin --ca-file "$REG_CA" "$REG" 2>"$T/err" &&
+  fail "rt login sent the credentials to a token service on another port"
+expect_match "$(cat "$T/err")" "not sending your credentials .*another port \(127.0.0.1:$REG_TOKEN_PORT\)" \
+  "credentials are kept from a token service on another port of the registry's host"
+export RT_AUTH_REALMS=127.0.0.1:$REG_TOKEN_PORT
 echo wrong | "$RT" login -q -u "$REG_USER" --password-stdin --ca-file "$REG_CA" "$REG" 2>"$T/err" &&
   fail "a wrong password was accepted by the token service"
 expect_match "$(cat "$T/err")" "refused the credentials" "rt login checks them through the token service"
 echo "$REG_PASS" | "$RT" login -q -u "$REG_USER" --password-stdin --ca-file "$REG_CA" "$REG"
-expect_status 0 "token auth with credentials" -- "$RT" pull -q --ca-file "$REG_CA" "$REG/test/bb:v1"
+expect_status 0 "token auth with credentials (RT_AUTH_REALMS lists the token service)" -- \
+  "$RT" pull -q --ca-file "$REG_CA" "$REG/test/bb:v1"
+unset RT_AUTH_REALMS
 out=$("$RT" run "$REG/test/bb:v1")
 expect_eq "$out" "[from-cmd]" "the image pulled with a bearer token runs"
 

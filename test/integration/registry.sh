@@ -1,7 +1,8 @@
 # Starts Debian's docker-registry on 127.0.0.1 for the pull tests; sourced.
 # start_registry DIR MODE: MODE is basic (TLS + htpasswd), token (TLS +
 # bearer tokens from token_service.py) or open (TLS, no auth). Sets
-# REG (host:port) and REG_CA (the certificate to trust). Stopped on exit.
+# REG (host:port) and REG_CA (the certificate to trust), and for token
+# REG_TOKEN_PORT (the token service's port). Stopped on exit.
 REG_USER=rtuser
 REG_PASS=rt-secret-pw
 REG_PIDS=()
@@ -43,7 +44,8 @@ start_registry() {
       REG_PIDS+=($!)
       local i
       for i in $(seq 100); do [ -s "$dir/tport" ] && break; sleep 0.05; done
-      auth="auth: {token: {realm: \"https://127.0.0.1:$(cat "$dir/tport")/token\", service: rt-test-registry, issuer: rt-test-issuer, rootcertbundle: $dir/tcert.pem}}"
+      REG_TOKEN_PORT=$(cat "$dir/tport")
+      auth="auth: {token: {realm: \"https://127.0.0.1:$REG_TOKEN_PORT/token\", service: rt-test-registry, issuer: rt-test-issuer, rootcertbundle: $dir/tcert.pem}}"
       ;;
     open) ;;
   esac

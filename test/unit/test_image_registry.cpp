@@ -37,13 +37,23 @@ TEST_CASE("credentials go only to a token service as safe as the registry") {
   using rt::image::may_send_credentials;
   std::string why;
   CHECK(may_send_credentials("https://reg.example.org/token", "reg.example.org", false, &why));
-  CHECK(may_send_credentials("https://127.0.0.1:5001/token", "127.0.0.1:5000", false, &why));
+  CHECK(may_send_credentials("https://127.0.0.1:5000/token", "127.0.0.1:5000", false, &why));
+  CHECK(may_send_credentials("https://reg.example.org:443/token", "reg.example.org", false, &why));
   CHECK(may_send_credentials("https://auth.docker.io/token", "registry-1.docker.io", false, &why));
-  CHECK(may_send_credentials("http://127.0.0.1:5001/token", "127.0.0.1:5000", true, &why));  // a plain-HTTP registry
+  CHECK(may_send_credentials("http://127.0.0.1:5000/token", "127.0.0.1:5000", true, &why));  // a plain-HTTP registry
+  // Another port of the same host may be another user's service.
+  CHECK_FALSE(may_send_credentials("https://127.0.0.1:5001/token", "127.0.0.1:5000", false, &why));
+  CHECK_THAT(why, Catch::Contains("another port (127.0.0.1:5001)"));
+  CHECK_FALSE(may_send_credentials("http://127.0.0.1:5001/token", "127.0.0.1:5000", true, &why));
+  CHECK_FALSE(may_send_credentials("https://reg.example.org:8443/token", "reg.example.org", false, &why));
+  ::setenv("RT_AUTH_REALMS", "127.0.0.1:5001", 1);
+  CHECK(may_send_credentials("https://127.0.0.1:5001/token", "127.0.0.1:5000", false, &why));
+  CHECK_FALSE(may_send_credentials("https://127.0.0.1:5002/token", "127.0.0.1:5000", false, &why));
+  ::unsetenv("RT_AUTH_REALMS");
   CHECK_FALSE(may_send_credentials("http://reg.example.org/token", "reg.example.org", false, &why));
   CHECK_THAT(why, Catch::Contains("not HTTPS"));
   CHECK_FALSE(may_send_credentials("https://evil.example.com/token", "reg.example.org", false, &why));
-  CHECK_THAT(why, Catch::Contains("another host (evil.example.com)"));
+  CHECK_THAT(why, Catch::Contains("another host (evil.example.com:443)"));
   CHECK_FALSE(may_send_credentials("https://user@evil.example.com/t", "reg.example.org", false, &why));
   ::setenv("RT_AUTH_REALMS", "login.example.net, evil.example.com", 1);
   CHECK(may_send_credentials("https://evil.example.com/token", "reg.example.org", false, &why));
