@@ -95,7 +95,7 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
   } else {
     img.path = path;
     if (std::string why = store::foreign_path(path); !why.empty())
-      util::warn("image `" + given + "`: " + why + "; another user may have placed or changed it");
+      img.caution = "image `" + given + "`: " + why + "; another user may have placed or changed it";
   }
   if (S_ISREG(st.st_mode)) {
     const squash::FileKind kind = squash::file_kind(path);

@@ -20,6 +20,7 @@ struct Image {
   std::string name;       // what the user typed, for RT_CONTAINER and messages
   std::string rootfs;     // absolute host path of the root filesystem (or the .sqfs file)
   std::string path;       // the absolute path the name was taken as; empty: a stored image
+  std::string caution;    // why that path may not be the caller's (store::foreign_path), for a warning
   bool squashfs = false;  // rootfs is a SquashFS file; its config is inside it
   bool sif = false;       // ... a SIF file holding one
   std::optional<ImageConfig> config;

@@ -84,24 +84,40 @@ std::string without_scheme(std::string_view name) {
 }
 
 std::string foreign_path(const std::string& path) {
+  const uid_t me = ::getuid();
+  // Walked as given (normalised and absolute), with realpath(3) only when a
+  // symlink is on the way: one lstat per level on a rank's start.
+  auto walk = [&](std::string p, std::string& why) {
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0) return true;
+    if (S_ISLNK(st.st_mode)) return false;
+    if (st.st_uid != 0 && st.st_uid != me) {
+      why = "`" + p + "` belongs to uid " + std::to_string(st.st_uid);
+      return true;
+    }
+    while (p != "/") {
+      const size_t slash = p.rfind('/');
+      const std::string parent = slash == 0 ? "/" : p.substr(0, slash);
+      struct stat pst;
+      if (::lstat(parent.c_str(), &pst) != 0) return true;
+      if (S_ISLNK(pst.st_mode)) return false;
+      if (why = distrust_parent(pst, st, me); !why.empty()) {
+        why = "`" + p + "` lies in `" + parent + "`, " + why;
+        return true;
+      }
+      p = parent;
+      st = pst;
+    }
+    return true;
+  };
+  std::string why;
+  if (walk(path, why)) return why;
   char* real = ::realpath(path.c_str(), nullptr);
   if (!real) return "";
-  std::string p = real;
+  const std::string resolved = real;
   std::free(real);
-  const uid_t me = ::getuid();
-  struct stat st;
-  if (::lstat(p.c_str(), &st) != 0) return "";
-  if (st.st_uid != 0 && st.st_uid != me) return "`" + p + "` belongs to uid " + std::to_string(st.st_uid);
-  while (p != "/") {
-    const size_t slash = p.rfind('/');
-    const std::string parent = slash == 0 ? "/" : p.substr(0, slash);
-    struct stat pst;
-    if (::lstat(parent.c_str(), &pst) != 0) return "";
-    if (std::string why = distrust_parent(pst, st, me); !why.empty()) return "`" + p + "` lies in `" + parent + "`, " + why;
-    p = parent;
-    st = pst;
-  }
-  return "";
+  walk(resolved, why);
+  return why;
 }
 
 std::vector<std::string> similar_images(const Root& store, const std::string& name) {

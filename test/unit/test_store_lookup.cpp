@@ -35,3 +35,44 @@ TEST_CASE("find_image accepts the name as stored or as a reference") {
   CHECK_FALSE(find_image(*store, "linked").has_value());  // a symlink is no image
   fs::remove_all(root);
 }
+
+TEST_CASE("a name is a path only when it looks like one") {
+  CHECK(name_kind("/srv/app.sqfs") == NameKind::Path);
+  CHECK(name_kind("./app.sqfs") == NameKind::Path);
+  CHECK(name_kind("../img") == NameKind::Path);
+  CHECK(name_kind(".") == NameKind::Path);
+  // Never paths: bare names, docker://, registry hosts.
+  CHECK(name_kind("ubuntu:24.04") == NameKind::Reference);
+  CHECK(name_kind("app.sqfs") == NameKind::Reference);
+  CHECK(name_kind("docker://busybox") == NameKind::Reference);
+  CHECK(name_kind("docker://lab/app") == NameKind::Reference);
+  CHECK(name_kind("127.0.0.1:5443/busybox:latest") == NameKind::Reference);
+  CHECK(name_kind("ghcr.io/org/app:1") == NameKind::Reference);
+  CHECK(name_kind("localhost/app") == NameKind::Reference);
+  // Either: the store's when it has it.
+  CHECK(name_kind("library/ubuntu") == NameKind::Either);
+  CHECK(name_kind("images/app.sqfs") == NameKind::Either);
+  CHECK(without_scheme("docker://busybox") == "busybox");
+  CHECK(without_scheme("busybox") == "busybox");
+}
+
+TEST_CASE("foreign_path names a place another user could change") {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/rt-foreign-XXXXXX";
+  fs::path dir = ::mkdtemp(tmpl);
+  fs::create_directories(dir / "img");
+  // The caller's own directory, 0700, in sticky /tmp: only root and they can change it.
+  fs::permissions(dir, fs::perms::owner_all);
+  CHECK(foreign_path(dir / "img") == "");
+  // Writable by others, not sticky: anyone could replace img.
+  fs::permissions(dir, fs::perms::all);
+  CHECK_THAT(foreign_path(dir / "img"), Catch::Contains("lies in `" + dir.string() + "`, a directory other users can write"));
+  // Sticky: others may add entries, not replace the caller's.
+  fs::permissions(dir, fs::perms::all | fs::perms::sticky_bit);
+  CHECK(foreign_path(dir / "img") == "");
+  // A symlink on the way is resolved first.
+  fs::permissions(dir, fs::perms::owner_all);
+  fs::create_directory_symlink(dir / "img", dir / "link");
+  CHECK(foreign_path(dir / "link") == "");
+  fs::remove_all(dir);
+}

@@ -1,6 +1,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
@@ -97,4 +98,35 @@ TEST_CASE("remove_tree works at any depth with few descriptors, and through 0000
   CHECK_NOTHROW(rt::util::remove_tree(d.path + "/deep"));
   ::setrlimit(RLIMIT_NOFILE, &old);
   CHECK_FALSE(rt::util::path_exists(d.path + "/deep"));
+}
+
+TEST_CASE("close_own_fds closes rt's descriptors (close-on-exec) and keeps the caller's") {
+  // In a child: the test runner's own descriptors are none of its business.
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int own = ::open("/", O_PATH | O_CLOEXEC);
+    const int callers = ::open("/", O_PATH);
+    const int kept = ::open("/", O_PATH | O_CLOEXEC);
+    rt::util::close_own_fds(false, kept);
+    bool ok = ::fcntl(own, F_GETFD) < 0 && ::fcntl(callers, F_GETFD) >= 0 && ::fcntl(kept, F_GETFD) >= 0;
+    rt::util::close_own_fds(true);  // 0-2 only
+    ok = ok && ::fcntl(callers, F_GETFD) < 0 && ::fcntl(kept, F_GETFD) < 0 && ::fcntl(2, F_GETFD) >= 0;
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("read_regular_if_exists reads regular files only, without blocking") {
+  TempDir t;
+  const std::string fifo = t.path + "/fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(rt::util::read_regular_if_exists(fifo), Catch::Contains("is not a regular file (a FIFO)"));
+  CHECK_THROWS_WITH(rt::util::read_regular_if_exists(t.path), Catch::Contains("(a directory)"));
+  CHECK_FALSE(rt::util::read_regular_if_exists(t.path + "/none").has_value());
+  std::ofstream(t.path + "/f") << "text";
+  CHECK(rt::util::read_regular_if_exists(t.path + "/f") == "text");
 }

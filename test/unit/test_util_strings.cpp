@@ -60,3 +60,14 @@ TEST_CASE("human_bytes picks a unit") {
   CHECK(rt::util::human_bytes(12300000) == "12.3 MB");
   CHECK(rt::util::human_bytes(1230000000) == "1.23 GB");
 }
+
+TEST_CASE("utf8_escaped keeps UTF-8 and escapes every other byte") {
+  CHECK(utf8_escaped("plain") == "plain");
+  CHECK(utf8_escaped("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  CHECK(utf8_escaped("caf\xe9") == "caf\\xe9");                    // Latin-1
+  CHECK(utf8_escaped("\xc0\xaf") == "\\xc0\\xaf");                 // overlong
+  CHECK(utf8_escaped("\xed\xa0\x80") == "\\xed\\xa0\\x80");        // a surrogate
+  CHECK(utf8_escaped("\xe2\x82") == "\\xe2\\x82");                 // cut short
+  CHECK(utf8_escaped("a\xff" "b") == "a\\xffb");
+  CHECK(utf8_escaped(std::string("n\0l", 3)) == std::string("n\0l", 3));
+}
