@@ -51,8 +51,11 @@ fi
 work=/var/tmp/rt-test-suite$suffix
 fixtures=/var/tmp/rt-test-fixtures
 slurm=/var/tmp/rt-test-slurm
+cluster=/var/tmp/rt-test-cluster
 cleanup() {
   bash "$src/test/hpc/slurm-testbed.sh" stop "$slurm" || true
+  bash "$src/test/hpc/cluster.sh" stop "$cluster" || true
+  rm -f /etc/sudoers.d/rt-test-cluster
   rm -rf "$fixtures"
 }
 trap cleanup EXIT
@@ -88,6 +91,12 @@ bash "$src/test/build/podman-reference.sh" "$podman_ref" "$debian"
 
 # A real single-node Slurm on 127.0.0.1 for the srun tests.
 bash "$src/test/hpc/slurm-testbed.sh" start "$slurm" >/dev/null
+# And a real cluster of four nodes (network, mount and UTS namespaces of
+# their own), sharing the suite's directory as the parallel file system;
+# rt-test reaches it through sudo $cluster/on, which runs as rt-test.
+bash "$src/test/hpc/cluster.sh" start 4 "$cluster" "$work" >/dev/null
+printf '%s ALL=(root) NOPASSWD: %s/on\n' "$user" "$cluster" >/etc/sudoers.d/rt-test-cluster
+chmod 0440 /etc/sudoers.d/rt-test-cluster
 
 # Root-owned setuid fixtures, in a directory only root can write.
 install -d -m 0755 "$fixtures"
@@ -97,5 +106,6 @@ install -m 4755 -o root "$work/build/rt" "$fixtures/rt-suid"
 runuser -u "$user" -- env RT_TEST_REQUIRE_USERNS=1 RT_DEBIAN_ROOTFS="$debian" \
   RT_DEBIAN_MPI_ROOTFS="$debian_mpi" SLURM_CONF="$slurm/slurm.conf" \
   RT_PODMAN_REFERENCE="$podman_ref" RT_SUID_FIXTURE="$fixtures/suid-id" RT_SUID_RT="$fixtures/rt-suid" RT_TEST_SECOND_USER="$user2" \
+  RT_CLUSTER="$cluster" \
   ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" \
   ctest --test-dir "$work/build" --output-on-failure -j"$jobs" "${ctest_args[@]}"

@@ -2,7 +2,8 @@
  * size it expects (argv[1]), an allreduce of the ranks, and prints one line.
  * With "cma" as argv[2], rank 1 reads a buffer of rank 0 with
  * process_vm_readv (single-copy transfer, needs ranks in one user
- * namespace), and every rank reports the result. */
+ * namespace), and every rank reports the result. Each line ends with the
+ * rank's host name. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <mpi.h>
@@ -45,7 +46,10 @@ int main(int argc, char** argv) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
-  printf("rank %d of %d sum %d %s%s\n", rank, size, sum, ok ? "ok" : "WRONG", cma);
+  char host[MPI_MAX_PROCESSOR_NAME] = "";
+  int len = 0;
+  MPI_Get_processor_name(host, &len);
+  printf("rank %d of %d sum %d %s%s on %s\n", rank, size, sum, ok ? "ok" : "WRONG", cma, host);
   MPI_Finalize();
   return ok ? 0 : 1;
 }

@@ -1,0 +1,86 @@
+#!/bin/bash
+# rt across a real Slurm cluster of four nodes (test/hpc/cluster.sh, started
+# by test/run-all.sh): each node has its own network, mount and UTS
+# namespaces, its own /tmp, /var/tmp (and so its own default store) and
+# /dev/shm; this test's directory is the shared file system. As the
+# unprivileged user, through `sudo $RT_CLUSTER/on head`, which runs srun
+# as this user on the cluster's head.
+#   - srun -N 4 rt exec of a directory, a SquashFS and a SIF image on the
+#     shared file system: ranks on four host names, one container per node
+#     (the ranks of a node share their user and mount namespaces, nodes do
+#     not);
+#   - Open MPI (srun --mpi=pmix) and MPICH (srun --mpi=pmi2) across the
+#     nodes: 8 ranks on 4 hosts, communicator size 8, the allreduce right,
+#     single-copy transfers within a node;
+#   - exit statuses and --kill-on-bad-exit from any node.
+. "$(dirname "$0")/lib.sh"
+[ -n "${RT_CLUSTER:-}" ] || skip "RT_CLUSTER not set (test/run-all.sh starts a cluster with test/hpc/cluster.sh)"
+[ -s "${RT_DEBIAN_MPI_ROOTFS:-}" ] || skip "RT_DEBIAN_MPI_ROOTFS not set (test/run-all.sh builds it with mmdebstrap)"
+for c in mpicc mpicc.mpich sudo; do command -v "$c" >/dev/null || skip "$c missing"; done
+on_head() { sudo -n "$RT_CLUSTER/on" head "$@"; }
+on_head true || skip "cannot run commands on the cluster (sudo $RT_CLUSTER/on)"
+own_rt
+cd "$T"  # on the shared file system: every node sees it at this path
+export RT_STORAGE="$T/store"
+"$RT_IMAGE" import -q "$RT_DEBIAN_MPI_ROOTFS" debmpi
+"$RT_IMAGE" convert -q debmpi "$T/debmpi.sqfs"
+"$RT_IMAGE" convert -q debmpi "$T/debmpi-dir/"
+unset RT_STORAGE  # on the nodes: each node's own default store, in its own /var/tmp
+mksquashfs "$IMG" "$T/img.sqfs" -quiet -no-progress -all-root >/dev/null
+python3 "$RT_SOURCE_DIR/test/integration/siftool.py" make "$T/img.sif" --squashfs "$T/img.sqfs"
+mpicc -O2 -o "$T/hello-ompi" "$RT_SOURCE_DIR/test/hpc/mpi_hello.c"
+mpicc.mpich -O2 -o "$T/hello-mpich" "$RT_SOURCE_DIR/test/hpc/mpi_hello.c"
+srun_() { on_head timeout 120 srun -O "$@"; }
+
+# --- Ranks and containers across the nodes ------------------------------------
+for img in "$IMG" "$T/img.sqfs" "$T/img.sif"; do
+  # Every rank waits a moment, so that all the containers exist together
+  # (namespace numbers are reused once one is gone).
+  out=$(srun_ -N 4 -n 8 "$RT" exec "$img" sh -c \
+    'echo "$(hostname) $(readlink /proc/self/ns/user) $(readlink /proc/self/ns/mnt)"; sleep 1' 2>"$T/err") ||
+    fail "srun -N 4 -n 8 rt exec $(basename "$img"): $(cat "$T/err")"
+  what="srun -N 4 -n 8 rt exec $(basename "$img")"
+  expect_eq "$(echo "$out" | awk '{print $1}' | sort | uniq -c | awk '{print $1 $2}' | tr '\n' ' ')" \
+    "2node1 2node2 2node3 2node4 " "$what: two ranks on each of four nodes"
+  expect_eq "$(echo "$out" | sort -u | wc -l)" 4 "$what: one container per node (user and mount namespace)"
+  expect_eq "$(echo "$out" | awk '{print $2}' | sort -u | wc -l)" 4 "$what: no two nodes share one"
+done
+
+# --- MPI across the nodes ---------------------------------------------------------
+# run_mpi WHAT -- COMMAND...: 8 ranks, size 8, allreduce right, two on each node.
+run_mpi() {
+  local what=$1 out
+  shift 2
+  out=$("$@" 2>"$T/err") || fail "$what: exit $?: $(cat "$T/err")"
+  judge_mpi "$what" "$out"
+}
+judge_mpi() {
+  expect_eq "$(echo "$2" | grep -c ' of 8 sum 28 ok')" 8 "$1: 8 ranks, size 8, allreduce right"
+  expect_eq "$(echo "$2" | grep ' of 8 sum 28 ok' | sed 's/.* on //' | sort | uniq -c | awk '{print $1 $2}' | tr '\n' ' ')" \
+    "2node1 2node2 2node3 2node4 " "$1: two ranks on each node"
+}
+ompi=(env OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_mtl=^ofi OMPI_MCA_btl_tcp_if_include=eth0
+  OMPI_MCA_oob_tcp_if_include=eth0 OMPI_MCA_oob_tcp_disable_ipv6_family=1)
+for img in "$T/debmpi.sqfs" "$T/debmpi-dir"; do
+  out=$(on_head "${ompi[@]}" timeout 120 srun -O --mpi=pmix -N 4 -n 8 "$RT" exec "$img" "$T/hello-ompi" 8 cma 2>"$T/err") ||
+    fail "Open MPI across nodes: $(cat "$T/err")"
+  judge_mpi "srun --mpi=pmix -N 4 -n 8, the image's Open MPI ($(basename "$img"))" "$out"
+  expect_match "$out" "rank 1 of 8 sum 28 ok cma=ok on node1" "single-copy transfers between the ranks of a node"
+done
+# The host's Open MPI injected on every node, from that node's libraries.
+out=$(on_head "${ompi[@]}" timeout 120 srun -O --mpi=pmix -N 4 -n 8 "$RT" exec --mpi=openmpi "$T/debmpi.sqfs" \
+  "$T/hello-ompi" 8 2>"$T/err") || fail "host Open MPI injected across nodes: $(cat "$T/err")"
+judge_mpi "srun --mpi=pmix -N 4 -n 8 rt exec --mpi, the host's Open MPI injected" "$out"
+# MPICH over UCX's TCP transport may hang in MPI_Finalize across emulated
+# nodes, with or without a container: bounded, and judged by what it printed.
+out=$(on_head env UCX_TLS=tcp,self,sm UCX_NET_DEVICES=eth0 timeout 30 srun -O --mpi=pmi2 -N 4 -n 8 \
+  "$RT" exec "$T/debmpi.sqfs" "$T/hello-mpich" 8 2>"$T/err" || true)
+judge_mpi "srun --mpi=pmi2 -N 4 -n 8, the image's MPICH" "$out"
+
+# --- Exit statuses from any node ------------------------------------------------------
+expect_status 3 "a rank's exit status on node 3 is srun's" -- \
+  on_head timeout 60 srun -O -N 4 -n 4 "$RT" exec "$IMG" sh -c '[ "$(hostname)" != node3 ] || exit 3'
+out=$(on_head timeout 60 srun -O -N 4 -n 4 --kill-on-bad-exit=1 "$RT" exec "$IMG" sh -c \
+  'if [ "$(hostname)" = node2 ]; then exit 5; fi; sleep 30; echo survived' 2>&1) && fail "--kill-on-bad-exit: srun succeeded"
+[[ "$out" != *survived* ]] && pass "--kill-on-bad-exit: a failing rank on node2 ends the ranks on every node" ||
+  fail "ranks survived a bad exit: $out"
