@@ -84,3 +84,18 @@ out=$(on_head timeout 60 srun -O -N 4 -n 4 --kill-on-bad-exit=1 "$RT" exec "$IMG
   'if [ "$(hostname)" = node2 ]; then exit 5; fi; sleep 30; echo survived' 2>&1) && fail "--kill-on-bad-exit: srun succeeded"
 [[ "$out" != *survived* ]] && pass "--kill-on-bad-exit: a failing rank on node2 ends the ranks on every node" ||
   fail "ranks survived a bad exit: $out"
+
+# --- mpirun inside an allocation of four nodes ---------------------------------------
+out=$(on_head "${ompi[@]}" timeout 120 salloc -O -N 4 -n 8 mpirun -np 8 --oversubscribe \
+  "$RT" exec "$T/debmpi.sqfs" "$T/hello-ompi" 8 cma 2>"$T/err") || fail "salloc -N 4 mpirun: $(cat "$T/err")"
+judge_mpi "mpirun -np 8 inside salloc -N 4" "$out"
+expect_match "$out" "cma=ok" "... with single-copy transfers within a node (one container per node under orted)"
+
+# --- Signals from scancel reach every node's program -------------------------------
+on_head timeout 60 srun -O -N 4 -n 4 --job-name="rt-sig-$$" "$RT" exec "$IMG" sh -c \
+  'trap "echo got USR1 on \$(hostname); exit 0" USR1; echo ready; sleep 30 & wait' >"$T/sig.out" 2>"$T/sig.err" &
+srun_pid=$!
+for _ in $(seq 100); do [ "$(grep -c ready "$T/sig.out" 2>/dev/null)" = 4 ] && break; sleep 0.1; done
+on_head scancel --signal=USR1 --name="rt-sig-$$"
+wait "$srun_pid" || true
+expect_eq "$(grep -c '^got USR1 on node[1-4]$' "$T/sig.out")" 4 "scancel --signal=USR1 reaches the program of every node"
