@@ -92,10 +92,14 @@ judge_mpi "mpirun -np 8 inside salloc -N 4" "$out"
 expect_match "$out" "cma=ok" "... with single-copy transfers within a node (one container per node under orted)"
 
 # --- Signals from scancel reach every node's program -------------------------------
-on_head timeout 60 srun -O -N 4 -n 4 --job-name="rt-sig-$$" "$RT" exec "$IMG" sh -c \
-  'trap "echo got USR1 on \$(hostname); exit 0" USR1; echo ready; sleep 30 & wait' >"$T/sig.out" 2>"$T/sig.err" &
+# (Each rank's trap is set before it says ready; all four say so before
+# the signal is sent, however long a loaded machine takes to start them.)
+on_head timeout 90 srun -O -N 4 -n 4 --job-name="rt-sig-$$" "$RT" exec "$IMG" sh -c \
+  'trap "echo got USR1 on \$(hostname); exit 0" USR1; echo ready; while :; do sleep 1; done' \
+  >"$T/sig.out" 2>"$T/sig.err" &
 srun_pid=$!
-for _ in $(seq 100); do [ "$(grep -c ready "$T/sig.out" 2>/dev/null)" = 4 ] && break; sleep 0.1; done
+for _ in $(seq 600); do [ "$(grep -c ready "$T/sig.out" 2>/dev/null)" = 4 ] && break; sleep 0.1; done
+[ "$(grep -c ready "$T/sig.out")" = 4 ] || fail "the four ranks did not start within 60 s: $(cat "$T/sig.out" "$T/sig.err")"
 on_head scancel --signal=USR1 --name="rt-sig-$$"
 wait "$srun_pid" || true
 expect_eq "$(grep -c '^got USR1 on node[1-4]$' "$T/sig.out")" 4 "scancel --signal=USR1 reaches the program of every node"
