@@ -61,15 +61,24 @@ judge_mpi() {
 }
 ompi=(env OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_mtl=^ofi OMPI_MCA_btl_tcp_if_include=eth0
   OMPI_MCA_oob_tcp_if_include=eth0 OMPI_MCA_oob_tcp_disable_ipv6_family=1)
+# ompi_srun ARGS...: srun --mpi=pmix of Open MPI across the nodes, into
+# $out. Once in CI a rank crashed in Open MPI's UCX code (libucs, signal 11)
+# before MPI_Init returned on one emulated node: such a crash is said and
+# the step run once more; a second failure fails the test.
+ompi_srun() {
+  out=$(on_head "${ompi[@]}" timeout 120 srun -O --mpi=pmix -N 4 -n 8 "$@" 2>"$T/err") && return 0
+  grep -q "Caught signal 11" "$T/err" || fail "Open MPI across nodes: $(cat "$T/err")"
+  echo "note: a rank crashed in Open MPI ($(grep -m1 'Caught signal' "$T/err")); running the step once more" >&2
+  out=$(on_head "${ompi[@]}" timeout 120 srun -O --mpi=pmix -N 4 -n 8 "$@" 2>"$T/err") ||
+    fail "Open MPI across nodes, twice: $(cat "$T/err")"
+}
 for img in "$T/debmpi.sqfs" "$T/debmpi-dir"; do
-  out=$(on_head "${ompi[@]}" timeout 120 srun -O --mpi=pmix -N 4 -n 8 "$RT" exec "$img" "$T/hello-ompi" 8 cma 2>"$T/err") ||
-    fail "Open MPI across nodes: $(cat "$T/err")"
+  ompi_srun "$RT" exec "$img" "$T/hello-ompi" 8 cma
   judge_mpi "srun --mpi=pmix -N 4 -n 8, the image's Open MPI ($(basename "$img"))" "$out"
   expect_match "$out" "rank 1 of 8 sum 28 ok cma=ok on node1" "single-copy transfers between the ranks of a node"
 done
 # The host's Open MPI injected on every node, from that node's libraries.
-out=$(on_head "${ompi[@]}" timeout 120 srun -O --mpi=pmix -N 4 -n 8 "$RT" exec --mpi=openmpi "$T/debmpi.sqfs" \
-  "$T/hello-ompi" 8 2>"$T/err") || fail "host Open MPI injected across nodes: $(cat "$T/err")"
+ompi_srun "$RT" exec --mpi=openmpi "$T/debmpi.sqfs" "$T/hello-ompi" 8
 judge_mpi "srun --mpi=pmix -N 4 -n 8 rt exec --mpi, the host's Open MPI injected" "$out"
 # MPICH over UCX's TCP transport may hang in MPI_Finalize across emulated
 # nodes, with or without a container: bounded, and judged by what it printed.
