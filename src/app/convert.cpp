@@ -200,7 +200,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   }
 
   run::Image img = run::open_image(src, cwd, o.storage);
-  if (!img.caution.empty()) util::warn(img.caution);
+  run::warn_if_foreign(img);
   // A SquashFS file, or a store image kept as one: its tree through
   // sqfs2tar, its config from inside.
   if (img.squashfs) {

@@ -286,7 +286,7 @@ void exec(const ExecOptions& given) {
   const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage);
   check_bind_sources(o, host);
   const hpc::Launcher launcher = hpc::detect_launcher([](const char* k) { return std::getenv(k); });
-  if (!image->image().caution.empty() && launcher.local_rank <= 0) util::warn(image->image().caution);  // once per node
+  if (launcher.local_rank <= 0) run::warn_if_foreign(image->image());  // once per node: its lstats are not every rank's
   const hpc::Injection injection = run::plan_injection(o, image->config(), *image);
   const bool shown = util::log_enabled(util::Level::Info) || o.dry_run;
   const Prepared p = prepare(o, std::move(host), *image, launcher, injection, shown);
@@ -369,7 +369,7 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
   const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage);
   // Entered again later (instance://NAME) from anywhere: a path is kept absolute.
   if (!image->image().path.empty()) o.image = image->image().path;
-  if (!image->image().caution.empty()) util::warn(image->image().caution);
+  run::warn_if_foreign(image->image());
   check_bind_sources(o, host);
   // As Apptainer does: the image's startscript with ARGS, else ARGS as the command.
   if (image->apptainer().startscript)

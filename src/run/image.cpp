@@ -94,8 +94,6 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
     not_found(ref, taken == store::NameKind::Either ? path : "", root, storage);
   } else {
     img.path = path;
-    if (std::string why = store::foreign_path(path); !why.empty())
-      img.caution = "image `" + given + "`: " + why + "; another user may have placed or changed it";
   }
   if (S_ISREG(st.st_mode)) {
     const squash::FileKind kind = squash::file_kind(path);
@@ -133,6 +131,12 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
   }
   img.rootfs = path;
   return img;
+}
+
+void warn_if_foreign(const Image& image) {
+  if (image.path.empty()) return;
+  if (std::string why = store::foreign_path(image.path); !why.empty())
+    util::warn("image `" + image.name + "`: " + why + "; another user may have placed or changed it");
 }
 
 }  // namespace rt::run

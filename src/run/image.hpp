@@ -20,7 +20,6 @@ struct Image {
   std::string name;       // what the user typed, for RT_CONTAINER and messages
   std::string rootfs;     // absolute host path of the root filesystem (or the .sqfs file)
   std::string path;       // the absolute path the name was taken as; empty: a stored image
-  std::string caution;    // why that path may not be the caller's (store::foreign_path), for a warning
   bool squashfs = false;  // rootfs is a SquashFS file; its config is inside it
   bool sif = false;       // ... a SIF file holding one
   std::optional<ImageConfig> config;
@@ -58,5 +57,8 @@ inline constexpr const char* kBundleConfig = "image-config.json";
 // rt::Error naming the image and what is wrong with it; ImageNotFound when
 // it is neither.
 Image open_image(const std::string& ref, const std::string& cwd, const std::string& storage);
+// Warns when `image` was taken from a path another user could have placed
+// or changed (store::foreign_path); called once per node, not per rank.
+void warn_if_foreign(const Image& image);
 
 }  // namespace rt::run
