@@ -118,14 +118,26 @@ std::optional<int> exec_command(const std::vector<std::string>& words) {
   if (opts->seccomp) exec_full_program(words);
 #endif
   try {
+    if (!opts->dry_run && !opts->no_pull && step_image_to_send(*opts)) {
+      std::vector<std::string> stage{"stage", "--step", "-q"};
+      if (!opts->storage.empty()) stage.insert(stage.end(), {"--storage", opts->storage});
+      stage.push_back(opts->image);
+      if (int rc = run_full_program(stage); rc != 0)
+        throw rt::Error("could not send `" + opts->image + "` to the other nodes of the step (rt stage said why, above)");
+    }
     exec(*opts);
   } catch (const ImageNotFound& e) {
     if (opts->no_pull || e.tagged || !looks_pullable(e.ref)) throw;
+    // In a step over several nodes, the first node sends it.
+    if (wait_for_step_image(*opts)) {
+      exec(*opts);
+      return 0;
+    }
     // Pulled once per node: other ranks wait on the store's lock for the
-    // image, then find it up to date.
+    // image, then find it and ask the registry nothing.
     if (opts->verbosity >= 0)
       std::fprintf(stderr, "rt: `%s` is not in the store: pulling it (--no-pull to refuse instead)\n", e.ref.c_str());
-    std::vector<std::string> pull{"pull", "-q"};
+    std::vector<std::string> pull{"pull", "-q", "--if-missing"};
     if (!opts->storage.empty()) pull.insert(pull.end(), {"--storage", opts->storage});
     pull.push_back(e.ref);
     if (int rc = run_full_program(pull); rc != 0)

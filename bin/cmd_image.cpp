@@ -91,6 +91,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_flag("--insecure", s->o.insecure, "do not verify the registry's TLS certificate (test registries)");
     c.app->add_flag("--plain-http", s->o.plain_http, "talk HTTP, not HTTPS (test registries)");
     c.app->add_option("-j,--jobs", s->o.jobs, "parallel layer downloads (default 4)")->type_name("N");
+    c.app->add_flag("--if-missing", s->o.if_missing, "do nothing when the store has an image of that name");
     add_import_options(c.app, s->o);
     c.app->add_option("ref", s->ref, "image reference, e.g. ubuntu:24.04 or docker://ghcr.io/org/img:tag")
         ->required()
@@ -182,6 +183,37 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_option("dst", s->dst, "SquashFS file (*.sqfs), bundle directory (a path) or store name")
         ->required()
         ->type_name("DST");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      StageOptions o;
+      std::vector<std::string> images;
+      std::string node_prepare, node_clean;
+      bool step = false;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "stage", "copy images once to every node of a Slurm job, for its steps", s, [](S& st) {
+      if (!st.node_prepare.empty() || !st.node_clean.empty()) {
+        stage_node(st.node_prepare + st.node_clean, st.node_prepare.empty(), st.o);
+      } else if (st.step) {
+        if (st.images.size() != 1) throw Error("rt stage --step takes one image");
+        stage_step(st.images[0], st.o);
+      } else {
+        if (st.images.empty() != st.o.clean)
+          throw Error(st.o.clean ? "rt stage --clean takes no image" : "rt stage: no image given");
+        stage(st.images, st.o);
+      }
+      return 0;
+    });
+    c.app->add_flag("--clean", s->o.clean, "remove the job's copies from every node");
+    // What stage and exec run on the nodes.
+    c.app->add_option("--node-prepare", s->node_prepare)->group("")->type_name("JOB");
+    c.app->add_option("--node-clean", s->node_clean)->group("")->type_name("JOB");
+    c.app->add_flag("--step", s->step)->group("");
+    c.app->add_option("images", s->images, "SquashFS or SIF files, or stored images (pulled once when missing)")
+        ->type_name("IMAGE");
     out.push_back(std::move(c));
   }
   {
@@ -283,13 +315,14 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
             auto count = [](size_t n, const char* one, const char* many) {
               return std::to_string(n) + " " + (n == 1 ? one : many);
             };
-            std::printf("removed %s, %s (%.1f MB), %s (%.1f kB), %s, %s; freed %.1f MB\n",
+            std::printf("removed %s, %s (%.1f MB), %s (%.1f kB), %s, %s, %s; freed %.1f MB\n",
                         count(r.build_cache, "cached build step", "cached build steps").c_str(),
                         count(r.blobs, "unused blob", "unused blobs").c_str(), static_cast<double>(r.blob_bytes) / 1e6,
                         count(r.facts, "stale SquashFS record", "stale SquashFS records").c_str(),
                         static_cast<double>(r.fact_bytes) / 1e3,
                         count(r.debris, "piece of interrupted work", "pieces of interrupted work").c_str(),
                         count(r.instances, "dead instance", "dead instances").c_str(),
+                        count(r.staged, "ended job's staged images", "ended jobs' staged images").c_str(),
                         static_cast<double>(r.freed()) / 1e6);
           }
           return 0;

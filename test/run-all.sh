@@ -5,17 +5,17 @@
 # other user: builds in build/ and runs the suite as that user.
 #   --sanitize  the same suite built with AddressSanitizer and UBSan
 #   --fuzz      the fuzz targets under libFuzzer (clang), a minute each
-#   --cluster   the multi-node tests, on a four-node Slurm cluster
-#               (test/hpc/cluster.sh): not in the default suite while Open
-#               MPI across the emulated nodes now and then crashes in UCX
+#   --cluster   only the multi-node tests (label `cluster`), which the
+#               default suite runs too, on a four-node Slurm cluster
+#               (test/hpc/cluster.sh)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
-suffix="" cmake_args=(-DRT_DEVELOPER=ON) ctest_args=(-LE "fuzz|cluster") with_cluster=""
+suffix="" cmake_args=(-DRT_DEVELOPER=ON) ctest_args=(-LE fuzz) with_cluster=1
 case "${1:-}" in
   "") ;;
   --cluster)
-    ctest_args=(-L cluster) with_cluster=1
+    ctest_args=(-L cluster)
     ;;
   --sanitize)
     suffix=-sanitize cmake_args+=(-DRT_SANITIZE=ON)
@@ -24,6 +24,7 @@ case "${1:-}" in
     ;;
   --fuzz)
     suffix=-fuzz cmake_args+=(-DRT_FUZZ=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++) ctest_args=(-L fuzz)
+    with_cluster=""
     ;;
   *)
     echo "usage: $0 [--sanitize|--fuzz|--cluster]" >&2
@@ -97,7 +98,7 @@ bash "$src/test/build/podman-reference.sh" "$podman_ref" "$debian"
 
 # A real single-node Slurm on 127.0.0.1 for the srun tests.
 bash "$src/test/hpc/slurm-testbed.sh" start "$slurm" >/dev/null
-# With --cluster, a real cluster of four nodes (network, mount and UTS
+# A real cluster of four nodes (network, mount and UTS
 # namespaces of their own), sharing the suite's directory as the parallel
 # file system; rt-test reaches it through sudo $cluster/on, as rt-test.
 if [ -n "$with_cluster" ]; then

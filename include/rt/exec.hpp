@@ -79,6 +79,18 @@ struct ExecOptions {
 // starts.
 void exec(const ExecOptions& options);
 
+// A stored image (a reference) in a Slurm step over several nodes comes
+// from the step's first node, once per job (rt stage --step), not from a
+// registry on every node. Called by every rank before exec: makes the
+// node's staged/JOB directory (where the copy arrives) and returns true on
+// the first node while the copy has not been sent to this step's nodes.
+bool step_image_to_send(const ExecOptions& options);
+// On another node of such a step, when exec found the image neither stored
+// nor staged: waits for the copy ($RT_STAGE_TIMEOUT seconds, default 600).
+// False outside such a step; throws rt::Error naming the node when the
+// copy cannot come.
+bool wait_for_step_image(const ExecOptions& options);
+
 // Makes root emulation (ExecOptions::seccomp) available to exec: the full
 // program (rt-image), which links libseccomp, calls it at start; the static
 // rt hands --seccomp runs to it.

@@ -30,6 +30,7 @@ struct PullOptions : ImportOptions {
   bool insecure = false;    // do not verify TLS certificates (test registries only)
   bool plain_http = false;  // http:// instead of https:// (test registries only)
   int jobs = 4;             // parallel layer downloads
+  bool if_missing = false;  // when the store has the image (under its lock), ask the registry nothing
 };
 
 // Default unpacked-size limit: 64 GiB (a guard against decompression bombs).
@@ -99,9 +100,26 @@ struct PruneReport {
   size_t debris = 0;     // work of interrupted runs
   size_t instances = 0;  // records of instances whose processes have all exited
   size_t build_cache = 0;  // rt build's cached steps (their layers go with the blobs)
+  size_t staged = 0;       // jobs' staged images (rt stage) whose jobs have ended
   uint64_t freed() const { return blob_bytes + fact_bytes; }
 };
 PruneReport prune_store(const StoreOptions& options);
+
+// rt stage: in a Slurm job (batch script or salloc), copies each image
+// once to every node's store (staged/JOB/, by sbcast) for the job's steps,
+// which then run it from there; a stored image the store lacks is pulled
+// once, as SquashFS. `clean`: removes the job's copies from every node.
+struct StageOptions : StoreOptions {
+  bool clean = false;
+};
+void stage(const std::vector<std::string>& images, const StageOptions& options);
+// On one node (run by stage through srun): makes the job's directory, or
+// removes it.
+void stage_node(const std::string& job, bool clean, const StoreOptions& options);
+// The first node of a step over several nodes whose ranks run a stored
+// image: once per job and node list, sends it to the step's other nodes
+// (pulled first when missing); a failure is sent to them too.
+void stage_step(const std::string& image, const StoreOptions& options);
 
 // Saves credentials for `registry` (a host[:port], or a reference whose
 // registry is meant) in ~/.docker/config.json; returns the registry host.

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <future>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "app/assemble.hpp"
@@ -42,6 +43,15 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
   ro.plain_http = o.plain_http;
   image::Registry reg(ref, ro);
   const std::string shown = ref.str();
+  const std::string name = o.name.empty() ? ref.str() : o.name;
+  app::Store store(o.storage);
+  std::optional<app::FileLock> lock;
+  if (o.if_missing) {
+    // A rank that found the image missing: the other ranks of its node
+    // wait here while the first pulls, then find it and ask nothing.
+    lock.emplace(store.lock_name(name));
+    if (store.info(name)) return name;
+  }
 
   auto doc = reg.get_manifest(ref.manifest_ref());
   auto j = image::parse_json(doc.body, "image `" + shown + "` manifest");
@@ -63,9 +73,7 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
     throw Error("image `" + shown + "`: the manifest lists " + std::to_string(m.layers.size()) +
                 " layers but the config " + std::to_string(diff_ids.size()) + " diff_ids");
 
-  std::string name = o.name.empty() ? ref.str() : o.name;
-  app::Store store(o.storage);
-  auto lock = store.lock_name(name);
+  if (!lock) lock.emplace(store.lock_name(name));
   const bool as_sqfs = store_format(o.format) == "sqfs";
   if (auto info = store.info(name);
       o.squash.empty() && info && info->manifest_digest == manifest_digest && info->squashfs == as_sqfs) {

@@ -84,4 +84,8 @@ private:
   Root root_;
 };
 
+// Removes the images staged for jobs that have ended (squeue --me; without
+// squeue, those untouched for a day); returns how many jobs' (stage.cpp).
+size_t prune_staged(Store& store);
+
 }  // namespace rt::app

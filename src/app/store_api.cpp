@@ -105,6 +105,7 @@ PruneReport prune_store(const StoreOptions& o) {
   if (util::UniqueFd facts = s->dir().dir(store::kSqfsFactsDir, false))
     r.fact_bytes = run::prune_squash_facts(facts.get(), &r.facts);
   r.instances = prune_instances(o.storage).size();
+  r.staged = app::prune_staged(*s);
   return r;
 }
 

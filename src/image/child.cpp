@@ -37,7 +37,8 @@ Child::Child(const std::vector<std::string>& argv, Fds fds) : name_(argv.at(0)) 
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);  // rt-image blocks some for its signal thread
     ::signal(SIGPIPE, SIG_DFL);
-    if ((fds.in >= 0 && ::dup2(fds.in, 0) < 0) || (fds.out >= 0 && ::dup2(fds.out, 1) < 0)) {
+    if ((fds.in >= 0 && ::dup2(fds.in, 0) < 0) || (fds.out >= 0 && ::dup2(fds.out, 1) < 0) ||
+        (fds.err >= 0 && ::dup2(fds.err, 2) < 0)) {
       int e = errno;
       (void)!::write(report[1], &e, sizeof e);
       ::_exit(127);

@@ -13,6 +13,7 @@ namespace rt::image {
 struct ChildFds {
   int in = -1;   // the child's stdin (-1: ours)
   int out = -1;  // the child's stdout (-1: ours)
+  int err = -1;  // the child's stderr (-1: ours)
 };
 
 class Child {

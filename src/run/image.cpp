@@ -4,11 +4,14 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 #include "rt/error.hpp"
+#include "rt/exec.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
 #include "store/root.hpp"
+#include "store/staged.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -46,6 +49,28 @@ namespace {
                       hint);
 }
 
+// This node's staged copy for the Slurm job, if any.
+std::optional<std::string> staged_copy(const store::Root* root, const std::string& key, const char* ext) {
+  static const std::string job = store::slurm_place().job;
+  if (job.empty() || !root) return std::nullopt;
+  return store::find_staged(*root, job, key, ext);
+}
+
+// The key and place of a reference image in a step over several nodes;
+// empty key when the image is none or the step is not one.
+struct StepImage {
+  store::SlurmPlace where;
+  std::string key;
+};
+StepImage step_image(const ExecOptions& o) {
+  StepImage s;
+  if (o.image.starts_with("instance://") || store::name_kind(o.image) != store::NameKind::Reference) return s;
+  s.where = store::slurm_place();
+  if (s.where.nodes < 2 || s.where.node < 0) return s;
+  s.key = store::staged_key_for_name(store::without_scheme(o.image));
+  return s;
+}
+
 }  // namespace
 
 Image open_image(const std::string& given, const std::string& cwd, const std::string& storage) {
@@ -78,6 +103,11 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
     from_path = false;
     path = *stored;
     if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
+  } else if (!from_path && (stored = staged_copy(root, store::staged_key_for_name(ref), "sqfs"))) {
+    // Staged on this node for the job (rt stage, or a step's first node).
+    img.rootfs = *stored;
+    img.squashfs = true;
+    return img;
   } else if (!from_path) {
     // A bare name is never a path; a file of the caller's by that name is
     // what they most likely meant, so say so rather than pull.
@@ -99,7 +129,12 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
     const squash::FileKind kind = squash::file_kind(path);
     if (kind == squash::FileKind::Other)
       throw Error("image `" + ref + "`: `" + path + "` is neither a directory, a SquashFS file nor a SIF file");
-    img.rootfs = path;
+    const char* ext = kind == squash::FileKind::Sif ? "sif" : "sqfs";
+    // A copy on this node's disk, staged for the job, is read instead.
+    auto staged = img.path.empty() ? std::nullopt
+                                   : staged_copy(store::Root::user_if_exists(storage),
+                                                 store::staged_key_for_file(path, st), ext);
+    img.rootfs = staged ? *staged : path;
     img.squashfs = true;
     img.sif = kind == squash::FileKind::Sif;
     return img;
@@ -140,3 +175,24 @@ void warn_if_foreign(const Image& image) {
 }
 
 }  // namespace rt::run
+
+namespace rt {
+
+bool step_image_to_send(const ExecOptions& o) {
+  const run::StepImage s = run::step_image(o);
+  if (s.key.empty()) return false;
+  const store::Root& root = store::Root::user(o.storage);
+  root.dir(store::staged_dir(s.where.job), true);  // sbcast writes into it
+  return s.where.node == 0 && !store::staged_sent(root, s.where, s.key);
+}
+
+bool wait_for_step_image(const ExecOptions& o) {
+  const run::StepImage s = run::step_image(o);
+  if (s.key.empty() || s.where.node == 0) return false;
+  int timeout = 600;
+  if (const char* t = std::getenv("RT_STAGE_TIMEOUT"); t && *t) timeout = std::atoi(t);
+  store::wait_staged(store::Root::user(o.storage), s.where, s.key, "sqfs", o.image, timeout);
+  return true;
+}
+
+}  // namespace rt

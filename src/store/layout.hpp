@@ -11,6 +11,7 @@
 //   ROOT/secret                the user's secret (keyed socket names)
 //   ROOT/instances/NAME/       an instance: record.json, out.log, err.log
 //   ROOT/build-cache/KEY       rt build's cached steps (their layers are blobs)
+//   ROOT/staged/JOB/           images staged on this node for Slurm job JOB (store/staged.hpp)
 #pragma once
 #include <string>
 
@@ -32,6 +33,7 @@ inline constexpr const char* kElfCacheFile = "elf-cache";
 inline constexpr const char* kSecretFile = "secret";
 inline constexpr const char* kInstancesDir = "instances";
 inline constexpr const char* kBuildCacheDir = "build-cache";
+inline constexpr const char* kStagedDir = "staged";
 // In an image's directory.
 inline constexpr const char* kMetaFile = "rt-image.json";
 // An image kept as one SquashFS file (--format sqfs) has it in place of rootfs/.

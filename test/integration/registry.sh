@@ -2,10 +2,14 @@
 # start_registry DIR MODE: MODE is basic (TLS + htpasswd), token (TLS +
 # bearer tokens from token_service.py) or open (TLS, no auth). Sets
 # REG (host:port) and REG_CA (the certificate to trust), and for token
-# REG_TOKEN_PORT (the token service's port). Stopped on exit.
+# REG_TOKEN_PORT (the token service's port). Stopped on exit. Elsewhere
+# (open only): REG_ADDR, an address of the machine REG_ON (a command
+# prefix) runs it on, such as a test cluster's head. Requests are logged
+# in DIR/log.
 REG_USER=rtuser
 REG_PASS=rt-secret-pw
 REG_PIDS=()
+REG_ON=()
 stop_registries() {
   local p
   for p in "${REG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -14,21 +18,21 @@ stop_registries() {
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 wait_port() {
-  local i
+  local i addr=${REG_ADDR:-127.0.0.1}
   for i in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    "${REG_ON[@]}" bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$addr" "$1" 2>/dev/null && return 0
     sleep 0.05
   done
-  fail "nothing listens on 127.0.0.1:$1"
+  fail "nothing listens on $addr:$1"
 }
 
 start_registry() {
-  local dir=$1 mode=$2 port auth=""
+  local dir=$1 mode=$2 port auth="" addr=${REG_ADDR:-127.0.0.1}
   command -v docker-registry >/dev/null || skip "docker-registry missing (Debian package docker-registry)"
   mkdir -p "$dir/data"
   port=$(free_port)
   openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/key.pem" -out "$dir/cert.pem" -days 2 \
-    -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+    -subj "/CN=$addr" -addext "subjectAltName=IP:$addr" 2>/dev/null
   case $mode in
     basic)
       htpasswd -Bbn "$REG_USER" "$REG_PASS" >"$dir/htpasswd" 2>/dev/null
@@ -53,14 +57,17 @@ start_registry() {
 version: 0.1
 log: {level: error}
 storage: {filesystem: {rootdirectory: $dir/data}, delete: {enabled: true}}
-http: {addr: "127.0.0.1:$port", tls: {certificate: $dir/cert.pem, key: $dir/key.pem}}
+http: {addr: "$addr:$port", tls: {certificate: $dir/cert.pem, key: $dir/key.pem}}
 $auth
 YML
-  docker-registry serve "$dir/config.yml" >"$dir/log" 2>&1 &
-  REG_PIDS+=($!)
+  # Its own pid, whatever REG_ON puts in between.
+  "${REG_ON[@]}" sh -c 'echo $$ >"$0"; exec "$@"' "$dir/pid" docker-registry serve "$dir/config.yml" >"$dir/log" 2>&1 &
+  local i
+  for i in $(seq 100); do [ -s "$dir/pid" ] && break; sleep 0.05; done
+  REG_PIDS+=("$(cat "$dir/pid")")
   trap 'stop_registries; cleanup' EXIT
   wait_port "$port"
-  REG=127.0.0.1:$port
+  REG=$addr:$port
   REG_CA=$dir/cert.pem
   mkdir -p "$dir/certs.d" && cp "$dir/cert.pem" "$dir/certs.d/ca.crt"  # skopeo's layout
   REG_CERTS=$dir/certs.d
@@ -68,6 +75,6 @@ YML
 
 # push LAYOUT:TAG REPO:TAG [creds]
 push() {
-  skopeo copy -q --all --dest-cert-dir "$REG_CERTS" ${3:+--dest-creds "$3"} \
+  "${REG_ON[@]}" skopeo copy -q --all --dest-cert-dir "$REG_CERTS" ${3:+--dest-creds "$3"} \
     "oci:$1" "docker://$REG/$2" 2>"$T/push.err" || fail "skopeo push of $2 failed: $(cat "$T/push.err")"
 }
