@@ -49,11 +49,16 @@ namespace {
                       hint);
 }
 
+// The Slurm job of this process, "" outside one.
+const std::string& slurm_job() {
+  static const std::string job = store::slurm_place().job;
+  return job;
+}
+
 // This node's staged copy for the Slurm job, if any.
 std::optional<std::string> staged_copy(const store::Root* root, const std::string& key, const char* ext) {
-  static const std::string job = store::slurm_place().job;
-  if (job.empty() || !root) return std::nullopt;
-  return store::find_staged(*root, job, key, ext);
+  if (slurm_job().empty() || !root) return std::nullopt;
+  return store::find_staged(*root, slurm_job(), key, ext);
 }
 
 // The key and place of a reference image in a step over several nodes;
@@ -103,7 +108,8 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
     from_path = false;
     path = *stored;
     if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
-  } else if (!from_path && (stored = staged_copy(root, store::staged_key_for_name(ref), "sqfs"))) {
+  } else if (!from_path && !slurm_job().empty() &&
+             (stored = staged_copy(root, store::staged_key_for_name(ref), "sqfs"))) {
     // Staged on this node for the job (rt stage, or a step's first node).
     img.rootfs = *stored;
     img.squashfs = true;
@@ -131,9 +137,9 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
       throw Error("image `" + ref + "`: `" + path + "` is neither a directory, a SquashFS file nor a SIF file");
     const char* ext = kind == squash::FileKind::Sif ? "sif" : "sqfs";
     // A copy on this node's disk, staged for the job, is read instead.
-    auto staged = img.path.empty() ? std::nullopt
-                                   : staged_copy(store::Root::user_if_exists(storage),
-                                                 store::staged_key_for_file(path, st), ext);
+    auto staged = img.path.empty() || slurm_job().empty()
+                      ? std::nullopt
+                      : staged_copy(store::Root::user_if_exists(storage), store::staged_key_for_file(path, st), ext);
     img.rootfs = staged ? *staged : path;
     img.squashfs = true;
     img.sif = kind == squash::FileKind::Sif;
