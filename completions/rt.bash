@@ -9,7 +9,7 @@ _rt() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
   fi
-  local commands="exec run shell instance pull import build convert images inspect rm prune login doctor"
+  local commands="exec run shell instance pull import build convert stage images inspect rm prune login doctor"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs
     --private-tmp --no-home --cd -e --env --env-file --unset-env --clean-env -n --dry-run
@@ -67,7 +67,9 @@ _rt() {
         _filedir -d
       fi
       ;;
-    pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --max-size --squash --format --compression --level" -- "$cur")) ;;
+    pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --if-missing --max-size --squash --format --compression --level" -- "$cur")) ;;
+    stage)
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --clean" -- "$cur")); else COMPREPLY=($(images)); _filedir; fi ;;
     import)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash --format --compression --level" -- "$cur")); else _filedir; fi ;;
     build)

@@ -8,6 +8,10 @@
 # mount of the image (--join is the default under srun), so shared memory
 # and single-copy (CMA) transfers work between them. `-v` on one rank shows
 # what rt saw: the launcher, the local rank count and the mounts.
+# rt stage copies the image once to each node's local disk (sbcast), so the
+# parallel file system serves it once, not once per node and step.
 set -euo pipefail
 img=${1:?IMAGE}; shift
+rt stage "$img"
 srun --mpi=pmix rt exec "$img" "$@"
+rt stage --clean
