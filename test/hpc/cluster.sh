@@ -74,6 +74,7 @@ for c in munged slurmctld slurmd srun sinfo nsenter unshare ip; do
 done
 dir=$(realpath -m "$dir")
 shared=("$dir" "$@")
+. "$(dirname "$0")/slurm-common.sh"
 
 [ ! -d "$dir" ] || stop
 rm -rf "$dir"
@@ -149,54 +150,27 @@ SETUP
 done
 chmod 0755 "$dir/local"/*
 
-# munge, with its own key; its socket is a path, reached from every machine.
-install -d -m 0755 -o munge -g munge "$dir/munge"
-dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
-chown munge:munge "$dir/munge/munge.key"
-chmod 0400 "$dir/munge/munge.key"
-sock="$dir/munge/munge.socket.2"
-runuser -u munge -- munged --socket="$sock" --key-file="$dir/munge/munge.key" \
-  --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munged.seed"
+# munge: its socket is a path, reached from every machine.
+start_munge "$dir"
 cp "$dir/munge/munged.pid" "$dir/pids/munged.pid"
-munge -n -S "$sock" | unmunge -S "$sock" >/dev/null
 
 cpus=4
 nodes="node[1-$n]"
 [ "$n" = 1 ] && nodes=node1
 {
+  echo "ClusterName=rtcluster"
+  echo "SlurmctldHost=head($net.254)"
+  slurm_conf_common "$dir"
   cat <<EOF
-ClusterName=rtcluster
-SlurmctldHost=head($net.254)
-SlurmctldPort=16817
-SlurmdPort=16818
-CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
-AuthType=auth/munge
-AuthInfo=socket=$sock
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
-MpiDefault=none
-ReturnToService=2
-StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/logs/slurmctld.pid
 SlurmdPidFile=$dir/logs/slurmd-%n.pid
 SlurmctldLogFile=$dir/logs/slurmctld.log
 SlurmdLogFile=$dir/logs/slurmd-%n.log
-PlugStackConfig=$dir/plugstack.conf
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
 EOF
   for i in $(seq "$n"); do echo "NodeName=node$i NodeAddr=$net.$i CPUs=$cpus State=UNKNOWN"; done
   echo "PartitionName=debug Nodes=$nodes Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4"
 } >"$dir/slurm.conf"
-: >"$dir/plugstack.conf"
 for i in $(seq "$n"); do install -d -m 0755 "$dir/spool/node$i"; done
 
 # The daemons, in the foreground of processes this script records.

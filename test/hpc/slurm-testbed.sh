@@ -5,6 +5,7 @@
 #   slurm-testbed.sh stop DIR    stops exactly the daemons it started
 # Clients (srun, sinfo) need SLURM_CONF=DIR/slurm.conf in their environment.
 set -euo pipefail
+. "$(dirname "$0")/slurm-common.sh"
 cmd=${1:?usage: slurm-testbed.sh start|stop DIR}
 dir=${2:?usage: slurm-testbed.sh start|stop DIR}
 
@@ -39,49 +40,23 @@ host=$(hostname -s)
 getent hosts "$host" >/dev/null || echo "127.0.0.1 $host" >>/etc/hosts
 install -d -m 0755 "$dir/spool/$host"
 
-# munge, with its own key and socket (not the system's, if there is one).
-install -d -m 0755 -o munge -g munge "$dir/munge"
-dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
-chown munge:munge "$dir/munge/munge.key"
-chmod 0400 "$dir/munge/munge.key"
-sock="$dir/munge/munge.socket.2"
-runuser -u munge -- munged --socket="$sock" --key-file="$dir/munge/munge.key" \
-  --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munged.seed"
+start_munge "$dir"
 cp "$dir/munge/munged.pid" "$dir/munged.pid"
-munge -n -S "$sock" | unmunge -S "$sock" >/dev/null
 
 cpus=$(nproc)
-cat >"$dir/slurm.conf" <<EOF
-ClusterName=rt
-SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=16817
-SlurmdPort=16818
-CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
-AuthType=auth/munge
-AuthInfo=socket=$sock
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool/%n
+{
+  echo "ClusterName=rt"
+  echo "SlurmctldHost=$host(127.0.0.1)"
+  slurm_conf_common "$dir"
+  cat <<EOF
 SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.pid
 SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd.log
-PlugStackConfig=$dir/plugstack.conf
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
-: >"$dir/plugstack.conf"
+} >"$dir/slurm.conf"
 export SLURM_CONF="$dir/slurm.conf"
 slurmctld -i -f "$SLURM_CONF"
 slurmd -f "$SLURM_CONF"
