@@ -20,7 +20,7 @@ constexpr unsigned kStreak = 3;              // files read in listing order that
 
 }  // namespace
 
-Pusher::Pusher(PushFn push, unsigned threads) : push_(push), workers_(threads, std::move(push)) {}
+Pusher::Pusher(PushFn push, unsigned threads) : workers_(threads, std::move(push)) {}
 
 void Pusher::start() {
   std::lock_guard<std::mutex> g(mu_);
@@ -95,9 +95,10 @@ std::vector<Pusher::Ino> Pusher::first_read(Ino ino) {
   return near;
 }
 
-void Pusher::push_now(const std::vector<Ino>& files) {
-  for (Ino ino : files) push_(ino);
-}
+// Never from the server's own threads: a notification blocks on a page
+// the kernel holds locked for a READ, which only a free server thread can
+// answer; with every server thread pushing, nothing would.
+void Pusher::push_now(const std::vector<Ino>& files) { workers_.push_front(files); }
 
 size_t Pusher::queued() { return workers_.size(); }
 

@@ -8,11 +8,12 @@
 // which READDIRPLUS has given it) fills a file's pages without a request.
 // The trigger is a read, not a listing: `ls` pushes nothing, nor does a
 // program start (its files come by LOOKUP, not listed). A read of a listed
-// file pushes the next few small files of its directory from the reading
-// thread (their bytes mostly share the fragment block just decompressed);
-// the second file read in listing order queues the next files of that
-// directory, a window at a time, for worker threads. In such a walk, each
-// directory listed gets its first files pushed with the listing.
+// file pushes the next few small files of its directory first (their bytes
+// mostly share the fragment block just decompressed); the second file read
+// in listing order queues the next files of that directory, a window at a
+// time. In such a walk, each directory listed gets its first files pushed
+// with the listing. Worker threads push, never the server's: a
+// notification waits for pages the kernel holds locked for a READ.
 #pragma once
 #include <sys/types.h>
 
@@ -33,7 +34,7 @@ namespace rt::squash {
 bool store_file(int fuse_fd, uint64_t ino, const FileMap& map, FileReader& reader);
 
 // Decides what to push, and pushes it with `push` (store_file, in the
-// server) from the caller's thread or from `threads` workers.
+// server) from `threads` workers.
 class Pusher {
 public:
   using Ino = uint64_t;  // FUSE node id
@@ -55,6 +56,7 @@ public:
   // A read at offset 0 of `ino`: returns the next files of its directory,
   // to push_now once the read is answered.
   std::vector<Ino> first_read(Ino ino);
+  // Queues `files` ahead of everything queued.
   void push_now(const std::vector<Ino>& files);
 
   // Files waiting for a worker.
@@ -75,13 +77,12 @@ private:
   };
   void take(Dir& d, size_t i, uint64_t budget, std::vector<Ino>& out);
 
-  PushFn push_;
   bool started_ = false;
   std::mutex mu_;
   std::unordered_map<Ino, Dir> dirs_;
   std::unordered_map<Ino, Where> where_;
   unsigned streak_ = 0;           // files lately read in listing order (capped)
-  util::WorkQueue<Ino> workers_;  // last: its threads call push_
+  util::WorkQueue<Ino> workers_;  // last: its threads push
 };
 
 }  // namespace rt::squash

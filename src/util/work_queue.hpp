@@ -42,6 +42,16 @@ public:
     wake_.notify_all();
   }
 
+  // The same, ahead of every item queued: the next to be served, in order.
+  void push_front(const std::vector<T>& items) {
+    if (items.empty()) return;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      queue_.insert(queue_.begin(), items.begin(), items.end());
+    }
+    wake_.notify_all();
+  }
+
   // Items waiting for a worker.
   size_t size() {
     std::lock_guard<std::mutex> g(mu_);
