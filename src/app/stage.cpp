@@ -152,7 +152,8 @@ void on_every_node(const std::vector<std::string>& args, const StoreOptions& o) 
   const char* nodes = std::getenv("SLURM_JOB_NUM_NODES");
   if (!nodes) nodes = std::getenv("SLURM_NNODES");
   std::vector<std::string> argv{"srun", "--overlap", "--mpi=none", "--kill-on-bad-exit=1", "--ntasks-per-node=1"};
-  if (nodes) argv.push_back(std::string("--nodes=") + nodes);
+  // One task per node, whatever task count the allocation was asked for.
+  if (nodes) argv.insert(argv.end(), {std::string("--nodes=") + nodes, std::string("--ntasks=") + nodes});
   argv.push_back(self_program());
   argv.insert(argv.end(), args.begin(), args.end());
   if (!o.storage.empty()) argv.insert(argv.end(), {"--storage", o.storage});

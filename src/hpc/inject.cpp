@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -22,6 +23,13 @@
 
 namespace rt::hpc {
 namespace {
+
+// This machine's name, for messages that many nodes of a job may print.
+std::string this_host() {
+  char name[256] = "";
+  return ::gethostname(name, sizeof name - 1) == 0 && name[0] ? name : "unnamed";
+}
+
 
 // glibc's own libraries come from the image, never from the host: mixing
 // two glibcs in one process does not work.
@@ -300,7 +308,7 @@ public:
     auto libs = conf_.get("gpu.libraries", kGpuLibraries);
     if (libs.empty() || !find(libs.front())) {
       if (required)
-        throw Error("--gpu: no NVIDIA driver on this host: `" +
+        throw Error("--gpu: no NVIDIA driver on this host (" + this_host() + "): `" +
                     (libs.empty() ? std::string("libcuda.so.1") : libs.front()) + "` is not in `" + cache_file_ + "`");
       out.notes.push_back("GPU: the image asks for one, but this host has no NVIDIA driver");
       return;

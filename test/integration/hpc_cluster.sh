@@ -12,7 +12,12 @@
 #   - Open MPI (srun --mpi=pmix) and MPICH (srun --mpi=pmi2) across the
 #     nodes: 8 ranks on 4 hosts, communicator size 8, the allreduce right,
 #     single-copy transfers within a node;
-#   - exit statuses and --kill-on-bad-exit from any node.
+#   - exit statuses and --kill-on-bad-exit from any node; mpirun in
+#     salloc; scancel --signal;
+#   - images reaching every node once: a reference pulled by the step's
+#     first node and sent to the others (the registry's log counted), a
+#     failure named by node; rt stage, --clean and rt prune;
+#   - --gpu looked for on each node.
 . "$(dirname "$0")/lib.sh"
 [ -n "${RT_CLUSTER:-}" ] || skip "RT_CLUSTER not set (test/run-all.sh starts a cluster with test/hpc/cluster.sh)"
 [ -s "${RT_DEBIAN_MPI_ROOTFS:-}" ] || skip "RT_DEBIAN_MPI_ROOTFS not set (test/run-all.sh builds it with mmdebstrap)"
@@ -159,8 +164,28 @@ expect_eq "$(grep -c "image root \`/var/tmp/[^/]*\.rt/staged/[0-9]*/[0-9a-f]*\.s
   "every node's rank runs its node's copy"
 expect_eq "$(wc -l <"$T/ran.out")" "$((4 * $(wc -l <"$IMG/etc/os-release")))" "and reads it"
 expect_eq "$(sort -u "$T/cleaned.out")" 1 "rt stage --clean removes the job's copies on every node"
+# A node the copy cannot reach: rt stage fails and says which; the steps
+# read the shared file on every node, nothing half-copied.
+cat >"$T/stage-bad.sh" <<STAGE
+srun -w node3 -N 1 -n 1 sh -c 'mkdir -p /var/tmp/\$(id -un).rt/staged && chmod 0500 /var/tmp/\$(id -un).rt/staged'
+$RT stage $T/img.sqfs && exit 9
+srun -N 4 -n 4 $RT exec --dry-run $T/img.sqfs true >$T/plan.out || exit 1
+srun -w node3 -N 1 -n 1 chmod 0700 /var/tmp/\$(id -un).rt/staged
+STAGE
+job bash "$T/stage-bad.sh" >"$T/out" 2>"$T/err" || fail "rt stage with a node that refuses the copy: $(cat "$T/err")"
+expect_match "$(cat "$T/err")" "node3: tasks? [0-9-]+: Exited" "rt stage fails, srun naming the node that refused the copy"
+expect_match "$(cat "$T/err")" "mkdir.*staged/[0-9]+.*Permission denied" "... and rt why"
+expect_eq "$(grep -c "image root \`$T/img.sqfs\`" "$T/plan.out")" 4 "the steps read the shared file on every node"
+
 store=/var/tmp/$(id -un).rt  # each node's default store
 out=$(sudo -n "$RT_CLUSTER/on" node1 sh -c "ls $store/staged | wc -l; $RT prune; ls $store/staged | wc -l")
 expect_match "$(echo "$out" | head -1)" "^[1-9]" "node1 keeps what the earlier jobs staged"
 expect_match "$out" "removed .*[1-9] ended job.* staged images" "rt prune removes what ended jobs staged"
 expect_eq "$(echo "$out" | tail -1)" 0 "... all of it"
+
+# --- --gpu is planned on every node from its own libraries ------------------------------
+# No node here has an NVIDIA driver: each says so, by name.
+job srun -N 4 -n 4 "$RT" exec --gpu "$IMG" true 2>"$T/err" >/dev/null && fail "--gpu ran without a driver"
+for n in node1 node2 node3 node4; do
+  expect_match "$(cat "$T/err")" "no NVIDIA driver on this host \($n\)" "--gpu on $n: that node's own driver looked for"
+done
