@@ -196,7 +196,7 @@ bool wait_for_step_image(const ExecOptions& o) {
   const run::StepImage s = run::step_image(o);
   if (s.key.empty() || s.where.node == 0) return false;
   int timeout = 600;
-  if (const char* t = std::getenv("RT_STAGE_TIMEOUT"); t && *t) timeout = std::atoi(t);
+  if (const char* t = std::getenv("RT_STAGE_TIMEOUT"); t && std::atoi(t) > 0) timeout = std::atoi(t);
   store::wait_staged(store::Root::user(o.storage), s.where, s.key, "sqfs", o.image, timeout);
   return true;
 }
