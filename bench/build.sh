@@ -18,12 +18,10 @@ rounds=${1:-3}
 [ "$(id -u)" = 0 ] || { echo "bench/build.sh: run as root (podman runs as root; rt and ch-image as rt-test)" >&2; exit 1; }
 . "$src/bench/common.sh"
 debian_rootfs
-id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
 work=/var/tmp/rt-bench-build
 rm -rf "$work"
-install -d -o rt-test "$work" "$work/src"
-(cd "$src" && tar --exclude=./build --exclude=./build-bench --exclude=./.git -cf - .) |
-  runuser -u rt-test -- tar -xf - -C "$work/src"
+copy_tree "$work/src"
+chown rt-test "$work"
 as_user() { runuser -u rt-test -- env HOME="$work/home" RT_STORAGE="$work/store" "$@"; }
 as_user mkdir -p "$work/home"
 as_user cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release >/dev/null

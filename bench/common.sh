@@ -3,6 +3,16 @@
 
 BENCH_DEBIAN=/var/tmp/rt-bench-debian.tar
 
+# copy_tree DIR: as root, makes rt-test and DIR (anew, rt-test's) holding a
+# copy of the tree without build output or .git.
+copy_tree() {
+  id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
+  rm -rf "$1"
+  install -d -o rt-test "$1"
+  (cd "$src" && tar --exclude=./build --exclude=./build-bench --exclude=./.git -cf - .) |
+    runuser -u rt-test -- tar -xf - -C "$1"
+}
+
 # as_rt_test NAME ARGS...: as root, install the packages, make rt-test, copy
 # the tree to /var/tmp/rt-bench-NAME and run the calling script there as
 # rt-test with ARGS (does not return). As any other user, returns at once.
@@ -12,10 +22,7 @@ as_rt_test() {
   shift
   bash "$src/test/install-deps.sh"
   [ -c /dev/fuse ] && chmod 0666 /dev/fuse
-  id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
-  rm -rf "$work"
-  install -d -o rt-test "$work"
-  (cd "$src" && tar --exclude=./build --exclude=./.git -cf - .) | runuser -u rt-test -- tar -xf - -C "$work"
+  copy_tree "$work"
   exec runuser -u rt-test -- env ${RT_BASELINE:+RT_BASELINE="$RT_BASELINE"} \
     bash "$work/bench/$(basename "$0")" "$@"
 }

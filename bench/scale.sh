@@ -23,15 +23,11 @@ rounds=${1:-6}
 . "$src/bench/common.sh"
 debian_rootfs
 [ -c /dev/fuse ] && chmod 0666 /dev/fuse
-id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
 work=/var/tmp/rt-bench-scale
 cluster=/var/tmp/rt-bench-scale-cluster
 cleanup() { bash "$src/test/hpc/cluster.sh" stop "$cluster" || true; }
 trap cleanup EXIT
-rm -rf "$work"
-install -d -o rt-test "$work"
-(cd "$src" && tar --exclude=./build --exclude=./build-bench --exclude=./.git -cf - .) |
-  runuser -u rt-test -- tar -xf - -C "$work"
+copy_tree "$work"
 as_user() { runuser -u rt-test -- "$@"; }
 as_user bash -c "cd '$work' && . bench/common.sh && src='$work' && build_release rt rt-image"
 rt=$work/build-bench/rt

@@ -37,13 +37,6 @@ struct Source {
   uint64_t size = 0;
 };
 
-std::string self_program() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw SysError{errno, "readlink", "/proc/self/exe"};
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 uint64_t file_size(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
@@ -154,7 +147,7 @@ void on_every_node(const std::vector<std::string>& args, const StoreOptions& o) 
   std::vector<std::string> argv{"srun", "--overlap", "--mpi=none", "--kill-on-bad-exit=1", "--ntasks-per-node=1"};
   // One task per node, whatever task count the allocation was asked for.
   if (nodes) argv.insert(argv.end(), {std::string("--nodes=") + nodes, std::string("--ntasks=") + nodes});
-  argv.push_back(self_program());
+  argv.push_back(util::self_program());
   argv.insert(argv.end(), args.begin(), args.end());
   if (!o.storage.empty()) argv.insert(argv.end(), {"--storage", o.storage});
   if (int rc = image::run_program(argv); rc != 0)
@@ -205,12 +198,11 @@ void stage_node(const std::string& job, bool clean, const StoreOptions& o) {
   if (job.empty() || job.find_first_not_of("0123456789") != std::string::npos)
     throw Error("bad job id `" + job + "`");
   app::Store store(o.storage);
-  util::UniqueFd staged = store.dir().dir(store::kStagedDir, !clean);
-  if (clean) {
-    if (staged) util::remove_tree_at(staged.get(), job, store.dir().sub(store::staged_dir(job)));
-    return;
+  if (!clean) {
+    store.dir().dir(store::staged_dir(job), true);
+  } else if (util::UniqueFd staged = store.dir().dir(store::kStagedDir, false)) {
+    util::remove_tree_at(staged.get(), job, store.dir().sub(store::staged_dir(job)));
   }
-  store.dir().dir(store::staged_dir(job), true);
 }
 
 void stage_step(const std::string& image, const StoreOptions& o) {

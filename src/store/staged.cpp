@@ -108,7 +108,6 @@ bool staged_sent(const Root& root, const SlurmPlace& where, const std::string& k
 
 std::string wait_staged(const Root& root, const SlurmPlace& where, const std::string& key, const std::string& ext,
                         const std::string& image, int timeout_s) {
-  root.dir(kStagedDir, true);
   util::UniqueFd dir = root.dir(staged_dir(where.job), true);
   const std::string on = "on " + (where.host.empty() ? "node " + std::to_string(where.node) : where.host);
   const auto start = std::chrono::steady_clock::now();

@@ -340,6 +340,13 @@ std::string read_at(int fd, uint64_t offset, size_t n, const std::string& name) 
 }  // namespace rt::util
 
 namespace rt::util {
+std::string self_program() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw SysError{errno, "readlink", "/proc/self/exe"};
+  return std::string(buf, static_cast<size_t>(n));
+}
+
 std::string current_dir() {
   char buf[4096];
   return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string("/");

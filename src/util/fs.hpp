@@ -81,6 +81,8 @@ std::string read_at(int fd, uint64_t offset, size_t n, const std::string& name);
 namespace rt::util {
 // getcwd(3), or "/" when it cannot be determined.
 std::string current_dir();
+// The running program's own path (/proc/self/exe). Throws SysError.
+std::string self_program();
 
 // Closes this process's own descriptors above 2 before a container's
 // program gets its working directory: every one with FD_CLOEXEC set (a
