@@ -11,7 +11,6 @@
 #include "exec_args.hpp"
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
-#include "util/fs.hpp"
 
 namespace rt::cli {
 namespace {
@@ -102,7 +101,10 @@ void exec_full_program(const std::vector<std::string>& words) {
 }
 
 std::vector<std::string> full_program_paths() {
-  std::string dir = util::self_program();
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) throw rt::SysError{errno, "readlink", "/proc/self/exe"};
+  std::string dir(self, static_cast<size_t>(n));
   dir.resize(dir.rfind('/'));
   return {dir + "/rt-image", dir + "/../libexec/rt/rt-image"};
 }
