@@ -527,7 +527,9 @@ GpuMask gpu_mask(const std::string& nvidia_visible, const std::vector<HostGpu>& 
   return mask;
 }
 
-Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image, ElfCache* elf) {
+namespace {
+
+Injection plan_once(const InjectRequest& req, const SiteConfig& conf, const ImageView& image, ElfCache* elf) {
   ElfCache memory(-1, "");
   Planner p(conf, image, elf ? *elf : memory);
   if (!req.mpi.empty()) p.mpi(req.mpi, req.program);
@@ -538,6 +540,31 @@ Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const
   p.check_glibc();
   p.finish();
   return std::move(p.out);
+}
+
+}  // namespace
+
+Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image, ElfCache* elf) {
+  try {
+    return plan_once(req, conf, image, elf);
+  } catch (const Error& e) {
+    // A part nobody asked for (the driver an image's NVIDIA_VISIBLE_DEVICES
+    // wants, the verbs of a host with /dev/infiniband) that cannot go in is
+    // left out with a warning; what was asked for then stands or fails on
+    // its own (a host's verbs built for a newer glibc must not stop --gpu).
+    InjectRequest asked = req;
+    asked.gpu = req.gpu_required;
+    asked.ib = req.ib_required;
+    std::vector<std::string> left, quiet;
+    if (req.gpu && !asked.gpu) left.push_back("NVIDIA driver"), quiet.push_back("--no-gpu");
+    if (req.ib && !asked.ib) left.push_back("InfiniBand stack"), quiet.push_back("--no-ib");
+    if (left.empty()) throw;
+    bool anything = !asked.mpi.empty() || asked.gpu || asked.ib || !asked.devices.empty();
+    Injection inj = anything ? plan_once(asked, conf, image, elf) : Injection{};
+    inj.warnings.push_back("not injecting the host's " + util::join(left, " or ") + " (not asked for; " +
+                           util::join(quiet, " or ") + " leaves it out quietly): " + e.what());
+    return inj;
+  }
 }
 
 }  // namespace rt::hpc

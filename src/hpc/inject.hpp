@@ -56,6 +56,7 @@ struct Injection {
   std::vector<std::string> lib_path;  // prepended to LD_LIBRARY_PATH
   std::vector<std::string> bin_path;  // prepended to PATH
   std::vector<std::string> notes;     // for -v
+  std::vector<std::string> warnings;  // automatic parts left out, and why
   std::string cuda_compat_host;       // a CDI enable-cuda-compat hook's host driver version
   bool gpu = false;                   // the NVIDIA driver is injected
   std::string gpu_procfs = "/proc/driver/nvidia/gpus";  // the driver's GPUs (site config gpu.procfs)
@@ -63,8 +64,9 @@ struct Injection {
 };
 
 // Plans the injection and checks it against the image (MPI ABI, glibc);
-// throws rt::Error saying which library needs what. Host ELF files are
-// read through `elf` when given.
+// throws rt::Error saying which library needs what. Automatic parts (not
+// gpu_required / ib_required) that fail are left out and said in
+// `warnings`. Host ELF files are read through `elf` when given.
 Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image,
                          ElfCache* elf = nullptr);
 

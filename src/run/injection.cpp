@@ -45,16 +45,10 @@ hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, c
   hpc::SiteConfig conf = hpc::load_site_config();
   // Every rank of a job reads the same host plugins: remember what they are.
   hpc::ElfCache elf(store::Root::user(o.storage).fd(), store::kElfCacheFile);
-  try {
-    hpc::Injection inj = hpc::plan_injection(req, conf, view, &elf);
-    elf.save();
-    return inj;
-  } catch (const Error& e) {
-    bool asked = !req.mpi.empty() || req.gpu_required || req.ib_required || !req.devices.empty();
-    if (asked) throw;
-    util::warn(std::string("not injecting host libraries: ") + e.what());
-    return {};
-  }
+  hpc::Injection inj = hpc::plan_injection(req, conf, view, &elf);
+  elf.save();
+  for (const auto& w : inj.warnings) util::warn(w);
+  return inj;
 }
 
 // An NVIDIA_VISIBLE_DEVICES selection, as NVIDIA's container toolkit

@@ -175,6 +175,31 @@ expect_match "$out" "driver mlx5" "--ib binds the provider configuration"
 out=$("$RT" exec deb sh -c 'ls /run/rt-host 2>&1 || true')
 expect_match "$out" "No such file" "nothing is injected unless asked (no /dev/infiniband here)"
 
+# A part nobody asked for that cannot go in is left out with a warning and
+# does not stop what was asked for: an image that asks for a GPU
+# (NVIDIA_VISIBLE_DEVICES) but whose glibc (2.3) is older than the host
+# driver needs (getentropy: 2.25), with --ib asked for.
+mkdir -p "$T/newcuda" "$T/ctx-oldgpu"
+echo '#include <unistd.h>
+int cuInit(unsigned f){char b[1];return getentropy(b,f);}' >"$T/cuda.c"
+gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$T/newcuda/libcuda.so.1" "$T/cuda.c"
+printf 'ld_cache = %s\ngpu.libraries = %s\nib.libraries = libibverbs.so.1\nib.paths = %s\n' "$T/ld.so.cache" "$T/newcuda/libcuda.so.1" \
+  "$fake/etc/libibverbs.d" >"$T/rt-newcuda.conf"
+printf 'FROM oldglibc\nENV NVIDIA_VISIBLE_DEVICES=all\n' >"$T/ctx-oldgpu/Dockerfile"
+tar -C "$old" -cf "$T/oldglibc.tar" .
+"$RT_IMAGE" import -q "$T/oldglibc.tar" oldglibc
+"$RT" build -q -t oldgpu "$T/ctx-oldgpu" >/dev/null || fail "rt build of an ENV-only image failed"
+out=$(RT_CONF="$T/rt-newcuda.conf" "$RT" exec --ib oldgpu sh -c 'ls /run/rt-host/lib' 2>"$T/auto.err") ||
+  fail "--ib with an automatic GPU that cannot go in: $(cat "$T/auto.err")"
+expect_match "$out" "libibverbs.so.1" "what was asked for (--ib) is injected"
+[[ $out == *libcuda* ]] && fail "the driver the image's glibc cannot take must be left out"
+expect_match "$(cat "$T/auto.err")" "warning: not injecting the host's NVIDIA driver \(not asked for; --no-gpu .*needs 2\.25" \
+  "the warning names the part left out and why"
+expect_status 0 "--no-gpu: no warning" -- env RT_CONF="$T/rt-newcuda.conf" "$RT" exec --no-gpu oldgpu true
+[ -n "$ERR" ] && fail "--no-gpu still warned: $ERR"
+expect_status 125 "asked for with --gpu, the same driver is refused" -- env RT_CONF="$T/rt-newcuda.conf" "$RT" exec --gpu oldgpu true
+expect_match "$ERR" "newcuda/libcuda.so.1. needs 2\.25" "the refusal names the driver library"
+
 # --- CDI -------------------------------------------------------------------
 mkdir -p "$T/cdi"
 cat >"$T/cdi/vendor.json" <<JSON
