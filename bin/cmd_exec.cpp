@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 #include "exec_args.hpp"
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
+#include "rt/slurm.hpp"
 
 namespace rt::cli {
 namespace {
@@ -59,6 +61,12 @@ bool looks_pullable(const std::string& ref) {
 }
 
 // Runs the full program (rt-image) with `args` and waits: its exit status.
+ExecMode mode_of(const std::string& verb) {
+  return verb == "exec" ? ExecMode::Exec : verb == "run" ? ExecMode::Run : ExecMode::Shell;
+}
+
+}  // namespace
+
 int run_full_program(const std::vector<std::string>& args) {
   for (const auto& path : full_program_paths()) {
     if (::access(path.c_str(), X_OK) != 0) continue;
@@ -78,12 +86,6 @@ int run_full_program(const std::vector<std::string>& args) {
   }
   throw rt::Error("cannot find rt-image beside rt (" + full_program_paths().front() + ")");
 }
-
-ExecMode mode_of(const std::string& verb) {
-  return verb == "exec" ? ExecMode::Exec : verb == "run" ? ExecMode::Run : ExecMode::Shell;
-}
-
-}  // namespace
 
 bool is_exec_verb(const std::string& w) { return w == "exec" || w == "run" || w == "shell" || w == "instance"; }
 
@@ -171,6 +173,39 @@ void add_exec_commands(CLI::App& app, std::vector<Command>& out, const std::stri
     c.run = [] { return 0; };
     out.push_back(std::move(c));
   }
+}
+
+std::optional<int> slurm_task_command(std::vector<std::string>& words) {
+  if (!std::getenv("RT_SLURM_TASK")) return std::nullopt;
+  if (words.size() == 1 && words[0] == "--slurm-check") {
+    slurm_check();
+    return 0;
+  }
+  auto task = slurm_task(words, run_full_program);
+  if (!task) return std::nullopt;
+  if (task->on_host) {  // --container-name=NAME:no_exec
+    std::vector<char*> argv;
+    for (auto& w : task->words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    throw SysError{errno, "execvp", task->words[0]};
+  }
+  words = task->words;
+  if (task->save.empty()) return std::nullopt;
+  // --container-save: the program runs in a child; task 0 of the step
+  // saves the container once it has ended.
+  pid_t pid = ::fork();
+  if (pid < 0) throw SysError{errno, "fork", "rt"};
+  if (pid == 0) return std::nullopt;
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) throw SysError{errno, "waitpid", "rt"};
+  int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  const char* rank = std::getenv("SLURM_PROCID");
+  if (rc == 0 && rank && std::string(rank) == "0" &&
+      run_full_program({"convert", "-q", "-f", "--to", "sqfs", task->container, task->save}) != 0)
+    throw Error("--container-save: could not write `" + task->save + "` (rt convert said why, above)");
+  return rc;
 }
 
 }  // namespace rt::cli

@@ -36,6 +36,13 @@ int instance_command(const std::vector<std::string>& words);
 // program name). Throws rt::Error when it cannot.
 [[noreturn]] void exec_full_program(const std::vector<std::string>& words);
 
+// Runs the full program with `args` and returns its exit status.
+int run_full_program(const std::vector<std::string>& args);
+// The Slurm plugin made rt a task's program (include/rt/slurm.hpp): turns
+// `words` into the task's exec command line, or returns the exit status
+// when the task ends here (--slurm-check, --container-save). nullopt
+// outside such a task.
+std::optional<int> slurm_task_command(std::vector<std::string>& words);
 // Where the full program may be: beside this one, or in ../libexec/rt/.
 std::vector<std::string> full_program_paths();
 

@@ -12,17 +12,18 @@ PACKAGES=(
   libzstd-dev libisal-dev zlib1g-dev liblz4-dev liblzo2-dev liblzma-dev squashfs-tools squashfs-tools-ng
   busybox-static util-linux
 )
-# What the tests and benchmarks add: a registry, Slurm (and iproute2 for its
-# multi-node cluster), both MPIs, the
-# tools rt is compared with (podman: rt build's reference builder), and SIF files written by the SIF reference
-# library (its test images, in golang-github-sylabs-sif-dev).
+# What the tests and benchmarks add: a registry, Slurm (iproute2 for its
+# multi-node cluster, libslurm-dev for rt's Slurm plugin), both MPIs, the
+# tools rt is compared with (podman: rt build's reference builder), and SIF
+# files written by the SIF reference library (its test images, in
+# golang-github-sylabs-sif-dev).
 TEST_PACKAGES=(
   catch2 sudo python3 openssl zstd zsh fish
   golang-github-sylabs-sif-dev curl
   docker-registry skopeo apache2-utils mmdebstrap time
   charliecloud hyperfine podman
   openmpi-bin libopenmpi-dev mpich libmpich-dev
-  munge slurmctld slurmd slurm-client iproute2
+  munge slurmctld slurmd slurm-client iproute2 libslurm-dev
 )
 [ "${1:-}" = --runtime ] || PACKAGES+=("${TEST_PACKAGES[@]}")
 [ "${1:-}" = --fuzz ] && PACKAGES+=(clang libclang-rt-14-dev)

@@ -103,6 +103,9 @@ bash "$src/test/hpc/slurm-testbed.sh" start "$slurm" >/dev/null
 # file system; rt-test reaches it through sudo $cluster/on, as rt-test.
 if [ -n "$with_cluster" ]; then
   bash "$src/test/hpc/cluster.sh" start 4 "$cluster" "$work" >/dev/null
+  # rt's Slurm plugin, from a root-owned copy (slurmstepd loads it as root).
+  install -m 0644 "$work/build/rt_spank.so" "$cluster/rt_spank.so"
+  echo "required $cluster/rt_spank.so rt=$work/build/rt" >"$cluster/plugstack.conf"
   printf '%s ALL=(root) NOPASSWD: %s/on\n' "$user" "$cluster" >/etc/sudoers.d/rt-test-cluster
   chmod 0440 /etc/sudoers.d/rt-test-cluster
 fi

@@ -163,6 +163,7 @@ nodes="node[1-$n]"
   slurm_conf_common "$dir"
   cat <<EOF
 SlurmdParameters=config_overrides
+PlugStackConfig=$dir/plugstack.conf
 SlurmctldPidFile=$dir/logs/slurmctld.pid
 SlurmdPidFile=$dir/logs/slurmd-%n.pid
 SlurmctldLogFile=$dir/logs/slurmctld.log
@@ -171,6 +172,9 @@ EOF
   for i in $(seq "$n"); do echo "NodeName=node$i NodeAddr=$net.$i CPUs=$cpus State=UNKNOWN"; done
   echo "PartitionName=debug Nodes=$nodes Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4"
 } >"$dir/slurm.conf"
+# SPANK plugins (root's to write: slurmstepd loads them as root); empty
+# until a test suite installs rt's (test/run-all.sh).
+: >"$dir/plugstack.conf"
 for i in $(seq "$n"); do install -d -m 0755 "$dir/spool/node$i"; done
 
 # The daemons, in the foreground of processes this script records.
