@@ -1,0 +1,67 @@
+#!/bin/bash
+# rt exec --gpu on a real NVIDIA GPU. Not part of ctest (CI has no GPU):
+# run it by hand, as an unprivileged user, on a host with a GPU, its
+# driver and CUDA's nvcc:
+#
+#   test/gpu/check.sh RT IMAGE...
+#
+# RT is the rt program, each IMAGE a directory, SquashFS file or stored
+# name of a glibc image (any distribution). It builds vecadd.cu with the
+# host's nvcc, then in each image runs nvidia-smi and vecadd with --gpu,
+# vecadd with --no-gpu (which must fail: the image has no driver), and
+# times 50 starts with and without --gpu. Exit status: the number of
+# checks that went wrong.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+rt=$1
+shift
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Static C++ and gcc runtimes: the image's may be older than the host's.
+nvcc ${NVCC_FLAGS:--O2 -arch=native} -Xcompiler=-static-libstdc++ -Xcompiler=-static-libgcc \
+  -o "$work/vecadd" "$here/vecadd.cu" || exit 1
+
+failed=0
+# check ok|fail CMD...: run CMD, count it as wrong unless it ended as told.
+check() {
+  local want=$1 rc
+  shift
+  echo "+ $*"
+  "$@"
+  rc=$?
+  if { [ "$want" = ok ] && [ $rc -ne 0 ]; } || { [ "$want" = fail ] && [ $rc -eq 0 ]; }; then
+    echo "WRONG: expected $want, exit status $rc"
+    failed=$((failed + 1))
+  fi
+}
+
+# Milliseconds per start, over N starts of rt exec ARGS... true.
+starts() {
+  local n=$1 t0 t1
+  shift
+  t0=$(date +%s%N)
+  for ((i = 0; i < n; i++)); do "$rt" exec "$@" true || return 1; done
+  t1=$(date +%s%N)
+  echo "$(((t1 - t0) / n / 1000)) us per start: rt exec $*"
+}
+
+echo "host: $(uname -n) $(uname -r), user $(id -un) (uid $(id -u)), user namespace $(readlink /proc/self/ns/user)"
+for img in "$@"; do
+  echo "== image $img"
+  check ok "$rt" exec --gpu "$img" -- nvidia-smi
+  check ok "$rt" exec --gpu "$img" -- sh -c 'id; readlink /proc/self/ns/user; ls -l /dev/nvidia*; nvidia-smi -L'
+  # vecadd is built for the host's glibc: an older image's cannot run it.
+  if "$rt" exec --no-gpu -b "$work" "$img" -- "$work/vecadd" 2>&1 | grep -q "version .GLIBC_"; then
+    echo "SKIPPED: vecadd needs a newer glibc than the image has"
+  else
+    check ok "$rt" exec --gpu -b "$work" "$img" -- "$work/vecadd"
+  fi
+  check fail "$rt" exec --no-gpu -b "$work" "$img" -- "$work/vecadd"
+  check ok "$rt" exec -v --gpu "$img" -- true
+  for _ in 1 2; do
+    starts 50 "$img" || failed=$((failed + 1))
+    starts 50 --gpu "$img" || failed=$((failed + 1))
+  done
+done
+echo "checks wrong: $failed"
+exit $failed
