@@ -5,7 +5,8 @@
 #     image (its time), then rounds of steps `srun -N N -n N*R X /bin/true`
 #     for R = 1, 4, 16 ranks per node, X = nothing (bare), `rt exec` of a
 #     directory and of a SquashFS image on the shared file system, and of
-#     the staged SquashFS copy; and an MPI init + allreduce + finalize
+#     the staged SquashFS copy, and srun --container-image= of the SquashFS
+#     image (rt's Slurm plugin); and an MPI init + allreduce + finalize
 #     (Open MPI, srun --mpi=pmix) bare and in rt (the image's Open MPI) for
 #     R = 1, 4; all interleaved. Round 1 is the job's first step (in
 #     brackets: no container, no image server yet); the medians are of the
@@ -29,7 +30,7 @@ cleanup() { bash "$src/test/hpc/cluster.sh" stop "$cluster" || true; }
 trap cleanup EXIT
 copy_tree "$work"
 as_user() { runuser -u rt-test -- "$@"; }
-as_user bash -c "cd '$work' && . bench/common.sh && src='$work' && build_release rt rt-image"
+as_user bash -c "cd '$work' && . bench/common.sh && src='$work' && build_release rt rt-image rt_spank"
 rt=$work/build-bench/rt
 as_user bash "$work/examples/make-busybox-image.sh" "$work/img" >/dev/null
 as_user mksquashfs "$work/img" "$work/img.sqfs" -comp zstd -all-root -quiet -no-progress >/dev/null
@@ -39,6 +40,8 @@ as_user env RT_STORAGE="$work/store" "$rt" convert -q debian "$work/debian.sqfs"
 as_user rm -rf "$work/store"
 as_user mpicc -O2 -o "$work/hello" "$work/test/hpc/mpi_hello.c"
 bash "$src/test/hpc/cluster.sh" start 8 "$cluster" "$work" >/dev/null
+install -m 0644 "$work/build-bench/rt_spank.so" "$cluster/rt_spank.so"  # root's: slurmstepd loads it
+echo "required $cluster/rt_spank.so rt=$rt" >"$cluster/plugstack.conf"
 on() { CLUSTER_DIR=$cluster bash "$cluster/cluster.sh" on "$1" --user rt-test "${@:2}"; }
 
 echo "$("$rt" --version 2>&1 | head -1), $(on head srun --version), kernel $(uname -r), $(nproc) cores, 8 emulated nodes"
@@ -71,6 +74,7 @@ for r in $(seq "$rounds"); do
     step "$n $per dir" "$r" srun -O -N "$n" -n "$np" "$rt" exec "$work/img" /bin/true
     step "$n $per sqfs" "$r" srun -O -N "$n" -n "$np" "$rt" exec "$work/img.sqfs" /bin/true
     step "$n $per staged" "$r" srun -O -N "$n" -n "$np" "$rt" exec "$work/staged.sqfs" /bin/true
+    step "$n $per plugin" "$r" srun -O -N "$n" -n "$np" --container-image="$work/img.sqfs" /bin/true
     [ "$per" -le 4 ] || continue
     step "$n $per mpi-bare" "$r" srun -O --mpi=pmix -N "$n" -n "$np" "$work/hello" "$np"
     step "$n $per mpi-rt" "$r" srun -O --mpi=pmix -N "$n" -n "$np" "$rt" exec "$work/debian.sqfs" "$work/hello" "$np"
@@ -98,13 +102,14 @@ echo "rt stage of a $(( $(stat -c %s "$work/staged.sqfs") / 1024 )) KiB SquashFS
   "$(for n in 1 2 4 8; do printf 'N=%s %s  ' "$n" "$(ms "${first[$n stage]}")"; done)"
 echo
 echo "srun -N N -n N*R X /bin/true inside one allocation, wall ms: median of rounds 2..$rounds [round 1]"
-printf '%-3s %-3s %16s %16s %16s %16s %9s %9s %9s\n' N R bare "rt dir" "rt sqfs" "rt staged" dir-bare sqfs-bare stgd-bare
+printf '%-3s %-3s %16s %16s %16s %16s %16s %9s %9s %9s %9s\n' N R bare "rt dir" "rt sqfs" "rt staged" "plugin sqfs" \
+  dir-bare sqfs-bare stgd-bare plug-sqfs
 for n in 1 2 4 8; do
   for per in 1 4 16; do
     c="$n $per"
-    printf '%-3s %-3s %16s %16s %16s %16s %9s %9s %9s\n' "$n" "$per" "$(cell "$c bare")" "$(cell "$c dir")" \
-      "$(cell "$c sqfs")" "$(cell "$c staged")" "$(minus "$c dir" "$c bare")" "$(minus "$c sqfs" "$c bare")" \
-      "$(minus "$c staged" "$c bare")"
+    printf '%-3s %-3s %16s %16s %16s %16s %16s %9s %9s %9s %9s\n' "$n" "$per" "$(cell "$c bare")" "$(cell "$c dir")" \
+      "$(cell "$c sqfs")" "$(cell "$c staged")" "$(cell "$c plugin")" "$(minus "$c dir" "$c bare")" \
+      "$(minus "$c sqfs" "$c bare")" "$(minus "$c staged" "$c bare")" "$(minus "$c plugin" "$c sqfs")"
   done
 done
 echo

@@ -102,3 +102,17 @@ own_rt() {
   RT=$T/rt
   RT_IMAGE=$T/rt-image
 }
+
+# On the four-node cluster (hpc_cluster, hpc_slurm_plugin):
+# judge_mpi WHAT OUTPUT: mpi_hello's 8 ranks, size 8, allreduce right, two
+# on each node.
+judge_mpi() {
+  expect_eq "$(echo "$2" | grep -c ' of 8 sum 28 ok')" 8 "$1: 8 ranks, size 8, allreduce right"
+  expect_eq "$(echo "$2" | grep ' of 8 sum 28 ok' | sed 's/.* on //' | sort | uniq -c | awk '{print $1 $2}' | tr '\n' ' ')" \
+    "2node1 2node2 2node3 2node4 " "$1: two ranks on each node"
+}
+# Open MPI pinned to TCP between nodes and shared memory within one. Its
+# one-sided component over UCX is left out: it loaded libucs, which now and
+# then crashed (signal 11, a null pointer) at start-up on an emulated node.
+ompi=(env OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_mtl=^ofi OMPI_MCA_osc=^ucx
+  OMPI_MCA_btl_tcp_if_include=eth0 OMPI_MCA_oob_tcp_if_include=eth0 OMPI_MCA_oob_tcp_disable_ipv6_family=1)
