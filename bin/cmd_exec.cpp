@@ -60,13 +60,13 @@ bool looks_pullable(const std::string& ref) {
   return ref.find_first_of(" \t\n") == std::string::npos;
 }
 
-// Runs the full program (rt-image) with `args` and waits: its exit status.
 ExecMode mode_of(const std::string& verb) {
   return verb == "exec" ? ExecMode::Exec : verb == "run" ? ExecMode::Run : ExecMode::Shell;
 }
 
 }  // namespace
 
+// Runs the full program (rt-image) with `args` and waits: its exit status.
 int run_full_program(const std::vector<std::string>& args) {
   for (const auto& path : full_program_paths()) {
     if (::access(path.c_str(), X_OK) != 0) continue;
@@ -176,7 +176,6 @@ void add_exec_commands(CLI::App& app, std::vector<Command>& out, const std::stri
 }
 
 std::optional<int> slurm_task_command(std::vector<std::string>& words) {
-  if (!std::getenv("RT_SLURM_TASK")) return std::nullopt;
   if (words.size() == 1 && words[0] == "--slurm-check") {
     slurm_check();
     return 0;

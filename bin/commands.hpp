@@ -40,8 +40,8 @@ int instance_command(const std::vector<std::string>& words);
 int run_full_program(const std::vector<std::string>& args);
 // The Slurm plugin made rt a task's program (include/rt/slurm.hpp): turns
 // `words` into the task's exec command line, or returns the exit status
-// when the task ends here (--slurm-check, --container-save). nullopt
-// outside such a task.
+// when the task ends here (--slurm-check, --container-save). Called only
+// when RT_SLURM_TASK is set.
 std::optional<int> slurm_task_command(std::vector<std::string>& words);
 // Where the full program may be: beside this one, or in ../libexec/rt/.
 std::vector<std::string> full_program_paths();

@@ -36,15 +36,18 @@ int main(int argc, char** argv) {
     return rt::kExitRtFailed;
   }
   std::vector<std::string> words(argv + 1, argv + argc);
-  // A task of the Slurm plugin: errors name the node.
+  // A task of the Slurm plugin: its errors name the node.
   std::string node;
+  auto report = [&node](const rt::Error& e) {
+    rt::print_error(node.empty() ? e : rt::Error(node + ": " + e.what(), e.hint()));
+    return e.exit_code();
+  };
   if (const char* task = std::getenv("RT_SLURM_TASK"); task && *task) {
     if (const char* n = std::getenv("SLURMD_NODENAME")) node = n;
     try {
       if (auto rc = rt::cli::slurm_task_command(words)) return *rc;
     } catch (const rt::Error& e) {
-      rt::print_error(node.empty() ? e : rt::Error(node + ": " + e.what(), e.hint()));
-      return e.exit_code();
+      return report(e);
     }
   }
 #ifdef RT_FULL
@@ -68,8 +71,7 @@ int main(int argc, char** argv) {
     try {
       if (auto rc = rt::cli::exec_command(words)) return *rc;
     } catch (const rt::Error& e) {
-      rt::print_error(node.empty() ? e : rt::Error(node + ": " + e.what(), e.hint()));
-      return e.exit_code();
+      return report(e);
     } catch (const std::exception& e) {  // a bug, but never an abort: exit 125 with what it says
       rt::print_error(rt::Error(e.what()));
       return rt::kExitRtFailed;

@@ -134,27 +134,23 @@ static int any_option(void) {
   return values[O_IMAGE] || values[O_NAME];
 }
 
-/* "key=value" lines for rt (site settings first: a user's mounts follow
- * the site's). NULL when nothing asks for a container. */
+/* "key=value" lines for rt; "mounts" may come more than once (the site's
+ * first, then the user's, then the batch script's), and rt takes them all.
+ * NULL when nothing asks for a container. */
 static char *task_lines(const char *argv0, int batch) {
   if (!any_option()) return NULL;
-  size_t size = 64 + (argv0 ? strlen(argv0) : 0);
+  size_t size = 128 + (site_storage ? strlen(site_storage) : 0) + (site_mounts ? strlen(site_mounts) : 0);
   for (int k = 0; k < O_N; ++k) size += values[k] ? strlen(values[k]) + 16 : 0;
-  size += (site_storage ? strlen(site_storage) : 0) + (site_mounts ? strlen(site_mounts) : 0) + 64;
-  size += argv0 ? 2 * strlen(argv0) + 16 : 0;
+  size += argv0 ? 3 * strlen(argv0) : 0;
   char *out = malloc(size), *p = out;
   if (!out) return NULL;
   *p = 0;
+  if (site_mounts) p += sprintf(p, "mounts=%s\n", site_mounts);
+  if (site_storage) p += sprintf(p, "storage=%s\n", site_storage);
   for (int k = 0; k < O_N; ++k) {
-    const char *v = values[k];
-    if (k == O_MOUNT_HOME && !v) v = site_mount_home;
-    if (k == O_MOUNTS && site_mounts) {
-      p += sprintf(p, "mounts=%s%s%s\n", site_mounts, v ? "," : "", v ? v : "");
-      continue;
-    }
+    const char *v = values[k] ? values[k] : k == O_MOUNT_HOME ? site_mount_home : NULL;
     if (v) p += sprintf(p, "%s=%s\n", keys[k], v);
   }
-  if (site_storage) p += sprintf(p, "storage=%s\n", site_storage);
   /* The batch script lives in slurmd's spool directory: bound in. */
   if (batch) p += sprintf(p, "mounts=%s:%s:ro\n", argv0, argv0);
   if (argv0) sprintf(p, "argv0=%s\n", argv0);

@@ -121,7 +121,8 @@ expect_status 1 "a flag rt cannot honour fails srun" -- srun_ -N 4 --container-i
 expect_match "$ERR" "rt cannot honour the flag .noexec." "the message names the flag"
 expect_status 1 "a user in the image name is refused" -- srun_ -N 1 --container-image=me@example.org#img /bin/true
 expect_match "$ERR" "a user name in the image .USER@. is not supported" "the message says why"
-out=$(srun_ -N 4 -n 4 -l --container-image="$T/missing.sqfs" /bin/true 2>&1) && fail "a missing image must fail the step"
+out=$(srun_ -N 4 -n 4 -l -J rt-plugin-missing --container-image="$T/missing.sqfs" /bin/true 2>&1) &&
+  fail "a missing image must fail the step"
 for n in 1 2 3 4; do
   expect_match "$out" "node$n: image .*missing.sqfs" "a missing image: node$n says so"
 done
@@ -131,4 +132,4 @@ pass "the failing steps ended at once"
 # job's next step; nothing may be left of the failed one.)
 left=$(pgrep -u "$(id -u)" -f "missing.sqfs" || true)
 [ -z "$left" ] || fail "processes of the failed step left running: $(ps -o pid,args -p "${left//$'\n'/,}")"
-expect_eq "$(on_head squeue -h -u "$(id -un)" -t running -s | grep -vc batch || true)" 0 "no step left running"
+expect_eq "$(on_head squeue -h -n rt-plugin-missing | wc -l)" 0 "no step of it left running"
