@@ -20,7 +20,8 @@ cp -r "$RT_SOURCE_DIR/test/build" "$T/ctx"
 cd "$T"
 "$RT" import -q "$RT_DEBIAN_ROOTFS" debian
 
-# Build-time noise: logs, caches of inode numbers, podman's own /etc/hosts.
+# Build-time noise: logs, caches of inode numbers, podman's own /etc/hosts,
+# the build's date in /etc/shadow (--shadow-days).
 # Set-id bits are left out too: rt's unpacker drops them from the base (no
 # id but the caller's exists in a rootless tree).
 noise=(--exclude '^var/log/' --exclude '^var/cache/ldconfig/aux-cache$' --exclude '^etc/hosts$'
@@ -32,8 +33,8 @@ compare_with_podman() { # NAME
     echo "SKIP: no podman reference for $name (test/run-all.sh makes them)"
     return
   fi
-  python3 "$LISTING" tar "$ref/$name.tar" --no-setid "${noise[@]}" >"$T/podman.list"
-  python3 "$LISTING" dir "$RT_STORAGE/images/$name/rootfs" --no-setid "${noise[@]}" >"$T/rt.list"
+  python3 "$LISTING" tar "$ref/$name.tar" --no-setid --shadow-days "${noise[@]}" >"$T/podman.list"
+  python3 "$LISTING" dir "$RT_STORAGE/images/$name/rootfs" --no-setid --shadow-days "${noise[@]}" >"$T/rt.list"
   if ! diff -u "$T/podman.list" "$T/rt.list" >"$T/tree.diff"; then
     head -40 "$T/tree.diff" >&2
     fail "$name: the tree differs from podman build's"

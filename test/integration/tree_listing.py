@@ -3,9 +3,12 @@
 by two builders: owners and times left out (a rootless tree has one owner),
 file contents by SHA-256, symlinks by target, hard links as the files they
 name. Paths matching any --exclude regular expression are left out.
+With --shadow-days, the day-of-last-change field of etc/shadow and
+etc/shadow- is blanked before hashing: useradd writes the build's date
+there, and two builds of one Dockerfile may straddle midnight.
 
-  tree_listing.py dir ROOT [--no-setid] [--exclude RE]...
-  tree_listing.py tar FILE [--no-setid] [--exclude RE]...
+  tree_listing.py dir ROOT [--no-setid] [--shadow-days] [--exclude RE]...
+  tree_listing.py tar FILE [--no-setid] [--shadow-days] [--exclude RE]...
 """
 import argparse
 import hashlib
@@ -14,6 +17,21 @@ import re
 import stat
 import sys
 import tarfile
+
+SHADOW = {"etc/shadow", "etc/shadow-"}
+MASK_SHADOW_DAYS = False
+
+
+def digest(rel, data):
+    if MASK_SHADOW_DAYS and rel in SHADOW:
+        lines = []
+        for line in data.split(b"\n"):
+            f = line.split(b":")
+            if len(f) > 2:
+                f[2] = b""
+            lines.append(b":".join(f))
+        data = b"\n".join(lines)
+    return hashlib.sha256(data).hexdigest()
 
 
 def from_dir(root):
@@ -29,11 +47,8 @@ def from_dir(root):
             elif stat.S_ISDIR(st.st_mode):
                 out[rel] = ("d", mode, "")
             elif stat.S_ISREG(st.st_mode):
-                h = hashlib.sha256()
                 with open(path, "rb") as f:
-                    for chunk in iter(lambda: f.read(1 << 20), b""):
-                        h.update(chunk)
-                out[rel] = ("f", mode, h.hexdigest())
+                    out[rel] = ("f", mode, digest(rel, f.read()))
             elif stat.S_ISFIFO(st.st_mode):
                 out[rel] = ("p", mode, "")
     return out
@@ -57,8 +72,7 @@ def from_tar(file):
                 target = m
                 if m.islnk():
                     target = members[os.path.normpath(m.linkname.lstrip("/"))]
-                h = hashlib.sha256(t.extractfile(target).read())
-                out[rel] = ("f", m.mode & 0o7777, h.hexdigest())
+                out[rel] = ("f", m.mode & 0o7777, digest(rel, t.extractfile(target).read()))
             elif m.isfifo():
                 out[rel] = ("p", m.mode & 0o7777, "")
     return out
@@ -70,7 +84,10 @@ def main():
     p.add_argument("path")
     p.add_argument("--exclude", action="append", default=[])
     p.add_argument("--no-setid", action="store_true", help="leave set-user-id and set-group-id bits out")
+    p.add_argument("--shadow-days", action="store_true", help="blank the day of last change in etc/shadow")
     a = p.parse_args()
+    global MASK_SHADOW_DAYS
+    MASK_SHADOW_DAYS = a.shadow_days
     entries = from_dir(a.path) if a.kind == "dir" else from_tar(a.path)
     skip = [re.compile(e) for e in a.exclude]
     for rel in sorted(entries):
