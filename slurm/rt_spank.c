@@ -190,6 +190,37 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   return ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR ? check() : 0;
 }
 
+/* srun --multi-prog: srun has read its configuration file into argv[1]
+ * (argv[0] is the file's name). Slurm takes each task's program from that
+ * file after this plugin's last word, so rt cannot be put in front of it. */
+static int is_multi_prog(int argc, char **argv) {
+  if (argc != 2 || !argv[0] || !argv[1] || !strchr(argv[1], '\n')) return 0;
+  FILE *f = fopen(argv[0], "r");
+  if (!f) return 0;
+  size_t n = strlen(argv[1]), got = 0;
+  char *buf = malloc(n + 2);
+  if (buf) got = fread(buf, 1, n + 1, f);
+  fclose(f);
+  int same = buf && got == n && memcmp(buf, argv[1], n) == 0;
+  free(buf);
+  return same;
+}
+
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av) {
+  (void)ac;
+  (void)av;
+  if (!enabled || !any_option()) return 0;
+  int argc = 0;
+  char **argv = NULL;
+  if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS) return 0;
+  if (!is_multi_prog(argc, argv)) return 0;
+  slurm_error("rt: srun --multi-prog cannot run its tasks in a container (--container-image or "
+              "--container-name): Slurm picks each task's program from %s after rt's plugin has run; "
+              "put `rt exec IMAGE` in front of each program in that file instead",
+              argv[0]);
+  return -1;
+}
+
 int slurm_spank_task_init(spank_t sp, int ac, char **av) {
   (void)ac;
   (void)av;

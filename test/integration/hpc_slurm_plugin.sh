@@ -7,8 +7,10 @@
 #   - every option: mounts with flags, workdir, env, home, writable,
 #     remap-root, entrypoint, a named container kept across steps, save;
 #   - an #SBATCH --container-image job script, as pyxis documents it;
-#   - errors: a refused option fails srun before any task starts, a missing
-#     image fails the step at once, naming the node; nothing is left running.
+#   - errors: a refused option (or srun --multi-prog, whose programs Slurm
+#     takes from its file after the plugin) fails srun before any task
+#     starts, a missing image fails the step at once, naming the node;
+#     nothing is left running.
 . "$(dirname "$0")/lib.sh"
 [ -n "${RT_CLUSTER:-}" ] || skip "RT_CLUSTER not set (test/run-all.sh starts a cluster with test/hpc/cluster.sh)"
 [ -s "${RT_DEBIAN_MPI_ROOTFS:-}" ] || skip "RT_DEBIAN_MPI_ROOTFS not set (test/run-all.sh builds it with mmdebstrap)"
@@ -121,6 +123,13 @@ expect_status 1 "a flag rt cannot honour fails srun" -- srun_ -N 4 --container-i
 expect_match "$ERR" "rt cannot honour the flag .noexec." "the message names the flag"
 expect_status 1 "a user in the image name is refused" -- srun_ -N 1 --container-image=me@example.org#img /bin/true
 expect_match "$ERR" "a user name in the image .USER@. is not supported" "the message says why"
+printf '0 /bin/true\n* /bin/echo task %%t\n' >multi.conf
+expect_status 1 "srun --multi-prog with a container is refused" -- srun_ -N 2 -n 2 -J rt-plugin-multi \
+  --container-image="$T/img.sqfs" --multi-prog multi.conf
+expect_match "$ERR" "srun --multi-prog cannot run its tasks in a container" "the message says why"
+expect_eq "$(on_head squeue -h -n rt-plugin-multi | wc -l)" 0 "no step of it left running"
+expect_eq "$(srun_ -N 2 -n 2 --multi-prog multi.conf | sort | tr '\n' ' ')" "task 1 " \
+  "srun --multi-prog without a container still runs on the host"
 out=$(srun_ -N 4 -n 4 -l -J rt-plugin-missing --container-image="$T/missing.sqfs" /bin/true 2>&1) &&
   fail "a missing image must fail the step"
 for n in 1 2 3 4; do
