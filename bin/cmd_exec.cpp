@@ -89,9 +89,9 @@ int run_full_program(const std::vector<std::string>& args) {
 
 bool is_exec_verb(const std::string& w) { return w == "exec" || w == "run" || w == "shell" || w == "instance"; }
 
-void exec_full_program(const std::vector<std::string>& words) {
+void exec_full_program(const std::vector<std::string>& words, const char* argv0) {
   const std::vector<std::string> paths = full_program_paths();
-  std::vector<char*> argv{const_cast<char*>("rt")};
+  std::vector<char*> argv{const_cast<char*>(argv0)};
   for (const auto& w : words) argv.push_back(const_cast<char*>(w.c_str()));
   argv.push_back(nullptr);
   for (const auto& path : paths) {
@@ -119,6 +119,11 @@ std::optional<int> exec_command(const std::vector<std::string>& words) {
   // Root emulation is built with libseccomp, which only rt-image links.
   if (opts->seccomp) exec_full_program(words);
 #endif
+  return run_exec(*opts);
+}
+
+int run_exec(const ExecOptions& given) {
+  const ExecOptions* opts = &given;
   try {
     if (!opts->dry_run && !opts->no_pull && step_image_to_send(*opts)) {
       std::vector<std::string> stage{"stage", "--step", "-q"};

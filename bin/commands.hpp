@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "rt/exec.hpp"
+
 namespace rt::cli {
 
 // A registered subcommand: `run` is called after parsing and returns the
@@ -34,7 +36,8 @@ int instance_command(const std::vector<std::string>& words);
 
 // Replaces this process with the full program, given `words` (after the
 // program name). Throws rt::Error when it cannot.
-[[noreturn]] void exec_full_program(const std::vector<std::string>& words);
+// `argv0`: what it is started as ("apptainer": that personality).
+[[noreturn]] void exec_full_program(const std::vector<std::string>& words, const char* argv0 = "rt");
 
 // Runs the full program with `args` and returns its exit status.
 int run_full_program(const std::vector<std::string>& args);
@@ -50,5 +53,8 @@ std::vector<std::string> full_program_paths();
 // (the per-rank path). nullopt when help is asked for: CLI11 shows it.
 // Throws rt::Error for words it cannot read.
 std::optional<int> exec_command(const std::vector<std::string>& words);
+// exec with options read (an image reference not stored is pulled, or
+// sent from the step's first node); the exit status when exec returns.
+int run_exec(const ExecOptions& options);
 
 }  // namespace rt::cli

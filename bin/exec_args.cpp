@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "rt/error.hpp"
+#include "util/strings.hpp"
 
 namespace rt::cli {
 
@@ -29,6 +30,34 @@ unsigned parse_id(const std::string& v, const char* opt) {
   return static_cast<unsigned>(n);
 }
 
+// Docker's --mount type=bind,source=SRC,target=DST[,readonly] (the keys
+// also as src, dst, destination; `readonly` also as ro, ro=true) as a
+// --bind value.
+std::string docker_mount(const std::string& v) {
+  std::string src, dst, type = "bind";
+  bool ro = false;
+  for (const auto& field : util::split(v, ',')) {
+    const size_t eq = field.find('=');
+    const std::string k = field.substr(0, eq), val = eq == std::string::npos ? "" : field.substr(eq + 1);
+    if (k == "type")
+      type = val;
+    else if (k == "source" || k == "src")
+      src = val;
+    else if (k == "target" || k == "dst" || k == "destination")
+      dst = val;
+    else if ((k == "readonly" || k == "ro") && (eq == std::string::npos || val == "true" || val == "1"))
+      ro = true;
+    else if (!((k == "readonly" || k == "ro") && (val == "false" || val == "0")))
+      throw Error("--mount " + util::quoted(v) + ": rt does not know `" + field + "`",
+                  "rt takes type=bind,source=SRC,target=DST[,readonly]");
+  }
+  if (type != "bind") throw Error("--mount " + util::quoted(v) + ": only type=bind is supported, not `" + type + "`");
+  if (src.empty() || dst.empty()) throw Error("--mount " + util::quoted(v) + " needs source= and target=");
+  if (src.find(':') != std::string::npos || dst.find(':') != std::string::npos)
+    throw Error("--mount " + util::quoted(v) + ": a path with ':' cannot be bound");
+  return src + ":" + dst + (ro ? ":ro" : "");
+}
+
 constexpr OptSpec kOptions[] = {
     {"-v,--verbose", nullptr, "print the plan (ids, mounts, environment); twice adds timings",
      [](ExecState& s, const std::string&) { ++s.verbose; }},
@@ -39,8 +68,10 @@ constexpr OptSpec kOptions[] = {
      [](ExecState& s, const std::string& v) { s.opts.gid = parse_id(v, "--gid"); }},
     {"--root", nullptr, "be uid 0 and gid 0 inside (same as --uid 0 --gid 0)",
      [](ExecState& s, const std::string&) { s.root = true; }},
-    {"-b,--bind", "SRC[:DST[:ro]]", "bind SRC at DST (default: SRC), read-only with :ro; repeatable",
+    {"-b,--bind,--volume", "SRC[:DST[:ro]]", "bind SRC at DST (default: SRC), read-only with :ro; repeatable",
      [](ExecState& s, const std::string& v) { s.binds.push_back(v); }},
+    {"--mount", "type=bind,source=SRC,target=DST[,readonly]", "a bind in Docker's form; repeatable",
+     [](ExecState& s, const std::string& v) { s.binds.push_back(docker_mount(v)); }},
     {"-w,--write", nullptr, "make a directory image writable",
      [](ExecState& s, const std::string&) { s.opts.write = true; }},
     {"--write-tmpfs", nullptr, "writable image with changes kept in memory and discarded at exit",
@@ -52,7 +83,28 @@ constexpr OptSpec kOptions[] = {
      [](ExecState& s, const std::string&) { s.opts.private_tmp = true; }},
     {"--no-home", nullptr, "do not bind your home directory",
      [](ExecState& s, const std::string&) { s.opts.no_home = true; }},
-    {"--cd", "DIR", "start in DIR inside the container", [](ExecState& s, const std::string& v) { s.opts.cd = v; }},
+    {"--home", "SRC[:DST]", "bind SRC at DST (default: SRC) as the home directory instead of yours",
+     [](ExecState& s, const std::string& v) { s.opts.home = v; }},
+    {"--contain", nullptr,
+     "share no directory but /dev, /proc, /sys and binds: private /tmp and /var/tmp, an empty home, no working "
+     "directory",
+     [](ExecState& s, const std::string&) { s.opts.contain = true; }},
+    {"--tmpfs", "DIR", "a private empty tmpfs at DIR inside; repeatable",
+     [](ExecState& s, const std::string& v) { s.opts.tmpfs.push_back(v); }},
+    {"--cd,--workdir", "DIR", "start in DIR inside the container",
+     [](ExecState& s, const std::string& v) { s.opts.cd = v; }},
+    {"--rm", nullptr, "accepted: nothing of a container is kept after it exits",
+     [](ExecState&, const std::string&) {}},
+    {"--net", "none", "a network namespace of its own with only the loopback interface",
+     [](ExecState& s, const std::string& v) {
+       if (v != "none" && v != "host")
+         throw Error("--net " + v + ": rt has no network but the host's and none", "use --net none (or --net host)");
+       s.opts.net_none = v == "none";
+     }},
+    {"--pid", nullptr, "a PID namespace of its own: the program is PID 1's child and nothing outlives it",
+     [](ExecState& s, const std::string&) { s.opts.pid_namespace = true; }},
+    {"--ipc", nullptr, "System V IPC and POSIX message queues of its own",
+     [](ExecState& s, const std::string&) { s.opts.ipc_namespace = true; }},
     {"-e,--env", "NAME=VALUE", "set NAME=VALUE inside; repeatable",
      [](ExecState& s, const std::string& v) { s.opts.env_set.push_back(v); }},
     {"--env-file", "FILE", "read NAME=VALUE lines from FILE; repeatable",
@@ -103,7 +155,9 @@ const OptSpec* find_option(std::string_view name) {
   return nullptr;
 }
 
-const char* verb_of(ExecMode mode) { return mode == ExecMode::Exec ? "exec" : mode == ExecMode::Run ? "run" : "shell"; }
+const char* verb_of(ExecMode mode) {
+  return mode == ExecMode::Exec ? "exec" : mode == ExecMode::Run ? "run" : mode == ExecMode::Test ? "test" : "shell";
+}
 
 Error usage(ExecMode mode, const std::string& what) {
   const std::string verb = verb_of(mode);

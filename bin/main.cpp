@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "apptainer.hpp"
 #include "commands.hpp"
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
@@ -53,6 +54,18 @@ int main(int argc, char** argv) {
 #ifdef RT_FULL
   rt::enable_root_emulation();
 #endif
+  // Started as apptainer or singularity: that command line (apptainer.hpp).
+  if (rt::cli::apptainer_personality(argv[0])) {
+    try {
+      return rt::cli::apptainer_main(words);
+    } catch (const rt::Error& e) {
+      rt::print_error(e);
+      return e.exit_code();
+    } catch (const std::exception& e) {
+      rt::print_error(rt::Error(e.what()));
+      return rt::kExitRtFailed;
+    }
+  }
 #ifndef RT_FULL
   if (words.size() == 1 && words[0] == "--version") {
     std::printf("rt %s\n", RT_VERSION);

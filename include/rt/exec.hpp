@@ -22,6 +22,7 @@ enum class ExecMode {
   Exec,   // run `command` (PROG ARGS...)
   Run,    // image ENTRYPOINT + (command if given, else CMD), in WORKDIR
   Shell,  // an interactive shell: $SHELL if the image has it, else /bin/sh
+  Test,   // the image's test script (/.singularity.d/test) with `command` as its arguments
 };
 
 struct ExecOptions {
@@ -39,7 +40,23 @@ struct ExecOptions {
   bool private_tmp = false;  // a private tmpfs on /tmp instead of the host's
   bool image_tmp = false;    // the image's own /tmp, neither the host's nor a tmpfs (rt build's RUN)
   bool no_home = false;      // do not bind $HOME
+  // "SRC[:DST]": SRC bound at DST (default SRC) as the home directory
+  // (HOME and the passwd entry say DST) instead of the caller's home.
+  std::string home;
+  // Share no file system with the host beyond /dev, /proc, /sys, binds and
+  // home: a private /tmp and /var/tmp, an empty home directory (unless
+  // `home` is given), the working directory not bound (the program starts
+  // in the home directory unless `cd` is given).
+  bool contain = false;
+  std::vector<std::string> tmpfs;  // directories inside given a private empty tmpfs
   std::string cd;            // working directory inside; default: the caller's
+  // Namespaces beyond user and mount: a network namespace with only a
+  // loopback interface (--net none), System V IPC of its own (--ipc).
+  bool net_none = false;
+  bool ipc_namespace = false;
+  // A directory given as a path is the root filesystem even without bin,
+  // usr or etc (Apptainer's sandbox directories).
+  bool any_directory = false;
 
   bool clean_env = false;
   std::vector<std::string> env_unset;  // globs
@@ -74,7 +91,8 @@ struct ExecOptions {
 };
 
 // Replaces the calling process with the container's program (host ->
-// namespace -> container root). Returns only when dry_run is set; throws
+// namespace -> container root). Returns only when dry_run is set, or for
+// ExecMode::Test when the image has no test script (said at -v); throws
 // rt::Error (exit code 125/126/127) when anything fails before the program
 // starts.
 void exec(const ExecOptions& options);

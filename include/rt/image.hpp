@@ -51,15 +51,16 @@ struct ConvertOptions : StoreOptions {
   int level = 0;                     // 0: the algorithm's default here (zstd 3, gzip 6)
   int jobs = 0;                      // 0: all processors
   bool force = false;                // replace an existing destination
-  std::string to;                    // "sqfs", "dir", "store"; "": from DST's form
+  std::string to;                    // "sqfs", "sif", "dir", "store"; "": from DST's form
   std::string format;                // into the store: as ImportOptions::format
 };
 // SRC (store name, bundle, root-filesystem directory, SquashFS file,
 // docker-archive, OCI layout or root-filesystem tar) into DST: a SquashFS
 // file (with the image configuration inside at /.rt/image-config.json), a
-// bundle directory, or a store name. DST's form decides unless `to` is
-// set: a name ending in .sqfs/.squashfs/.sqsh is SquashFS, a path with a
-// '/' a directory, a plain name a store name.
+// SIF file holding that SquashFS image, a bundle directory, or a store
+// name. DST's form decides unless `to` is set: a name ending in
+// .sqfs/.squashfs/.sqsh is SquashFS, .sif SIF, a path with a '/' a
+// directory, a plain name a store name.
 void convert(const std::string& src, const std::string& dst, const ConvertOptions& options);
 
 struct BuildOptions : StoreOptions {

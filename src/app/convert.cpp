@@ -1,6 +1,7 @@
 // rt convert: an image (store name, bundle or root-filesystem directory)
 // into one SquashFS file, with its configuration inside (host).
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,15 +36,18 @@
 namespace rt {
 namespace {
 
-enum class Target { Sqfs, Dir, Store };
+enum class Target { Sqfs, Sif, Dir, Store };
 
 Target target_of(const std::string& to, const std::string& dst) {
   if (to == "sqfs") return Target::Sqfs;
+  if (to == "sif") return Target::Sif;
   if (to == "dir") return Target::Dir;
   if (to == "store") return Target::Store;
-  if (!to.empty()) throw Error("--to: unknown target `" + to + "`", "use --to sqfs, --to dir or --to store");
+  if (!to.empty())
+    throw Error("--to: unknown target `" + to + "`", "use --to sqfs, --to sif, --to dir or --to store");
   for (const char* ext : {".sqfs", ".squashfs", ".sqsh"})
     if (dst.ends_with(ext)) return Target::Sqfs;
+  if (dst.ends_with(".sif")) return Target::Sif;
   if (dst.find('/') != std::string::npos || dst == "." || dst == "..") return Target::Dir;
   return Target::Store;
 }
@@ -135,6 +139,34 @@ void copy_span(const std::string& from, const squash::Span& span, const std::str
   }
 }
 
+// The SquashFS image `sqfs` as the primary partition of the new SIF file `to`.
+void write_sif(const std::string& sqfs, const std::string& to) {
+  struct stat st;
+  if (::stat(sqfs.c_str(), &st) != 0) throw SysError{errno, "stat", sqfs};
+  std::string id(16, '\0');
+  if (::getrandom(id.data(), id.size(), 0) != static_cast<ssize_t>(id.size())) throw SysError{errno, "getrandom"};
+  id[6] = static_cast<char>((id[6] & 0x0f) | 0x40);  // a version 4 UUID
+  id[8] = static_cast<char>((id[8] & 0x3f) | 0x80);
+  const std::string prefix = squash::sif_prefix(static_cast<uint64_t>(st.st_size), id, ::time(nullptr));
+  util::UniqueFd out = util::open_fd(to, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  util::write_all(out.get(), prefix, to);
+  util::UniqueFd in = util::open_fd(sqfs, O_RDONLY);
+  auto at = static_cast<loff_t>(prefix.size());
+  for (;;) {
+    ssize_t n = ::copy_file_range(in.get(), nullptr, out.get(), &at, 1 << 30, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw SysError{errno, "copy_file_range", sqfs, to};
+    if (n == 0) break;
+  }
+}
+
+// A Singularity 2 image's SquashFS (a "#!" line before it); {} for a plain one.
+squash::Span simg_span_of(const std::string& file) {
+  util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw SysError{errno, "open", file};
+  return squash::simg_span(fd.get()).value_or(squash::Span{});
+}
+
 // A SIF file's root filesystem partition (squash/sif.hpp); throws its errors.
 squash::Span sif_root_span(const std::string& file) {
   util::UniqueFd fd = util::open_fd(file, O_RDONLY | O_NONBLOCK);
@@ -180,6 +212,20 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   if (target == Target::Sqfs || (target == Target::Store && store_format(o.format) == "sqfs"))
     image::check_compression(o.compression);
   const std::string src_path = util::normalize_path(src, cwd);
+  if (target == Target::Sif) {
+    // The SquashFS image first, beside DST, then wrapped: SIF's header and
+    // descriptor table, the image after them.
+    util::TempDirBeside work(dst);
+    const std::string sqfs = work.path("image.sqfs"), sif = work.path("image.sif");
+    ConvertOptions so = o;
+    so.to = "sqfs";
+    so.verbosity = o.verbosity > 0 ? o.verbosity : -1;
+    convert(src, sqfs, so);
+    write_sif(sqfs, sif);
+    if (::rename(sif.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", sif, dst};
+    util::note("wrote `" + dst + "`");
+    return;
+  }
 
   // docker-archive, OCI layout, root-filesystem tar: through import. Only
   // where the name is a path (store::name_kind): a bare name never is.
@@ -207,9 +253,9 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
     const std::string& file = img.rootfs;
     // A SIF file: its SquashFS partition (Apptainer's /.singularity.d
     // inside it keeps working wherever it goes).
-    const squash::Span span = img.sif ? sif_root_span(file) : squash::Span{};
+    const squash::Span span = img.sif ? sif_root_span(file) : simg_span_of(file);
     if (target == Target::Sqfs) {
-      if (file == src_path && !img.sif) throw Error("`" + src + "` is already a SquashFS image");
+      if (file == src_path && !img.sif && span.offset == 0) throw Error("`" + src + "` is already a SquashFS image");
       return copy_file(file, dst, span);  // as it is
     }
     std::optional<std::string> config = squash::Image(file).read_file(squash::kConfigPath);
@@ -217,7 +263,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
     // partition is copied out first, into a private directory.
     std::optional<util::TempDirBeside> scratch;
     std::string tree = file;
-    if (img.sif) {
+    if (img.sif || span.offset != 0) {
       scratch.emplace(target == Target::Store ? app::Store(o.storage).tmp_dir() + "/sif" : dst);
       tree = scratch->path("root.sqfs");
       copy_span(file, span, tree);

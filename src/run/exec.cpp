@@ -51,7 +51,7 @@ run::Identity identity(const ExecOptions& o, const HostInfo& h) {
     id.home = "/root";
   } else {
     id.user = h.user;
-    id.home = o.no_home ? "/" : h.home;
+    id.home = run::home_inside(o, h);
   }
   id.group = id.gid == 0 ? "root" : id.gid == h.gid ? h.group : "group" + std::to_string(id.gid);
   id.shell = "/bin/sh";  // the image's shell; the host's may not exist there
@@ -62,6 +62,10 @@ void check_bind_sources(const ExecOptions& o, const HostInfo& h) {
   for (const auto& b : o.binds) {
     std::string src = util::normalize_path(b.src, h.cwd.empty() ? "/" : h.cwd);
     if (!util::path_exists(src)) throw Error("bind source `" + src + "` does not exist (from --bind " + b.src + ")");
+  }
+  if (auto b = run::home_spec(o)) {
+    std::string src = util::normalize_path(b->src, h.cwd.empty() ? "/" : h.cwd);
+    if (!util::is_directory(src)) throw Error("--home " + o.home + ": `" + src + "` is not a directory");
   }
 }
 
@@ -119,7 +123,7 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
   ein.files = env_file_entries(o);
   ein.set = o.env_set;
   ein.container = image.name();
-  if (id.uid == 0 || o.no_home) ein.home = id.home;
+  if (id.uid == 0 || o.no_home || !o.home.empty()) ein.home = id.home;
   Prepared p;
   p.env = run::compute_env(ein, show ? &p.env_changes : nullptr);
   run::apply_injected_env(injection, p.env);
@@ -137,7 +141,14 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
   }
   const run::ApptainerFiles apptainer = image.apptainer();
   p.argv = run::command_for(o.mode, o.command, config, image.name(), shell, apptainer);
-  if (apptainer.env_scripts) p.argv = run::after_apptainer_env(std::move(p.argv));
+  // Sourced by the image's /bin/sh; an image without one (a single static
+  // program) runs its program directly.
+  if (apptainer.env_scripts) {
+    if (image.has("/bin/sh"))
+      p.argv = run::after_apptainer_env(std::move(p.argv));
+    else
+      util::debug("image has /.singularity.d/env but no /bin/sh: its environment scripts are not sourced");
+  }
   // An image's USER is not honoured: the program runs as the caller, as
   // under Apptainer. rt run says so, once per node (the first local rank).
   if (o.mode == ExecMode::Run && config && !config->user.empty() && launcher.local_rank <= 0) {
@@ -215,6 +226,7 @@ void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, cons
   // read-write or reach the holder. One more user namespace below, mapping
   // the same ids, leaves it none over them: the mounts are locked
   // (mount_namespaces(7), "Restrictions on mount namespaces").
+  run::enter_net_ipc_namespaces(o.net_none, o.ipc_namespace);
   if (o.pid_namespace) run::enter_pid_namespace("rt-init " + (instance ? instance->name : image.name()));
   if (p.plan.inner_uid == 0) run::enter_nested_user_namespace(p.plan.inner_uid, p.plan.inner_gid);
   // None of rt's descriptors (the store, holders' sockets and namespaces,
@@ -249,6 +261,7 @@ ExecOptions for_instance(const ExecOptions& in, const run::InstanceRecord& r) {
   if (in.write || in.write_tmpfs) given = in.write ? "--write" : "--write-tmpfs";
   if (in.private_tmp) given = "--private-tmp";
   if (in.no_home) given = "--no-home";
+  if (!in.home.empty() || in.contain || !in.tmpfs.empty()) given = "--home, --contain or --tmpfs";
   if (!in.mpi.empty() || in.gpu == ExecOptions::Inject::On || in.ib == ExecOptions::Inject::On || !in.devices.empty())
     given = "--mpi, --gpu, --ib or --device";
   if (in.uid || in.gid) given = "--uid/--gid";
@@ -283,7 +296,11 @@ void exec(const ExecOptions& given) {
   // Host: gather and decide everything while errors are easy to explain.
   HostInfo host = run::gather_host_info();
   if (o.base_env) host.env = *o.base_env;
-  const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage);
+  const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage, o.any_directory);
+  if (o.mode == ExecMode::Test && !image->has(run::kApptainerTest)) {
+    util::info("image `" + image->name() + "` has no test script (" + run::kApptainerTest + "): nothing to test");
+    return;
+  }
   check_bind_sources(o, host);
   const hpc::Launcher launcher = hpc::detect_launcher([](const char* k) { return std::getenv(k); });
   if (launcher.local_rank <= 0) run::warn_if_foreign(image->image());  // once per node: its lstats are not every rank's
@@ -366,17 +383,22 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
   o.only_stdio = true;  // no launcher stands behind an instance
   o.pid_namespace = true;  // rt instance stop reaches all it started
   HostInfo host = run::gather_host_info();
-  const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage);
+  const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage, o.any_directory);
   // Entered again later (instance://NAME) from anywhere: a path is kept absolute.
   if (!image->image().path.empty()) o.image = image->image().path;
   run::warn_if_foreign(image->image());
   check_bind_sources(o, host);
-  // As Apptainer does: the image's startscript with ARGS, else ARGS as the command.
-  if (image->apptainer().startscript)
+  // As Apptainer does: the image's startscript with ARGS, else ARGS as the
+  // command; with neither, what rt run would run (ENTRYPOINT and CMD).
+  if (image->apptainer().startscript) {
     o.command.insert(o.command.begin(), run::kApptainerStartscript);
-  else if (o.command.empty())
-    throw Error("image `" + image->name() + "` has no startscript (/.singularity.d/startscript)",
-                "give the command: rt instance start IMAGE " + name + " PROG [ARGS...]");
+  } else if (o.command.empty()) {
+    const run::ImageConfig* config = image->config();
+    if (!config || (config->entrypoint.empty() && config->cmd.empty()))
+      throw Error("image `" + image->name() + "` has no startscript (/.singularity.d/startscript), ENTRYPOINT or CMD",
+                  "give the command: rt instance start IMAGE " + name + " PROG [ARGS...]");
+    o.command = run::command_for(ExecMode::Run, {}, config, image->name(), "");
+  }
   run::InstanceRecord r;
   r.info.name = name;
   r.info.image = o.image;

@@ -78,7 +78,7 @@ StepImage step_image(const ExecOptions& o) {
 
 }  // namespace
 
-Image open_image(const std::string& given, const std::string& cwd, const std::string& storage) {
+Image open_image(const std::string& given, const std::string& cwd, const std::string& storage, bool any_directory) {
   if (given.empty()) throw Error("no image given");
   Image img;
   img.name = given;
@@ -163,7 +163,7 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
     img.config = parse_image_config(*text, bundle_config);
     return img;
   }
-  if (!looks_like_rootfs(path)) {
+  if (!any_directory && !looks_like_rootfs(path)) {
     if (is_dir_at(bundle_rootfs) && looks_like_rootfs(bundle_rootfs)) {
       img.rootfs = bundle_rootfs;
       return img;

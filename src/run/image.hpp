@@ -37,6 +37,7 @@ struct ApptainerFiles {
 inline constexpr const char* kApptainerEnvDir = "/.singularity.d/env";
 inline constexpr const char* kApptainerRunscript = "/.singularity.d/runscript";
 inline constexpr const char* kApptainerStartscript = "/.singularity.d/startscript";
+inline constexpr const char* kApptainerTest = "/.singularity.d/test";
 
 // Looks for them in `tree`, anything with has(PATH) and list(DIR).
 template <class Tree>
@@ -56,7 +57,8 @@ inline constexpr const char* kBundleConfig = "image-config.json";
 // directory other users can write is used with a warning). Throws
 // rt::Error naming the image and what is wrong with it; ImageNotFound when
 // it is neither.
-Image open_image(const std::string& ref, const std::string& cwd, const std::string& storage);
+Image open_image(const std::string& ref, const std::string& cwd, const std::string& storage,
+                 bool any_directory = false);
 // Warns when `image` was taken from a path another user could have placed
 // or changed (store::foreign_path); called once per node, not per rank.
 void warn_if_foreign(const Image& image);

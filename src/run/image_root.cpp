@@ -117,8 +117,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<ImageRoot> ImageRoot::open(const std::string& ref, const std::string& cwd, const std::string& storage) {
-  Image image = open_image(ref, cwd, storage);
+std::unique_ptr<ImageRoot> ImageRoot::open(const std::string& ref, const std::string& cwd, const std::string& storage,
+                                           bool any_directory) {
+  Image image = open_image(ref, cwd, storage, any_directory);
   if (image.squashfs) return std::make_unique<SquashRoot>(std::move(image), storage);
   return std::make_unique<DirectoryRoot>(std::move(image));
 }

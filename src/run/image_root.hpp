@@ -23,8 +23,10 @@ namespace rt::run {
 class ImageRoot : public hpc::ImageView {
 public:
   // Locates IMAGE (run/image.hpp) and opens what every run needs of it;
-  // `storage` is --storage (empty: the default store). Throws rt::Error.
-  static std::unique_ptr<ImageRoot> open(const std::string& ref, const std::string& cwd, const std::string& storage);
+  // `storage` is --storage (empty: the default store); `any_directory`:
+  // ExecOptions::any_directory. Throws rt::Error.
+  static std::unique_ptr<ImageRoot> open(const std::string& ref, const std::string& cwd, const std::string& storage,
+                                         bool any_directory = false);
 
   const std::string& name() const override { return image_.name; }
   const Image& image() const { return image_; }

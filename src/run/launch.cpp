@@ -22,6 +22,11 @@ std::vector<std::string> command_for(ExecMode mode, const std::vector<std::strin
       return args;
     case ExecMode::Shell:
       return {shell.empty() ? std::string("/bin/sh") : shell};
+    case ExecMode::Test: {
+      std::vector<std::string> argv{kApptainerTest};
+      argv.insert(argv.end(), args.begin(), args.end());
+      return argv;
+    }
     case ExecMode::Run: {
       std::vector<std::string> argv;
       if (apptainer.runscript && (!config || (config->entrypoint.empty() && config->cmd.empty()))) {
@@ -99,7 +104,11 @@ bool program_found(const std::string& prog, const std::vector<std::string>& env)
   }
   if (denied && err == ENOENT) err = EACCES;
   int code = err == ENOENT || err == ENOTDIR ? kExitNotFound : kExitNotExecutable;
-  util::error("cannot run " + util::quoted(prog) + " in image `" + image_name + "`: " + std::strerror(err));
+  util::error("cannot run " + util::quoted(prog) + " in image `" + image_name + "`: " +
+              (code != kExitNotFound   ? std::strerror(err)
+               : !named_path           ? std::string("executable file not found in $PATH")
+               : ::access(prog.c_str(), F_OK) == 0 ? std::string("its interpreter (#! line or ELF loader) is not in the image")
+                                                   : std::strerror(err)));
   ::_exit(code);
 }
 

@@ -1,6 +1,7 @@
 // The mount plan (pure).
 #include "run/plan.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include "rt/error.hpp"
@@ -34,6 +35,20 @@ bool covered(const std::vector<Mount>& mounts, const std::string& p) {
 
 }  // namespace
 
+std::optional<BindSpec> home_spec(const ExecOptions& o) {
+  if (o.home.empty()) return std::nullopt;
+  BindSpec b = parse_bind(o.home);
+  if (b.readonly || std::count(o.home.begin(), o.home.end(), ':') > 1)
+    throw Error("bad --home " + util::quoted(o.home) + ": expected SRC[:DST]");
+  if (b.dst.empty()) b.dst = b.src;
+  return b;
+}
+
+std::string home_inside(const ExecOptions& o, const HostInfo& h) {
+  if (auto b = home_spec(o)) return util::normalize_path(b->dst);
+  return o.no_home ? "/" : h.home;
+}
+
 MountPlan build_plan(const PlanInputs& in) {
   const ExecOptions& o = *in.options;
   const HostInfo& h = *in.host;
@@ -62,8 +77,11 @@ MountPlan build_plan(const PlanInputs& in) {
   bind("/dev", "/dev", "default");
   bind("/proc", "/proc", "default");
   bind("/sys", "/sys", "default");
-  if (o.private_tmp)
-    p.mounts.push_back({.kind = Mount::Kind::Tmpfs, .src = "tmpfs", .dst = "/tmp", .why = "--private-tmp"});
+  auto tmpfs = [&](std::string dst, const char* why) {
+    p.mounts.push_back({.kind = Mount::Kind::Tmpfs, .src = "tmpfs", .dst = std::move(dst), .why = why});
+  };
+  if (o.private_tmp || o.contain)
+    tmpfs("/tmp", o.contain ? "--contain" : "--private-tmp");
   else if (!o.image_tmp)
     bind("/tmp", "/tmp", "default");  // Open MPI's session directory lives here
   // Without /etc/hosts MPI_Init stalls on a DNS timeout, so these two are
@@ -87,12 +105,18 @@ MountPlan build_plan(const PlanInputs& in) {
                         .why = "--seccomp"});
   }
 
-  if (!o.no_home && !h.home.empty() && h.home.front() == '/') {
+  if (o.contain) tmpfs("/var/tmp", "--contain");
+  if (auto b = home_spec(o)) {
+    bind(util::normalize_path(b->src, h.cwd.empty() ? "/" : h.cwd), util::normalize_path(b->dst), "--home");
+  } else if (!o.no_home && !h.home.empty() && h.home.front() == '/') {
     std::string home = util::normalize_path(h.home);
-    if (!is_system_dir(home) && !covered(p.mounts, home)) bind(home, home, "home", /*optional=*/true);
+    if (o.contain && !is_system_dir(home))
+      tmpfs(home, "--contain (an empty home)");
+    else if (!is_system_dir(home) && !covered(p.mounts, home))
+      bind(home, home, "home", /*optional=*/true);
   }
   std::string cwd = h.cwd.empty() ? std::string("/") : util::normalize_path(h.cwd);
-  if (!is_system_dir(cwd) && !covered(p.mounts, cwd) &&
+  if (!o.contain && !is_system_dir(cwd) && !covered(p.mounts, cwd) &&
       !(o.no_home && !h.home.empty() && util::path_within(cwd, util::normalize_path(h.home))))
     bind(cwd, cwd, "working directory", /*optional=*/true);
 
@@ -107,6 +131,10 @@ MountPlan build_plan(const PlanInputs& in) {
     std::string dst = b.dst.empty() ? src : util::normalize_path(b.dst);
     bind(std::move(src), std::move(dst), "--bind", false, b.readonly);
   }
+  for (const auto& d : o.tmpfs) {
+    if (d.empty() || d.front() != '/') throw Error("--tmpfs " + util::quoted(d) + ": not an absolute path");
+    tmpfs(util::normalize_path(d), "--tmpfs");
+  }
   for (const auto& m : in.hidden) p.mounts.push_back(m);
 
   if (!o.cd.empty()) {
@@ -116,7 +144,7 @@ MountPlan build_plan(const PlanInputs& in) {
     p.cwd = util::normalize_path(in.image_workdir, "/");
     p.cwd_explicit = true;
   } else {
-    p.cwd = cwd;
+    p.cwd = o.contain ? home_inside(o, h) : cwd;
   }
   return p;
 }

@@ -3,6 +3,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,13 @@ struct PlanInputs {
   // Entries hidden after every other mount (GPUs not selected).
   std::vector<Mount> hidden;
 };
+
+// --home SRC[:DST] read (DST defaults to SRC); nullopt without --home.
+// Throws rt::Error when malformed.
+std::optional<BindSpec> home_spec(const ExecOptions& o);
+// The home directory inside the container: --home's DST, "/" with
+// --no-home, else the caller's.
+std::string home_inside(const ExecOptions& o, const HostInfo& h);
 
 MountPlan build_plan(const PlanInputs& in);
 

@@ -2,14 +2,18 @@
 #include "run/userns.hpp"
 
 #include <fcntl.h>
+#include <net/if.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "rt/error.hpp"
@@ -88,6 +92,21 @@ void fork_and_wait(bool pdeathsig, const std::string& title) {
 }
 
 }  // namespace
+
+void enter_net_ipc_namespaces(bool net, bool ipc) {
+  if (!net && !ipc) return;
+  if (::unshare((net ? CLONE_NEWNET : 0) | (ipc ? CLONE_NEWIPC : 0)) != 0)
+    throw SysError{errno, net ? "unshare(CLONE_NEWNET)" : "unshare(CLONE_NEWIPC)"};
+  if (!net) return;
+  // A new network namespace's loopback is down: bring it up, as a host's is.
+  util::UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!s) throw SysError{errno, "socket", "--net none"};
+  struct ifreq ifr {};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (::ioctl(s.get(), SIOCGIFFLAGS, &ifr) != 0) throw SysError{errno, "ioctl(SIOCGIFFLAGS)", "lo"};
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+  if (::ioctl(s.get(), SIOCSIFFLAGS, &ifr) != 0) throw SysError{errno, "ioctl(SIOCSIFFLAGS)", "lo"};
+}
 
 void enter_pid_namespace(const std::string& title) {
   if (::unshare(CLONE_NEWPID) != 0) throw SysError{errno, "unshare(CLONE_NEWPID)"};

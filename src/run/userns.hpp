@@ -28,4 +28,9 @@ void enter_nested_user_namespace(uid_t uid, gid_t gid);
 // them or open their /proc/PID/fd) and die with their parent.
 void enter_pid_namespace(const std::string& title);
 
+// --net none, --ipc: a network namespace whose loopback is up and nothing
+// else, a System V IPC namespace; needs the capabilities of the user
+// namespace the caller has just made or joined.
+void enter_net_ipc_namespaces(bool net, bool ipc);
+
 }  // namespace rt::run

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -56,6 +57,65 @@ bool within(int64_t at, int64_t n, uint64_t size) {
 }
 
 }  // namespace
+
+namespace {
+
+void put_le(std::string& s, size_t at, uint64_t v, size_t n) {
+  for (size_t i = 0; i < n; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+// This machine's architecture as SIF numbers it (sif_arch_name's table).
+const char* own_arch() {
+#if defined(__x86_64__)
+  return "02";
+#elif defined(__aarch64__)
+  return "04";
+#elif defined(__powerpc64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  return "06";
+#elif defined(__s390x__)
+  return "11";
+#elif defined(__riscv) && __riscv_xlen == 64
+  return "12";
+#else
+  return "00";
+#endif
+}
+
+}  // namespace
+
+std::string sif_prefix(uint64_t size, const std::string& id, int64_t now) {
+  constexpr uint64_t kDescriptors = 48, kTableAt = 4096;  // as Apptainer lays them out
+  static_assert(kTableAt + kDescriptors * kDescriptorSize <= kSifDataStart);
+  std::string s(kSifDataStart, '\0');
+  static const char launch[] = "#!/usr/bin/env run-singularity\n";
+  std::memcpy(s.data(), launch, sizeof launch - 1);
+  std::memcpy(s.data() + kMagicAt, kMagic, sizeof kMagic);
+  std::memcpy(s.data() + 42, "01", 2);
+  std::memcpy(s.data() + 45, own_arch(), 2);
+  std::memcpy(s.data() + 48, id.data(), std::min<size_t>(id.size(), 16));
+  put_le(s, 64, static_cast<uint64_t>(now), 8);
+  put_le(s, 72, static_cast<uint64_t>(now), 8);
+  put_le(s, 80, kDescriptors - 1, 8);  // free
+  put_le(s, 88, kDescriptors, 8);      // total
+  put_le(s, 96, kTableAt, 8);
+  put_le(s, 104, kDescriptors * kDescriptorSize, 8);
+  put_le(s, 112, kSifDataStart, 8);
+  put_le(s, 120, size, 8);
+  const size_t d = kTableAt;  // the one descriptor: the root filesystem
+  put_le(s, d, static_cast<uint32_t>(SifData::Partition), 4);
+  s[d + 4] = 1;                        // used
+  put_le(s, d + 5, 1, 4);              // id
+  put_le(s, d + 9, 0xf0000001u, 4);    // group 1 (with the group mask)
+  put_le(s, d + 17, kSifDataStart, 8);  // offset
+  put_le(s, d + 25, size, 8);
+  put_le(s, d + 33, size, 8);  // size with padding
+  put_le(s, d + 41, static_cast<uint64_t>(now), 8);
+  put_le(s, d + 49, static_cast<uint64_t>(now), 8);
+  put_le(s, d + kExtraAt, static_cast<uint32_t>(SifFs::Squash), 4);
+  put_le(s, d + kExtraAt + 4, static_cast<uint32_t>(SifPart::PrimarySystem), 4);
+  std::memcpy(s.data() + d + kExtraAt + 8, own_arch(), 2);
+  return s;
+}
 
 const SifObject* SifFile::primary() const {
   for (const auto& o : objects)

@@ -66,6 +66,13 @@ SifFile read_sif(int fd, const std::string& path);
 // an ext3 one.
 SifObject sif_root_partition(const SifFile& sif, const std::string& path);
 
+// The start of a SIF file holding one SquashFS image of `size` bytes as
+// its primary system partition, for this machine's architecture: header,
+// descriptor table and padding, kSifDataStart bytes; the image follows.
+// `id`: 16 bytes (a UUID); `now`: the creation time, in Unix seconds.
+inline constexpr uint64_t kSifDataStart = 32768;
+std::string sif_prefix(uint64_t size, const std::string& id, int64_t now);
+
 // Names for `rt inspect`.
 std::string sif_type_name(int32_t type);
 std::string sif_fs_name(int32_t fs);

@@ -73,7 +73,19 @@ FileKind file_kind(const std::string& path) {
   if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return FileKind::Other;
   unsigned char m[4] = {};
   if (::pread(fd.get(), m, 4, 0) == 4 && std::memcmp(m, kMagic, 4) == 0) return FileKind::Squashfs;
-  return is_sif(fd.get()) ? FileKind::Sif : FileKind::Other;
+  if (is_sif(fd.get())) return FileKind::Sif;
+  return simg_span(fd.get()) ? FileKind::Squashfs : FileKind::Other;
+}
+
+std::optional<Span> simg_span(int fd) {
+  char head[512];
+  const ssize_t n = ::pread(fd, head, sizeof head, 0);
+  if (n < 8 || head[0] != '#' || head[1] != '!') return std::nullopt;
+  const void* nl = std::memchr(head, '\n', static_cast<size_t>(n));
+  if (!nl) return std::nullopt;
+  const size_t at = static_cast<size_t>(static_cast<const char*>(nl) - head) + 1;
+  if (at + 4 > static_cast<size_t>(n) || std::memcmp(head + at, kMagic, 4) != 0) return std::nullopt;
+  return Span{at, 0};
 }
 
 bool is_squashfs(const std::string& path) { return file_kind(path) != FileKind::Other; }
@@ -90,6 +102,8 @@ Image::Image(const std::string& path) : path_(path) {
     sif_ = read_sif(fd.get(), path);
     const SifObject part = sif_root_partition(*sif_, path);
     span = {part.offset, part.size};
+  } else if (auto s = simg_span(fd.get())) {
+    span = *s;
   }
   // Everything libsquashfuse will read is checked first, from this same
   // open file: the library trusts what it reads.

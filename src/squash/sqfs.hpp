@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "squash/sif.hpp"
+#include "squash/verify.hpp"
 
 struct sqfs_ll;
 
@@ -23,6 +24,9 @@ enum class FileKind { Other, Squashfs, Sif };
 FileKind file_kind(const std::string& path);
 // A SquashFS image or a SIF file: what squash::Image opens.
 bool is_squashfs(const std::string& path);
+// A Singularity 2 image (.simg): one "#!" line, then a SquashFS image.
+// Where that image lies in the file at `fd`; nullopt for any other file.
+std::optional<Span> simg_span(int fd);
 
 class Image {
 public:

@@ -7,18 +7,42 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #include "rt/error.hpp"
 #include "store/ref.hpp"
 #include "store/root.hpp"
 #include "util/fs.hpp"
+#include "util/strings.hpp"
 
 namespace rt::store {
 
+namespace {
+
+// The name of user `uid` in /etc/passwd; "" when it is not there.
+std::string passwd_name(uid_t uid) {
+  const auto text = util::read_file_if_exists("/etc/passwd");
+  if (!text) return "";
+  const std::string id = std::to_string(uid);
+  for (std::string_view line : util::split(*text, '\n')) {
+    auto f = util::split(line, ':');
+    if (f.size() >= 3 && f[2] == id && !f[0].empty() && f[0].find('/') == std::string::npos) return f[0];
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string default_root() {
   if (const char* s = std::getenv("RT_STORAGE"); s && *s) return s;
-  const char* user = std::getenv("USER");
-  std::string u = user && *user ? user : std::to_string(::getuid());
+  // By the real user: a program started with a cleared environment
+  // (env -i, as HTCondor and Nextflow do) finds the same store. /etc/passwd
+  // is read only then; a name from a directory service needs $USER/$LOGNAME.
+  std::string u;
+  if (const char* user = std::getenv("USER"); user && *user && !std::strchr(user, '/')) u = user;
+  if (u.empty()) u = passwd_name(::getuid());
+  if (const char* l = std::getenv("LOGNAME"); u.empty() && l && *l && !std::strchr(l, '/')) u = l;
+  if (u.empty()) u = std::to_string(::getuid());
   return "/var/tmp/" + u + ".rt";
 }
 

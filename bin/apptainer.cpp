@@ -1,0 +1,552 @@
+// Apptainer's command line, turned into rt's; see apptainer.hpp.
+#include "apptainer.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include "commands.hpp"
+#include "exec_args.hpp"
+#include "rt/error.hpp"
+#include "rt/exec.hpp"
+#include "util/strings.hpp"
+
+extern char** environ;
+
+namespace rt::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "Usage: apptainer [-q|-s|-d|-v] COMMAND [OPTIONS] ...   (rt's Apptainer command line)\n"
+    "\n"
+    "  exec [OPTIONS] IMAGE PROG [ARGS...]   run PROG in IMAGE\n"
+    "  run [OPTIONS] IMAGE [ARGS...]         the image's runscript, or its ENTRYPOINT/CMD\n"
+    "  shell [OPTIONS] IMAGE                 an interactive shell\n"
+    "  test [OPTIONS] IMAGE                  the image's test script\n"
+    "  pull [--force] [--name FILE] [FILE] docker://REF\n"
+    "  build [--force] [--sandbox] TARGET docker://REF|docker-archive://TAR|DIR|FILE.sif\n"
+    "  inspect IMAGE | instance start|stop|list | cache clean | version\n"
+    "\n"
+    "IMAGE: a SIF, SquashFS or .simg file, a directory, a stored name, docker://REF\n"
+    "or instance://NAME. man rt-apptainer lists every option and what rt makes of it.\n";
+
+[[noreturn]] void refuse(const std::string& option, const std::string& why, const std::string& hint = {}) {
+  throw Error("apptainer: " + option + " is not supported by rt: " + why,
+              hint.empty() ? "man rt-apptainer lists what rt supports" : hint);
+}
+
+std::string without_docker(const std::string& ref) {
+  if (ref.starts_with("docker://")) return ref.substr(9);
+  for (const char* scheme : {"library://", "shub://", "oras://", "http://", "https://"})
+    if (ref.starts_with(scheme))
+      refuse("`" + std::string(scheme) + "`", "rt pulls from OCI registries only",
+             "use docker://REGISTRY/REPO:TAG (rt pull and rt login speak to any OCI registry)");
+  return ref;
+}
+
+// Apptainer's default file name for a pulled REF: NAME_TAG.sif.
+std::string default_pull_name(const std::string& ref) {
+  std::string r = ref.substr(ref.rfind('/') == std::string::npos ? 0 : ref.rfind('/') + 1);
+  if (size_t at = r.find('@'); at != std::string::npos) r = r.substr(0, at);
+  size_t colon = r.find(':');
+  std::string name = r.substr(0, colon), tag = colon == std::string::npos ? "latest" : r.substr(colon + 1);
+  return name + "_" + tag + ".sif";
+}
+
+// The words of one command, with Go's flag forms: --name=value, --name
+// value, -x value, -xvalue, and clusters of one-letter flags (-ce).
+class Words {
+public:
+  explicit Words(const std::vector<std::string>& w, size_t from) : w_(w), i_(from) {}
+  bool done() const { return i_ >= w_.size(); }
+  const std::string& peek() const { return w_[i_]; }
+  std::string take() { return w_[i_++]; }
+  std::vector<std::string> rest() const { return {w_.begin() + static_cast<long>(i_), w_.end()}; }
+  std::string value_for(const std::string& opt, std::optional<std::string>& inline_value) {
+    if (inline_value) return *std::exchange(inline_value, std::nullopt);
+    if (done()) throw Error("apptainer: option " + opt + " needs a value");
+    return take();
+  }
+
+private:
+  const std::vector<std::string>& w_;
+  size_t i_;
+};
+
+// What the options of exec/run/shell/test/instance start ask for.
+struct Action {
+  std::vector<std::string> rt;  // rt exec options
+  bool contain = false, containall = false, cleanenv = false, net = false, pid = false, ipc = false;
+  std::string network, workdir, home;
+  bool no_home = false;
+};
+
+void add_binds(Action& a, const std::string& list, const char* from) {
+  for (const auto& b : util::split(list, ',')) {
+    if (b.empty()) continue;
+    auto f = util::split(b, ':');
+    if (f.size() > 3 || f[0].empty()) throw Error("apptainer: bad bind `" + b + "` (" + from + "): expected SRC[:DST[:ro|rw]]");
+    if (f.size() == 3 && f[2] != "ro" && f[2] != "rw")
+      refuse("bind option `" + f[2] + "` (in `" + b + "`)", "rt binds take ro or rw only");
+    a.rt.insert(a.rt.end(), {"--bind", f.size() == 1 ? f[0] : f.size() == 2 ? f[0] + ":" + f[1] : b});
+  }
+}
+
+// --env A=1,B=2: a comma starts a new assignment only before NAME=.
+void add_env_list(Action& a, const std::string& list) {
+  std::vector<std::string> out;
+  for (const auto& part : util::split(list, ',')) {
+    const size_t eq = part.find('=');
+    if (eq != std::string::npos && eq > 0 && part.find_first_of(" \t") > eq)
+      out.push_back(part);
+    else if (!out.empty())
+      out.back() += "," + part;
+    else
+      throw Error("apptainer: bad --env `" + list + "`: expected NAME=VALUE[,NAME=VALUE...]");
+  }
+  for (const auto& kv : out) a.rt.insert(a.rt.end(), {"--env", kv});
+}
+
+// Reads the options of an action command up to IMAGE (Words stops there).
+Action read_action_options(Words& w, const std::string& command) {
+  Action out;
+  struct Opt {
+    const char* names;  // "-B,--bind"
+    bool value;
+    void (*apply)(Action&, const std::string&);
+  };
+  static const Opt opts[] = {
+      {"-B,--bind", true, [](Action& a, const std::string& v) { add_binds(a, v, "--bind"); }},
+      {"--mount", true, [](Action& a, const std::string& v) { a.rt.insert(a.rt.end(), {"--mount", v}); }},
+      {"-H,--home", true, [](Action& a, const std::string& v) { a.home = v; }},
+      {"--no-home", false, [](Action& a, const std::string&) { a.no_home = true; }},
+      {"--pwd", true, [](Action& a, const std::string& v) { a.rt.insert(a.rt.end(), {"--cd", v}); }},
+      {"-c,--contain", false, [](Action& a, const std::string&) { a.contain = true; }},
+      {"-C,--containall", false, [](Action& a, const std::string&) { a.containall = true; }},
+      {"-e,--cleanenv", false, [](Action& a, const std::string&) { a.cleanenv = true; }},
+      {"--env", true, add_env_list},
+      {"--env-file", true, [](Action& a, const std::string& v) { a.rt.insert(a.rt.end(), {"--env-file", v}); }},
+      {"--nv,--nvccli", false, [](Action& a, const std::string&) { a.rt.push_back("--gpu"); }},
+      {"-w,--writable", false, [](Action& a, const std::string&) { a.rt.push_back("--write"); }},
+      {"--writable-tmpfs", false, [](Action& a, const std::string&) { a.rt.push_back("--write-tmpfs"); }},
+      {"-f,--fakeroot", false, [](Action& a, const std::string&) { a.rt.insert(a.rt.end(), {"--root", "--seccomp"}); }},
+      {"-p,--pid", false, [](Action& a, const std::string&) { a.pid = true; }},
+      {"-i,--ipc", false, [](Action& a, const std::string&) { a.ipc = true; }},
+      {"-n,--net", false, [](Action& a, const std::string&) { a.net = true; }},
+      {"--network", true, [](Action& a, const std::string& v) { a.network = v; }},
+      {"-W,--workdir", true, [](Action& a, const std::string& v) { a.workdir = v; }},
+      {"-S,--scratch", true,
+       [](Action& a, const std::string& v) {
+         for (const auto& d : util::split(v, ','))
+           if (!d.empty()) a.rt.insert(a.rt.end(), {"--tmpfs", d});
+       }},
+      {"--compat", false,
+       [](Action& a, const std::string&) {
+         a.containall = true;
+         a.rt.push_back("--write-tmpfs");
+       }},
+      {"--no-mount", true,
+       [](Action& a, const std::string& v) {
+         for (const auto& m : util::split(v, ',')) {
+           if (m == "home")
+             a.no_home = true;
+           else if (m == "tmp")
+             a.rt.push_back("--private-tmp");
+           else if (m != "hostfs" && m != "bind-paths" && !m.empty())
+             refuse("--no-mount " + m, "rt always mounts the host's /proc, /sys, /dev and working directory",
+                    "--contain leaves the working directory out");
+         }
+       }},
+      // Accepted, as they change nothing under rt: it always uses a user
+      // namespace, has no init shim, never shell-evaluates arguments or
+      // the environment, and gains no privilege.
+      {"-u,--userns,--no-init,--no-eval,--no-privs,--unsquash,--sif-fuse,--disable-cache,--no-https,--nohttps,"
+       "--no-umask,--cleanenv=false",
+       false, [](Action&, const std::string&) {}},
+  };
+  struct Refused {
+    const char* names;
+    bool value;
+    const char* why;
+  };
+  static const Refused refused[] = {
+      {"--rocm", false, "rt injects NVIDIA's driver (--nv) but not AMD's ROCm"},
+      {"--cpus,--memory,--memory-reservation,--memory-swap,--cpu-shares,--cpuset-cpus,--cpuset-mems,--blkio-weight,"
+       "--pids-limit,--oom-kill-disable,--apply-cgroups",
+       true, "limits need a cgroup delegated to the user; ask the batch system for them (Slurm --cpus-per-task, --mem)"},
+      {"-o,--overlay", true, "rt has no overlay images; --writable-tmpfs keeps changes in memory"},
+      {"--app", true, "SCIF apps are not supported"},
+      {"--keep-privs,--allow-setuid", false, "rt gives the container no privilege"},
+      {"--add-caps,--drop-caps,--security", true, "rt gives the container no capability to add or drop"},
+      {"--hostname", true, "rt shares the host's UTS namespace"},
+      {"--dns", true, "rt uses the host's /etc/resolv.conf"},
+      {"--network-args", true, "rt has no network but the host's and none"},
+      {"--fusemount", true, "FUSE mounts into the container are not supported"},
+      {"--boot", false, "rt runs no init system"},
+      {"--uts", false, "rt shares the host's UTS namespace"},
+      {"--userns=false", false, "rt always uses a user namespace"},
+  };
+  auto named = [](const char* names, const std::string& n) {
+    for (const auto& x : util::split(names, ','))
+      if (x == n) return true;
+    return false;
+  };
+  while (!w.done()) {
+    const std::string word = w.peek();
+    if (word == "--") {
+      w.take();
+      break;
+    }
+    if (word.size() < 2 || word[0] != '-') break;  // IMAGE
+    w.take();
+    // One-letter flags may come clustered (-ce); a letter taking a value
+    // takes the rest of the word.
+    std::vector<std::pair<std::string, std::optional<std::string>>> given;
+    if (word[1] == '-') {
+      const size_t eq = word.find('=');
+      bool whole = false;  // --userns=false and the like name a form of their own
+      for (const auto& o : opts) whole |= named(o.names, word);
+      for (const auto& r : refused) whole |= named(r.names, word);
+      if (eq != std::string::npos && !whole)
+        given.emplace_back(word.substr(0, eq), word.substr(eq + 1));
+      else
+        given.emplace_back(word, std::nullopt);
+    } else {
+      for (size_t c = 1; c < word.size(); ++c) {
+        std::string n = std::string("-") + word[c];
+        bool takes = false;
+        for (const auto& o : opts) takes |= named(o.names, n) && o.value;
+        for (const auto& r : refused) takes |= named(r.names, n) && r.value;
+        if (takes && c + 1 < word.size()) {
+          given.emplace_back(n, word.substr(c + 1 + (word[c + 1] == '=' ? 1 : 0)));
+          break;
+        }
+        given.emplace_back(n, std::nullopt);
+      }
+    }
+    for (auto& [name, inline_value] : given) {
+      if (name == "-h" || name == "--help") throw Error("apptainer " + command + ": see man rt-apptainer");
+      bool done = false;
+      for (const auto& o : opts) {
+        if (!named(o.names, name)) continue;
+        if (!o.value && inline_value && *inline_value != "true")
+          throw Error("apptainer: option " + name + " takes no value");
+        o.apply(out, o.value ? w.value_for(name, inline_value) : std::string());
+        done = true;
+        break;
+      }
+      for (const auto& r : refused)
+        if (!done && named(r.names, name)) refuse(name, r.why);
+      if (!done) throw Error("apptainer " + command + ": unknown option `" + name + "`", "man rt-apptainer lists the options rt knows");
+    }
+  }
+  return out;
+}
+
+// The rt exec options an Action stands for; directories to make first.
+std::vector<std::string> action_to_rt(const Action& a, std::vector<std::string>& make_dirs) {
+  std::vector<std::string> rt = a.rt;
+  const bool contain = a.contain || a.containall;
+  if (contain) rt.push_back("--contain");
+  if (a.cleanenv || a.containall) rt.push_back("--clean-env");
+  if (a.pid || a.containall) rt.push_back("--pid");
+  if (a.ipc || a.containall) rt.push_back("--ipc");
+  if (a.net) {
+    if (a.network != "none")
+      refuse("--net" + (a.network.empty() ? std::string() : " --network " + a.network),
+             "a network other than none needs root to set up", "--net --network none: only the loopback interface");
+    rt.insert(rt.end(), {"--net", "none"});
+  }
+  if (!a.home.empty()) {
+    if (std::count(a.home.begin(), a.home.end(), ':') > 1) throw Error("apptainer: bad --home `" + a.home + "`: expected SRC[:DST]");
+    rt.insert(rt.end(), {"--home", a.home});
+  } else if (a.no_home) {
+    rt.push_back("--no-home");
+  }
+  // -W DIR: with --contain, /tmp and /var/tmp come from DIR/tmp and DIR/var_tmp.
+  if (!a.workdir.empty() && contain) {
+    for (const char* sub : {"tmp", "var_tmp"}) make_dirs.push_back(a.workdir + "/" + sub);
+    rt.insert(rt.end(), {"--bind", a.workdir + "/tmp:/tmp", "--bind", a.workdir + "/var_tmp:/var/tmp"});
+  }
+  return rt;
+}
+
+// APPTAINERENV_X / SINGULARITYENV_X: X inside (APPTAINERENV_ wins); they
+// and APPTAINER_BIND, SINGULARITY_BIND(PATH) themselves stay outside.
+void env_to_rt(Action& a, const std::vector<std::string>& env, const std::string& image) {
+  std::vector<std::pair<std::string, std::string>> set;
+  auto put = [&](const std::string& k, const std::string& v, bool wins) {
+    for (auto& [pk, pv] : set)
+      if (pk == k) {
+        if (wins) pv = v;
+        return;
+      }
+    set.emplace_back(k, v);
+  };
+  for (const auto& kv : env) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+    if (k.starts_with("APPTAINERENV_") && k.size() > 13)
+      put(k.substr(13), v, true);
+    else if (k.starts_with("SINGULARITYENV_") && k.size() > 15)
+      put(k.substr(15), v, false);
+    else if (k == "APPTAINER_BIND" || k == "SINGULARITY_BIND" || k == "SINGULARITY_BINDPATH")
+      add_binds(a, v, k.c_str());
+  }
+  // What Apptainer tells the program about its container.
+  const std::string name = image.substr(image.rfind('/') == std::string::npos ? 0 : image.rfind('/') + 1);
+  for (const char* p : {"APPTAINER", "SINGULARITY"}) {
+    put(std::string(p) + "_CONTAINER", image, false);
+    put(std::string(p) + "_NAME", name, false);
+  }
+  for (const char* glob : {"APPTAINERENV_*", "SINGULARITYENV_*", "APPTAINER_BIND", "SINGULARITY_BIND",
+                           "SINGULARITY_BINDPATH"})
+    a.rt.insert(a.rt.end(), {"--unset-env", glob});
+  for (const auto& [k, v] : set) a.rt.insert(a.rt.end(), {"--env", k + "=" + v});
+}
+
+bool is_action(const std::string& c) { return c == "exec" || c == "run" || c == "shell" || c == "test"; }
+
+// pull/build --force|-F, --name FILE, --dir DIR, --sandbox|-s: read off the front.
+struct OutputOptions {
+  bool force = false, sandbox = false;
+  std::string name, dir;
+};
+OutputOptions read_output_options(Words& w, const std::string& command) {
+  OutputOptions o;
+  while (!w.done() && w.peek().size() > 1 && w.peek()[0] == '-') {
+    std::string word = w.take();
+    std::optional<std::string> v;
+    if (size_t eq = word.find('='); eq != std::string::npos && word.starts_with("--")) {
+      v = word.substr(eq + 1);
+      word.resize(eq);
+    }
+    if (word == "-F" || word == "--force")
+      o.force = true;
+    else if ((word == "-s" || word == "--sandbox") && command == "build")
+      o.sandbox = true;
+    else if (word == "--name" && command == "pull")
+      o.name = w.value_for(word, v);
+    else if (word == "--dir" && command == "pull")
+      o.dir = w.value_for(word, v);
+    else if (word == "--disable-cache" || word == "-U" || word == "--allow-unsigned" || word == "--no-https" ||
+             word == "--nohttps")
+      ;  // nothing to do: rt keeps a store, signs nothing, speaks TLS unless the registry is local
+    else if (word == "--")
+      break;
+    else
+      throw Error("apptainer " + command + ": unknown option `" + word + "`", "man rt-apptainer lists the options rt knows");
+  }
+  return o;
+}
+
+}  // namespace
+
+bool apptainer_personality(const char* argv0) {
+  if (!argv0) return false;
+  const char* base = std::strrchr(argv0, '/');
+  base = base ? base + 1 : argv0;
+  return std::strcmp(base, "apptainer") == 0 || std::strcmp(base, "singularity") == 0;
+}
+
+ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const std::vector<std::string>& env) {
+  ApptainerPlan plan;
+  std::vector<std::string> global;  // rt's -q / -v
+  size_t i = 0;
+  for (; i < words.size() && words[i].size() > 1 && words[i][0] == '-'; ++i) {
+    const std::string& g = words[i];
+    if (g == "--version") {
+      plan.print = std::string("apptainer version ") + kApptainerVersion + "\n";
+      return plan;
+    }
+    if (g == "-h" || g == "--help") {
+      plan.print = kUsage;
+      return plan;
+    }
+    if (g == "-q" || g == "--quiet" || g == "-s" || g == "--silent")
+      global = {"-q"};
+    else if (g == "-d" || g == "--debug")
+      global = {"-v", "-v"};
+    else if (g == "-v" || g == "--verbose")
+      global = {"-v"};
+    else if (g != "--nocolor" && g != "--color")
+      throw Error("apptainer: unknown global option `" + g + "`", "apptainer --help");
+  }
+  if (i >= words.size()) {
+    plan.print = kUsage;
+    return plan;
+  }
+  const std::string command = words[i++];
+  Words w(words, i);
+  if (command == "version") {
+    plan.print = std::string(kApptainerVersion) + "\n";
+    return plan;
+  }
+  if (command == "help") {
+    plan.print = kUsage;
+    return plan;
+  }
+  if (is_action(command) || command == "instance") {
+    std::string sub;
+    if (command == "instance") {
+      if (w.done()) throw Error("apptainer instance: start, stop or list?");
+      sub = w.take();
+      if (sub == "list" || sub == "stop") {
+        std::vector<std::string> step{"instance", sub};
+        for (auto& x : w.rest()) {
+          if (x == "-a") x = "--all";
+          if (x == "-F" || x == "--force") x = "--signal=KILL";
+          step.push_back(x);
+        }
+        plan.steps.push_back(step);
+        return plan;
+      }
+      if (sub != "start") throw Error("apptainer instance " + sub + ": rt knows start, stop and list");
+    }
+    Action a = read_action_options(w, command);
+    if (w.done()) throw Error("apptainer " + command + ": no image given");
+    std::string image = w.take();
+    // Apptainer's IMAGE is a path first: a bare name of a file or
+    // directory here is that (rt would look for a stored image).
+    struct stat st;
+    if (image.find('/') == std::string::npos && image.find("://") == std::string::npos &&
+        ::lstat(image.c_str(), &st) == 0)
+      image = "./" + image;
+    if (image.starts_with("docker://")) image = without_docker(image);
+    for (const char* scheme : {"library://", "shub://", "oras://"})
+      if (image.starts_with(scheme)) without_docker(image);
+    env_to_rt(a, env, image);
+    std::vector<std::string> rt = action_to_rt(a, plan.make_dirs);
+    rt.insert(rt.begin(), global.begin(), global.end());
+    std::vector<std::string> step;
+    if (command == "instance") {
+      if (w.done()) throw Error("apptainer instance start: no instance name given");
+      const std::string name = w.take();
+      step = {"instance", "start"};
+      step.insert(step.end(), rt.begin(), rt.end());
+      step.insert(step.end(), {"--", image, name});
+    } else {
+      if (command == "exec" && w.done()) throw Error("apptainer exec: no program given to run in `" + image + "`");
+      if (command == "shell" && !w.done()) throw Error("apptainer shell takes no command");
+      step = {command == "test" ? "exec" : command};
+      step.insert(step.end(), rt.begin(), rt.end());
+      step.insert(step.end(), {"--", image, "--"});
+      plan.test = command == "test";
+    }
+    for (const auto& x : w.rest()) step.push_back(x);
+    plan.steps.push_back(step);
+    return plan;
+  }
+  if (command == "pull" || command == "build") {
+    OutputOptions o = read_output_options(w, command);
+    std::vector<std::string> pos = w.rest();
+    std::string target, source;
+    if (command == "pull") {
+      if (pos.empty() || pos.size() > 2) throw Error("usage: apptainer pull [--force] [--name FILE] [FILE] docker://REF");
+      source = pos.back();
+      target = !o.name.empty() ? o.name : pos.size() == 2 ? pos[0] : default_pull_name(without_docker(source));
+      if (!o.dir.empty()) target = o.dir + "/" + target;
+    } else {
+      if (pos.size() != 2) throw Error("usage: apptainer build [--force] [--sandbox] TARGET SOURCE");
+      target = pos[0];
+      source = pos[1];
+    }
+    const std::vector<std::string> to = {"--to", o.sandbox ? "dir" : "sif"};
+    if (!o.force) plan.refuse_if_exists = target;
+    std::vector<std::string> q = global.empty() ? std::vector<std::string>{} : global;
+    auto convert = [&](const std::string& from) {
+      std::vector<std::string> c{"convert"};
+      c.insert(c.end(), q.begin(), q.end());
+      c.insert(c.end(), to.begin(), to.end());
+      if (o.force) c.push_back("--force");
+      c.insert(c.end(), {"--", from, target});
+      return c;
+    };
+    if (source.starts_with("docker-archive://") || source.starts_with("oci-archive://")) {
+      plan.steps.push_back(convert(source.substr(source.find("://") + 3)));
+    } else if (source.find("://") != std::string::npos || command == "pull") {
+      const std::string ref = without_docker(source);
+      std::vector<std::string> pull{"pull"};
+      pull.insert(pull.end(), q.begin(), q.end());
+      pull.insert(pull.end(), {"--", ref});
+      plan.steps.push_back(pull);
+      plan.steps.push_back(convert(ref));
+    } else if (source.ends_with(".def") || source == "Singularity") {
+      refuse("building from a definition file (`" + source + "`)", "rt builds from Dockerfiles",
+             "rt build -t NAME DIR (with a Dockerfile), then apptainer build FILE.sif NAME");
+    } else {
+      plan.steps.push_back(convert(source));  // a sandbox directory, a SIF/SquashFS file, a stored name
+    }
+    return plan;
+  }
+  if (command == "inspect") {
+    std::vector<std::string> step{"inspect"};
+    std::vector<std::string> pos;
+    for (const auto& x : w.rest())
+      if (x.empty() || x[0] != '-') pos.push_back(x);  // --json, --labels...: rt inspect prints all it knows, as JSON
+    if (pos.size() != 1) throw Error("usage: apptainer inspect IMAGE");
+    step.push_back(without_docker(pos[0]));
+    plan.steps.push_back(step);
+    return plan;
+  }
+  if (command == "cache") {
+    const std::string sub = w.done() ? "" : w.take();
+    if (sub == "clean") {
+      plan.steps.push_back({"prune"});
+      return plan;
+    }
+    if (sub == "list") {
+      plan.steps.push_back({"images"});
+      return plan;
+    }
+    throw Error("apptainer cache " + sub + ": rt knows cache clean (rt prune) and cache list (rt images)");
+  }
+  refuse("`" + command + "`", "rt's Apptainer command line has exec, run, shell, test, pull, build, inspect, "
+         "instance, cache and version");
+}
+
+int apptainer_main(const std::vector<std::string>& words) {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  const ApptainerPlan plan = translate_apptainer(words, env);
+  if (!plan.print.empty()) {
+    std::fputs(plan.print.c_str(), stdout);
+    return 0;
+  }
+  struct stat st;
+  if (!plan.refuse_if_exists.empty() && ::lstat(plan.refuse_if_exists.c_str(), &st) == 0)
+    throw Error("image file `" + plan.refuse_if_exists + "` already exists: will not overwrite it",
+                "give --force to replace it");
+  for (const auto& d : plan.make_dirs)
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", d};
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const auto& step = plan.steps[s];
+    const bool last = s + 1 == plan.steps.size();
+    if (last && (step[0] == "exec" || step[0] == "run" || step[0] == "shell")) {
+      const ExecMode mode = plan.test ? ExecMode::Test
+                            : step[0] == "exec" ? ExecMode::Exec
+                            : step[0] == "run"  ? ExecMode::Run
+                                                : ExecMode::Shell;
+      auto opts = parse_exec_args(mode, std::vector<std::string>(step.begin() + 1, step.end()));
+      if (!opts) return 0;
+      opts->any_directory = true;  // Apptainer's sandbox: any directory
+#ifndef RT_FULL
+      if (opts->seccomp) exec_full_program(words, "apptainer");  // root emulation lives in rt-image
+#endif
+      return run_exec(*opts);
+    }
+    if (last && step[0] == "instance") return instance_command(step);
+#ifndef RT_FULL
+    exec_full_program(words, "apptainer");  // pull, build, inspect, cache: rt-image's
+#else
+    if (int rc = run_full_program(step); rc != 0 || last) return rc;
+#endif
+  }
+  return 0;
+}
+
+}  // namespace rt::cli
