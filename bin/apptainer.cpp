@@ -267,9 +267,10 @@ std::vector<std::string> action_to_rt(const Action& a, std::vector<std::string>&
     rt.push_back("--no-home");
   }
   // -W DIR: with --contain, /tmp and /var/tmp come from DIR/tmp and DIR/var_tmp.
+  // Before the other binds: one below /tmp or /var/tmp stays visible.
   if (!a.workdir.empty() && contain) {
     for (const char* sub : {"tmp", "var_tmp"}) make_dirs.push_back(a.workdir + "/" + sub);
-    rt.insert(rt.end(), {"--bind", a.workdir + "/tmp:/tmp", "--bind", a.workdir + "/var_tmp:/var/tmp"});
+    rt.insert(rt.begin(), {"--bind", a.workdir + "/tmp:/tmp", "--bind", a.workdir + "/var_tmp:/var/tmp"});
   }
   return rt;
 }

@@ -24,6 +24,7 @@ TEST_PACKAGES=(
   charliecloud hyperfine podman
   openmpi-bin libopenmpi-dev mpich libmpich-dev
   munge slurmctld slurmd slurm-client iproute2 libslurm-dev
+  snakemake cwltool toil
 )
 [ "${1:-}" = --runtime ] || PACKAGES+=("${TEST_PACKAGES[@]}")
 [ "${1:-}" = --fuzz ] && PACKAGES+=(clang libclang-rt-14-dev)

@@ -106,8 +106,13 @@ MountPlan build_plan(const PlanInputs& in) {
   }
 
   if (o.contain) tmpfs("/var/tmp", "--contain");
-  if (auto b = home_spec(o)) {
-    bind(util::normalize_path(b->src, h.cwd.empty() ? "/" : h.cwd), util::normalize_path(b->dst), "--home");
+  for (const auto& d : o.tmpfs) {
+    if (d.empty() || d.front() != '/') throw Error("--tmpfs " + util::quoted(d) + ": not an absolute path");
+    tmpfs(util::normalize_path(d), "--tmpfs");
+  }
+  const std::optional<BindSpec> home_bind = home_spec(o);
+  if (home_bind) {
+    // Bound after --bind's: a bind below it would hide it.
   } else if (!o.no_home && !h.home.empty() && h.home.front() == '/') {
     std::string home = util::normalize_path(h.home);
     if (o.contain && !is_system_dir(home))
@@ -131,10 +136,9 @@ MountPlan build_plan(const PlanInputs& in) {
     std::string dst = b.dst.empty() ? src : util::normalize_path(b.dst);
     bind(std::move(src), std::move(dst), "--bind", false, b.readonly);
   }
-  for (const auto& d : o.tmpfs) {
-    if (d.empty() || d.front() != '/') throw Error("--tmpfs " + util::quoted(d) + ": not an absolute path");
-    tmpfs(util::normalize_path(d), "--tmpfs");
-  }
+  if (home_bind)
+    bind(util::normalize_path(home_bind->src, h.cwd.empty() ? "/" : h.cwd), util::normalize_path(home_bind->dst),
+         "--home");
   for (const auto& m : in.hidden) p.mounts.push_back(m);
 
   if (!o.cd.empty()) {
