@@ -8,7 +8,9 @@
 # with instance://NAME.
 # Targets: rt <= 1.2x unshare, <= 0.7x ch-run, peak RSS <= 3 MiB;
 # SquashFS: rt <= 2x rt's directory start, <= 0.25x ch-run's SquashFS start.
-# SIF <= 1.1x SQFS; instance:// <= rt exec DIR.
+# SIF <= 1.1x SQFS; instance:// <= rt exec DIR; `apptainer exec` of the SIF
+# file through rt's Apptainer command line (a link named apptainer) <= 1.05x
+# rt exec SIF.
 # RT_BASELINE=DIR (a directory holding another build's rt, readable by
 # rt-test) adds its rows to the same interleaved run: before/after figures.
 set -euo pipefail
@@ -27,7 +29,8 @@ mksquashfs "$img" "$img.sqfs" -comp zstd -Xcompression-level 3 -all-root -quiet 
 python3 "$src/test/integration/siftool.py" make "$img.sif" --squashfs "$img.sqfs"
 instance=bench-$$
 "$src/build-bench/rt" instance start -q "$img" "$instance" sleep 100000
-trap '"$src/build-bench/rt" instance stop -q "$instance"; rm -rf "$img" "$img.sqfs" "$img.sif"' EXIT
+mkdir "$img.bin" && ln -s "$src/build-bench/rt" "$img.bin/apptainer"
+trap '"$src/build-bench/rt" instance stop -q "$instance"; rm -rf "$img" "$img.sqfs" "$img.sif" "$img.bin"' EXIT
 export USER=${USER:-$(id -un)}  # ch-run needs it
 cd "${HOME:-/}"                  # a typical working directory: inside home
 echo "$("$src/build-bench/rt" --version 2>&1 | head -1), ch-run $(ch-run --version 2>&1 | head -1), kernel $(uname -r), $(nproc) cores"
@@ -44,6 +47,7 @@ fi
   "ch-run SQFS|ch-run $img.sqfs -- /bin/true" \
   "rt exec SQFS|$src/build-bench/rt exec $img.sqfs /bin/true" \
   "rt exec SIF|$src/build-bench/rt exec $img.sif /bin/true" \
+  "apptainer exec SIF|$img.bin/apptainer exec $img.sif /bin/true" \
   "rt exec instance://|$src/build-bench/rt exec instance://$instance /bin/true" \
   ${baseline[@]+"${baseline[@]}"}
 echo
