@@ -6,15 +6,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <optional>
+#include <utility>
 
-#include "commands.hpp"
 #include "exec_args.hpp"
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
-#include "util/strings.hpp"
-
-extern char** environ;
 
 namespace rt::cli {
 namespace {
@@ -85,9 +83,9 @@ struct Action {
 };
 
 void add_binds(Action& a, const std::string& list, const char* from) {
-  for (const auto& b : util::split(list, ',')) {
+  for (const auto& b : split_words(list, ',')) {
     if (b.empty()) continue;
-    auto f = util::split(b, ':');
+    auto f = split_words(b, ':');
     if (f.size() > 3 || f[0].empty()) throw Error("apptainer: bad bind `" + b + "` (" + from + "): expected SRC[:DST[:ro|rw]]");
     if (f.size() == 3 && f[2] != "ro" && f[2] != "rw")
       refuse("bind option `" + f[2] + "` (in `" + b + "`)", "rt binds take ro or rw only");
@@ -98,7 +96,7 @@ void add_binds(Action& a, const std::string& list, const char* from) {
 // --env A=1,B=2: a comma starts a new assignment only before NAME=.
 void add_env_list(Action& a, const std::string& list) {
   std::vector<std::string> out;
-  for (const auto& part : util::split(list, ',')) {
+  for (const auto& part : split_words(list, ',')) {
     const size_t eq = part.find('=');
     if (eq != std::string::npos && eq > 0 && part.find_first_of(" \t") > eq)
       out.push_back(part);
@@ -140,7 +138,7 @@ Action read_action_options(Words& w, const std::string& command) {
       {"-W,--workdir", true, [](Action& a, const std::string& v) { a.workdir = v; }},
       {"-S,--scratch", true,
        [](Action& a, const std::string& v) {
-         for (const auto& d : util::split(v, ','))
+         for (const auto& d : split_words(v, ','))
            if (!d.empty()) a.rt.insert(a.rt.end(), {"--tmpfs", d});
        }},
       {"--compat", false,
@@ -150,7 +148,7 @@ Action read_action_options(Words& w, const std::string& command) {
        }},
       {"--no-mount", true,
        [](Action& a, const std::string& v) {
-         for (const auto& m : util::split(v, ',')) {
+         for (const auto& m : split_words(v, ',')) {
            if (m == "home")
              a.no_home = true;
            else if (m == "tmp")
@@ -190,7 +188,7 @@ Action read_action_options(Words& w, const std::string& command) {
       {"--userns=false", false, "rt always uses a user namespace"},
   };
   auto named = [](const char* names, const std::string& n) {
-    for (const auto& x : util::split(names, ','))
+    for (const auto& x : split_words(names, ','))
       if (x == n) return true;
     return false;
   };
@@ -508,46 +506,6 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
   }
   refuse("`" + command + "`", "rt's Apptainer command line has exec, run, shell, test, pull, build, inspect, "
          "instance, cache and version");
-}
-
-int apptainer_main(const std::vector<std::string>& words) {
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
-  const ApptainerPlan plan = translate_apptainer(words, env);
-  if (!plan.print.empty()) {
-    std::fputs(plan.print.c_str(), stdout);
-    return 0;
-  }
-  struct stat st;
-  if (!plan.refuse_if_exists.empty() && ::lstat(plan.refuse_if_exists.c_str(), &st) == 0)
-    throw Error("image file `" + plan.refuse_if_exists + "` already exists: will not overwrite it",
-                "give --force to replace it");
-  for (const auto& d : plan.make_dirs)
-    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", d};
-  for (size_t s = 0; s < plan.steps.size(); ++s) {
-    const auto& step = plan.steps[s];
-    const bool last = s + 1 == plan.steps.size();
-    if (last && (step[0] == "exec" || step[0] == "run" || step[0] == "shell")) {
-      const ExecMode mode = plan.test ? ExecMode::Test
-                            : step[0] == "exec" ? ExecMode::Exec
-                            : step[0] == "run"  ? ExecMode::Run
-                                                : ExecMode::Shell;
-      auto opts = parse_exec_args(mode, std::vector<std::string>(step.begin() + 1, step.end()));
-      if (!opts) return 0;
-      opts->any_directory = true;  // Apptainer's sandbox: any directory
-#ifndef RT_FULL
-      if (opts->seccomp) exec_full_program(words, "apptainer");  // root emulation lives in rt-image
-#endif
-      return run_exec(*opts);
-    }
-    if (last && step[0] == "instance") return instance_command(step);
-#ifndef RT_FULL
-    exec_full_program(words, "apptainer");  // pull, build, inspect, cache: rt-image's
-#else
-    if (int rc = run_full_program(step); rc != 0 || last) return rc;
-#endif
-  }
-  return 0;
 }
 
 }  // namespace rt::cli

@@ -1,4 +1,5 @@
 // `rt exec`, `rt run`, `rt shell`: read the words (exec_args), call rt::exec.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,11 +9,14 @@
 #include <memory>
 #include <string>
 
+#include "apptainer.hpp"
 #include "commands.hpp"
 #include "exec_args.hpp"
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
 #include "rt/slurm.hpp"
+
+extern char** environ;
 
 namespace rt::cli {
 namespace {
@@ -210,6 +214,46 @@ std::optional<int> slurm_task_command(std::vector<std::string>& words) {
       run_full_program({"convert", "-q", "-f", "--to", "sqfs", task->container, task->save}) != 0)
     throw Error("--container-save: could not write `" + task->save + "` (rt convert said why, above)");
   return rc;
+}
+
+int apptainer_main(const std::vector<std::string>& words) {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  const ApptainerPlan plan = translate_apptainer(words, env);
+  if (!plan.print.empty()) {
+    std::fputs(plan.print.c_str(), stdout);
+    return 0;
+  }
+  struct stat st;
+  if (!plan.refuse_if_exists.empty() && ::lstat(plan.refuse_if_exists.c_str(), &st) == 0)
+    throw Error("image file `" + plan.refuse_if_exists + "` already exists: will not overwrite it",
+                "give --force to replace it");
+  for (const auto& d : plan.make_dirs)
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", d};
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const auto& step = plan.steps[s];
+    const bool last = s + 1 == plan.steps.size();
+    if (last && (step[0] == "exec" || step[0] == "run" || step[0] == "shell")) {
+      const ExecMode mode = plan.test ? ExecMode::Test
+                            : step[0] == "exec" ? ExecMode::Exec
+                            : step[0] == "run"  ? ExecMode::Run
+                                                : ExecMode::Shell;
+      auto opts = parse_exec_args(mode, std::vector<std::string>(step.begin() + 1, step.end()));
+      if (!opts) return 0;
+      opts->any_directory = true;  // Apptainer's sandbox: any directory
+#ifndef RT_FULL
+      if (opts->seccomp) exec_full_program(words, "apptainer");  // root emulation lives in rt-image
+#endif
+      return run_exec(*opts);
+    }
+    if (last && step[0] == "instance") return instance_command(step);
+#ifndef RT_FULL
+    exec_full_program(words, "apptainer");  // pull, build, inspect, cache: rt-image's
+#else
+    if (int rc = run_full_program(step); rc != 0 || last) return rc;
+#endif
+  }
+  return 0;
 }
 
 }  // namespace rt::cli

@@ -4,7 +4,6 @@
 #include <string_view>
 
 #include "rt/error.hpp"
-#include "util/strings.hpp"
 
 namespace rt::cli {
 
@@ -36,7 +35,7 @@ unsigned parse_id(const std::string& v, const char* opt) {
 std::string docker_mount(const std::string& v) {
   std::string src, dst, type = "bind";
   bool ro = false;
-  for (const auto& field : util::split(v, ',')) {
+  for (const auto& field : split_words(v, ',')) {
     const size_t eq = field.find('=');
     const std::string k = field.substr(0, eq), val = eq == std::string::npos ? "" : field.substr(eq + 1);
     if (k == "type")
@@ -48,13 +47,13 @@ std::string docker_mount(const std::string& v) {
     else if ((k == "readonly" || k == "ro") && (eq == std::string::npos || val == "true" || val == "1"))
       ro = true;
     else if (!((k == "readonly" || k == "ro") && (val == "false" || val == "0")))
-      throw Error("--mount " + util::quoted(v) + ": rt does not know `" + field + "`",
+      throw Error("--mount `" + v + "`: rt does not know `" + field + "`",
                   "rt takes type=bind,source=SRC,target=DST[,readonly]");
   }
-  if (type != "bind") throw Error("--mount " + util::quoted(v) + ": only type=bind is supported, not `" + type + "`");
-  if (src.empty() || dst.empty()) throw Error("--mount " + util::quoted(v) + " needs source= and target=");
+  if (type != "bind") throw Error("--mount `" + v + "`: only type=bind is supported, not `" + type + "`");
+  if (src.empty() || dst.empty()) throw Error("--mount `" + v + "` needs source= and target=");
   if (src.find(':') != std::string::npos || dst.find(':') != std::string::npos)
-    throw Error("--mount " + util::quoted(v) + ": a path with ':' cannot be bound");
+    throw Error("--mount `" + v + "`: a path with ':' cannot be bound");
   return src + ":" + dst + (ro ? ":ro" : "");
 }
 
@@ -171,6 +170,16 @@ Error usage(ExecMode mode, const std::string& what) {
 }  // namespace
 
 std::span<const OptSpec> exec_options() { return kOptions; }
+
+std::vector<std::string> split_words(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  for (size_t at = 0;;) {
+    const size_t next = s.find(sep, at);
+    out.emplace_back(s.substr(at, next == std::string_view::npos ? std::string_view::npos : next - at));
+    if (next == std::string_view::npos) return out;
+    at = next + 1;
+  }
+}
 
 std::optional<ExecOptions> parse_exec_args(ExecMode mode, const std::vector<std::string>& w) {
   ExecState s;

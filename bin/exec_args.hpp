@@ -5,6 +5,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rt/exec.hpp"
@@ -19,6 +20,10 @@ struct OptSpec {
   const char* help;
   void (*apply)(ExecState&, const std::string& value);
 };
+
+// `s` cut at each `sep` (an empty string gives one empty part): the CLI
+// side's own, as bin/ uses librt's public headers only.
+std::vector<std::string> split_words(std::string_view s, char sep);
 
 // The options of exec, run and shell.
 std::span<const OptSpec> exec_options();

@@ -130,3 +130,27 @@ TEST_CASE("SIF offsets and sizes are checked against the file", "[squash][sif]")
   CHECK_THAT(error(b), Catch::Contains("descriptor table is corrupt (0 descriptors)"));
   CHECK_THAT(error(sif_bytes().substr(0, 100)), Catch::Contains("the SIF header lies past the end of the file"));
 }
+
+TEST_CASE("sif_prefix writes what read_sif reads back: one primary SquashFS partition", "[squash][sif]") {
+  const std::string id = "0123456789abcdef";
+  std::string b = sif_prefix(8192, id, 1700000000);
+  REQUIRE(b.size() == kSifDataStart);
+  CHECK(b.compare(0, 31, "#!/usr/bin/env run-singularity\n") == 0);
+  b.append(8192, 'x');  // the image's bytes
+  const SifFile f = parse(b);
+  REQUIRE(f.objects.size() == 1);
+  REQUIRE(f.primary());
+  CHECK(f.primary()->offset == kSifDataStart);
+  CHECK(f.primary()->size == 8192);
+  CHECK(f.primary()->fs == static_cast<int32_t>(SifFs::Squash));
+  CHECK(f.id == "30313233343536373839616263646566");
+  CHECK(f.created == 1700000000);
+  CHECK(f.arch == f.primary()->arch);
+  CHECK(sif_root_partition(f, "t.sif").id == 1);
+  // The image must be all there: a short file is refused.
+  b.resize(kSifDataStart + 100);
+  int fd = ::memfd_create("short.sif", MFD_CLOEXEC);
+  REQUIRE(::write(fd, b.data(), b.size()) == static_cast<ssize_t>(b.size()));
+  CHECK_THROWS_AS(read_sif(fd, "short.sif"), rt::Error);
+  ::close(fd);
+}
