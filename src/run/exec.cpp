@@ -227,7 +227,8 @@ void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, cons
   // the same ids, leaves it none over them: the mounts are locked
   // (mount_namespaces(7), "Restrictions on mount namespaces").
   run::enter_net_ipc_namespaces(o.net_none, o.ipc_namespace);
-  if (o.pid_namespace) run::enter_pid_namespace("rt-init " + (instance ? instance->name : image.name()));
+  if (o.pid_namespace)
+    run::enter_pid_namespace("rt-init " + (instance ? instance->name : image.name()), /*own_proc=*/!instance);
   if (p.plan.inner_uid == 0) run::enter_nested_user_namespace(p.plan.inner_uid, p.plan.inner_gid);
   // None of rt's descriptors (the store, holders' sockets and namespaces,
   // images) may be open when the working directory is chosen or the

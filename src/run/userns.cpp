@@ -5,6 +5,7 @@
 #include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 
 #include "rt/error.hpp"
 #include "util/fs.hpp"
+#include "util/log.hpp"
 
 namespace rt::run {
 namespace {
@@ -108,9 +110,16 @@ void enter_net_ipc_namespaces(bool net, bool ipc) {
   if (::ioctl(s.get(), SIOCSIFFLAGS, &ifr) != 0) throw SysError{errno, "ioctl(SIOCSIFFLAGS)", "lo"};
 }
 
-void enter_pid_namespace(const std::string& title) {
+void enter_pid_namespace(const std::string& title, bool own_proc) {
   if (::unshare(CLONE_NEWPID) != 0) throw SysError{errno, "unshare(CLONE_NEWPID)"};
-  fork_and_wait(true, title);   // the caller keeps the namespace's init, which dies with it
+  fork_and_wait(true, title);  // the caller keeps the namespace's init, which dies with it
+  // The namespace's own /proc, in a mount namespace of its own (a shared
+  // container's stays as it is): with the host's, /proc/PID of a pid the
+  // program gets from getpid(2) is another process (CUDA fails so).
+  if (own_proc && (::unshare(CLONE_NEWNS) != 0 ||
+                   ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0))
+    util::warn(std::string("the PID namespace keeps the host's /proc (") + std::strerror(errno) +
+               "): a program reading /proc/PID for its own pid reads another process");
   fork_and_wait(false, title);  // the init keeps the program's process
 }
 

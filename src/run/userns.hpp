@@ -25,8 +25,12 @@ void enter_nested_user_namespace(uid_t uid, gid_t gid);
 // (the kernel then kills whatever is left: pid_namespaces(7)); the
 // program's process returns. The two keepers close every descriptor above
 // 2, are titled `title`, are not dumpable (the container cannot trace
-// them or open their /proc/PID/fd) and die with their parent.
-void enter_pid_namespace(const std::string& title);
+// them or open their /proc/PID/fd) and die with their parent. With
+// `own_proc`, the program's process has a mount namespace of its own with
+// the PID namespace's /proc (a warning, and the host's, where the kernel
+// refuses); without, it stays in the container's, whose /proc is the host's
+// (an instance's: rt exec instance://NAME joins that mount namespace).
+void enter_pid_namespace(const std::string& title, bool own_proc);
 
 // --net none, --ipc: a network namespace whose loopback is up and nothing
 // else, a System V IPC namespace; needs the capabilities of the user

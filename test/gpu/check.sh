@@ -9,14 +9,16 @@
 # name of a glibc image (any distribution). It builds vecadd.cu with the
 # host's nvcc, then in each image runs nvidia-smi and vecadd with --gpu,
 # vecadd with --no-gpu (which must fail: the image has no driver), and
-# times 50 starts with and without --gpu. Exit status: the number of
-# checks that went wrong.
+# times 50 starts with and without --gpu; then the same GPU path through
+# rt's Apptainer command line (`apptainer exec --nv`, a link to RT).
+# Exit status: the number of checks that went wrong.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rt=$1
 shift
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+ln -s "$(cd "$(dirname "$rt")" && pwd)/$(basename "$rt")" "$work/apptainer"
 # Static C++ and gcc runtimes: the image's may be older than the host's.
 nvcc ${NVCC_FLAGS:--O2 -arch=native} -Xcompiler=-static-libstdc++ -Xcompiler=-static-libgcc \
   -o "$work/vecadd" "$here/vecadd.cu" || exit 1
@@ -55,9 +57,11 @@ for img in "$@"; do
     echo "SKIPPED: vecadd needs a newer glibc than the image has"
   else
     check ok "$rt" exec --gpu -b "$work" "$img" -- "$work/vecadd"
+    check ok "$work/apptainer" exec --nv -C -B "$work" "$img" "$work/vecadd"
   fi
   check fail "$rt" exec --no-gpu -b "$work" "$img" -- "$work/vecadd"
   check ok "$rt" exec -v --gpu "$img" -- true
+  check ok "$work/apptainer" exec --nv "$img" nvidia-smi -L
   for _ in 1 2; do
     starts 50 "$img" || failed=$((failed + 1))
     starts 50 --gpu "$img" || failed=$((failed + 1))

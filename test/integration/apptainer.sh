@@ -58,8 +58,8 @@ out=$(FOO=host SINGULARITYENV_BAR=sing APPTAINERENV_BAZ=app singularity exec --c
 expect_eq "$out" "unset sing app gone deb.sif" "--cleanenv drops the host's variables; *ENV_X become X"
 out=$(singularity exec -e deb.sif sh -c 'echo ${HOME:+home}')
 expect_eq "$out" "home" "-e is --cleanenv (HOME stays)"
-out=$(singularity exec --containall deb.sif sh -c 'echo $$; ls -A /tmp | wc -l; pwd; readlink /proc/self/ns/ipc')
-expect_eq "$(echo "$out" | sed -n 1p)" 2 "--containall: a PID namespace"
+out=$(singularity exec --containall deb.sif sh -c 'read p _ </proc/self/stat; echo $$ $p; ls -A /tmp | wc -l; pwd; readlink /proc/self/ns/ipc')
+expect_eq "$(echo "$out" | sed -n 1p)" "2 2" "--containall: a PID namespace, with its own /proc"
 expect_eq "$(echo "$out" | sed -n 2p)" 0 "--containall: an empty /tmp"
 expect_eq "$(echo "$out" | sed -n 3p)" "$HOME" "--containall: starts in the (empty) home"
 [ "$(echo "$out" | sed -n 4p)" != "$(readlink /proc/self/ns/ipc)" ] || fail "--containall: an IPC namespace"
