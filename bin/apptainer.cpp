@@ -2,6 +2,7 @@
 #include "apptainer.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -79,7 +80,7 @@ struct Action {
   std::vector<std::string> rt;  // rt exec options
   bool contain = false, containall = false, cleanenv = false, net = false, pid = false, ipc = false;
   std::string network, workdir, home;
-  bool no_home = false;
+  bool no_home = false, help = false;
 };
 
 void add_binds(Action& a, const std::string& list, const char* from) {
@@ -127,7 +128,16 @@ Action read_action_options(Words& w, const std::string& command) {
       {"-e,--cleanenv", false, [](Action& a, const std::string&) { a.cleanenv = true; }},
       {"--env", true, add_env_list},
       {"--env-file", true, [](Action& a, const std::string& v) { a.rt.insert(a.rt.end(), {"--env-file", v}); }},
-      {"--nv,--nvccli", false, [](Action& a, const std::string&) { a.rt.push_back("--gpu"); }},
+      // As Apptainer does, --nv on a host without NVIDIA's driver is a
+      // warning, not an error: job scripts pass it on every node.
+      {"--nv,--nvccli", false,
+       [](Action& a, const std::string&) {
+         if (::access("/proc/driver/nvidia/version", F_OK) == 0)
+           a.rt.push_back("--gpu");
+         else
+           std::fputs("rt: warning: --nv: no NVIDIA driver on this host (/proc/driver/nvidia): running without\n",
+                      stderr);
+       }},
       {"-w,--writable", false, [](Action& a, const std::string&) { a.rt.push_back("--write"); }},
       {"--writable-tmpfs", false, [](Action& a, const std::string&) { a.rt.push_back("--write-tmpfs"); }},
       {"-f,--fakeroot", false, [](Action& a, const std::string&) { a.rt.insert(a.rt.end(), {"--root", "--seccomp"}); }},
@@ -226,7 +236,10 @@ Action read_action_options(Words& w, const std::string& command) {
       }
     }
     for (auto& [name, inline_value] : given) {
-      if (name == "-h" || name == "--help") throw Error("apptainer " + command + ": see man rt-apptainer");
+      if (name == "-h" || name == "--help") {
+        out.help = true;
+        return out;
+      }
       bool done = false;
       for (const auto& o : opts) {
         if (!named(o.names, name)) continue;
@@ -407,6 +420,10 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
       if (sub != "start") throw Error("apptainer instance " + sub + ": rt knows start, stop and list");
     }
     Action a = read_action_options(w, command);
+    if (a.help) {
+      plan.print = kUsage;
+      return plan;
+    }
     if (w.done()) throw Error("apptainer " + command + ": no image given");
     std::string image = w.take();
     // Apptainer's IMAGE is a path first: a bare name of a file or

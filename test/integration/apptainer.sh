@@ -24,7 +24,7 @@ cd "$T"
 # A Debian bookworm image with python3, in the registry behind a password.
 gzip -1 -c "$RT_DEBIAN_ROOTFS" >"$T/deb.tar.gz"
 python3 "$RT_SOURCE_DIR/test/integration/ocitool.py" layout "$T/deb" --tag bookworm \
-  --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$T/deb.tar.gz" >/dev/null
+  --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --cmd sleep --cmd 1000 "$T/deb.tar.gz" >/dev/null
 start_registry "$T/reg" basic
 push "$T/deb:bookworm" "debian:bookworm" "$REG_USER:$REG_PASS"
 echo "$REG_PASS" | "$RT_IMAGE" login -q --ca-file "$REG_CA" -u "$REG_USER" --password-stdin "$REG" ||
@@ -49,6 +49,14 @@ expect_eq "$(apptainer exec debdir cat /etc/debian_version | cut -d. -f1)" 12 "a
 expect_status 125 "a definition file is refused" -- apptainer build x.sif Singularity.def
 expect_match "$ERR" "rt builds from Dockerfiles" "with the reason"
 
+# --- instances: an image without a startscript runs its CMD ---------------------
+apptainer instance start deb.sif svc 2>/dev/null || fail "apptainer instance start IMAGE NAME (no command)"
+expect_match "$(apptainer instance list)" "svc .*running.*sleep 1000" "the instance runs the image's CMD"
+expect_eq "$(apptainer exec instance://svc cat /etc/debian_version | cut -d. -f1)" 12 "exec instance://NAME"
+apptainer instance stop svc 2>/dev/null || fail "apptainer instance stop"
+[[ "$(apptainer instance list)" != *svc* ]] || fail "the instance is still listed after stop"
+pass "apptainer instance stop"
+
 # --- singularity exec habits ---------------------------------------------------
 mkdir -p a b c && echo A >a/f && echo B >b/f && echo C >c/f
 out=$(singularity exec -B "$T/a,$T/b:/bee,$T/c:/cee:ro" deb.sif sh -c 'cat '"$T"'/a/f /bee/f /cee/f; touch /cee/x 2>/dev/null || echo ro')
@@ -67,6 +75,11 @@ out=$(apptainer exec --net --network none deb.sif cat /proc/net/dev | tail -n +3
 expect_eq "$out" "lo" "--net --network none: loopback only"
 expect_status 125 "--net alone (a bridge) is refused" -- apptainer exec --net deb.sif true
 expect_match "$ERR" "needs root" "with the reason"
+if [ ! -e /proc/driver/nvidia/version ]; then
+  expect_status 0 "--nv without NVIDIA's driver runs, as Apptainer does" -- apptainer exec --nv deb.sif true
+  expect_match "$ERR" "no NVIDIA driver on this host" "with a warning"
+fi
+expect_match "$(apptainer exec --help)" "apptainer .*COMMAND" "apptainer exec --help"
 expect_status 125 "--rocm is refused" -- apptainer exec --rocm deb.sif true
 expect_status 125 "--memory is refused" -- apptainer exec --memory 1G deb.sif true
 expect_match "$ERR" "cgroup" "with the reason"

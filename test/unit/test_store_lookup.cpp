@@ -1,6 +1,11 @@
-#include <catch2/catch.hpp>
+#include <pwd.h>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include "rt/error.hpp"
 #include "store/lookup.hpp"
@@ -75,4 +80,26 @@ TEST_CASE("foreign_path names a place another user could change") {
   fs::create_directory_symlink(dir / "img", dir / "link");
   CHECK(foreign_path(dir / "link") == "");
   fs::remove_all(dir);
+}
+
+TEST_CASE("the default store is found by the real user when USER is unset") {
+  const char* saved_storage = std::getenv("RT_STORAGE");
+  const char* saved_user = std::getenv("USER");
+  const std::string storage = saved_storage ? saved_storage : "", user = saved_user ? saved_user : "";
+  ::unsetenv("RT_STORAGE");
+  ::setenv("USER", "someone-else-entirely", 1);
+  CHECK(rt::store::default_root() == "/var/tmp/someone-else-entirely.rt");
+  ::unsetenv("USER");
+  ::setenv("LOGNAME", "not-from-logname", 1);
+  // /etc/passwd's name for this uid (when it is there, not in a directory service).
+  std::string name;
+  if (FILE* f = std::fopen("/etc/passwd", "re")) {
+    while (const struct passwd* pw = ::fgetpwent(f))
+      if (pw->pw_uid == ::getuid() && name.empty()) name = pw->pw_name;
+    std::fclose(f);
+  }
+  CHECK(rt::store::default_root() == "/var/tmp/" + (name.empty() ? "not-from-logname" : name) + ".rt");
+  ::unsetenv("LOGNAME");
+  if (saved_user) ::setenv("USER", user.c_str(), 1);
+  if (saved_storage) ::setenv("RT_STORAGE", storage.c_str(), 1);
 }
