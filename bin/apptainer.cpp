@@ -4,10 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -87,7 +87,8 @@ void add_binds(Action& a, const std::string& list, const char* from) {
   for (const auto& b : split_words(list, ',')) {
     if (b.empty()) continue;
     auto f = split_words(b, ':');
-    if (f.size() > 3 || f[0].empty()) throw Error("apptainer: bad bind `" + b + "` (" + from + "): expected SRC[:DST[:ro|rw]]");
+    if (f.size() > 3 || f[0].empty())
+      throw Error("apptainer: bad bind `" + b + "` (" + from + "): expected SRC[:DST[:ro|rw]]");
     if (f.size() == 3 && f[2] != "ro" && f[2] != "rw")
       refuse("bind option `" + f[2] + "` (in `" + b + "`)", "rt binds take ro or rw only");
     a.rt.insert(a.rt.end(), {"--bind", f.size() == 1 ? f[0] : f.size() == 2 ? f[0] + ":" + f[1] : b});
@@ -119,15 +120,24 @@ Action read_action_options(Words& w, const std::string& command) {
   };
   static const Opt opts[] = {
       {"-B,--bind", true, [](Action& a, const std::string& v) { add_binds(a, v, "--bind"); }},
-      {"--mount", true, [](Action& a, const std::string& v) { a.rt.insert(a.rt.end(), {"--mount", v}); }},
+      {"--mount", true,
+       [](Action& a, const std::string& v) {
+         a.rt.insert(a.rt.end(), {"--mount", v});
+       }},
       {"-H,--home", true, [](Action& a, const std::string& v) { a.home = v; }},
       {"--no-home", false, [](Action& a, const std::string&) { a.no_home = true; }},
-      {"--pwd", true, [](Action& a, const std::string& v) { a.rt.insert(a.rt.end(), {"--cd", v}); }},
+      {"--pwd", true,
+       [](Action& a, const std::string& v) {
+         a.rt.insert(a.rt.end(), {"--cd", v});
+       }},
       {"-c,--contain", false, [](Action& a, const std::string&) { a.contain = true; }},
       {"-C,--containall", false, [](Action& a, const std::string&) { a.containall = true; }},
       {"-e,--cleanenv", false, [](Action& a, const std::string&) { a.cleanenv = true; }},
       {"--env", true, add_env_list},
-      {"--env-file", true, [](Action& a, const std::string& v) { a.rt.insert(a.rt.end(), {"--env-file", v}); }},
+      {"--env-file", true,
+       [](Action& a, const std::string& v) {
+         a.rt.insert(a.rt.end(), {"--env-file", v});
+       }},
       // As Apptainer does, --nv on a host without NVIDIA's driver is a
       // warning, not an error: job scripts pass it on every node.
       {"--nv,--nvccli", false,
@@ -140,7 +150,10 @@ Action read_action_options(Words& w, const std::string& command) {
        }},
       {"-w,--writable", false, [](Action& a, const std::string&) { a.rt.push_back("--write"); }},
       {"--writable-tmpfs", false, [](Action& a, const std::string&) { a.rt.push_back("--write-tmpfs"); }},
-      {"-f,--fakeroot", false, [](Action& a, const std::string&) { a.rt.insert(a.rt.end(), {"--root", "--seccomp"}); }},
+      {"-f,--fakeroot", false,
+       [](Action& a, const std::string&) {
+         a.rt.insert(a.rt.end(), {"--root", "--seccomp"});
+       }},
       {"-p,--pid", false, [](Action& a, const std::string&) { a.pid = true; }},
       {"-i,--ipc", false, [](Action& a, const std::string&) { a.ipc = true; }},
       {"-n,--net", false, [](Action& a, const std::string&) { a.net = true; }},
@@ -184,7 +197,8 @@ Action read_action_options(Words& w, const std::string& command) {
       {"--rocm", false, "rt injects NVIDIA's driver (--nv) but not AMD's ROCm"},
       {"--cpus,--memory,--memory-reservation,--memory-swap,--cpu-shares,--cpuset-cpus,--cpuset-mems,--blkio-weight,"
        "--pids-limit,--oom-kill-disable,--apply-cgroups",
-       true, "limits need a cgroup delegated to the user; ask the batch system for them (Slurm --cpus-per-task, --mem)"},
+       true,
+       "limits need a cgroup delegated to the user; ask the batch system for them (Slurm --cpus-per-task, --mem)"},
       {"-o,--overlay", true, "rt has no overlay images; --writable-tmpfs keeps changes in memory"},
       {"--app", true, "SCIF apps are not supported"},
       {"--keep-privs,--allow-setuid", false, "rt gives the container no privilege"},
@@ -251,7 +265,9 @@ Action read_action_options(Words& w, const std::string& command) {
       }
       for (const auto& r : refused)
         if (!done && named(r.names, name)) refuse(name, r.why);
-      if (!done) throw Error("apptainer " + command + ": unknown option `" + name + "`", "man rt-apptainer lists the options rt knows");
+      if (!done)
+        throw Error("apptainer " + command + ": unknown option `" + name + "`",
+                    "man rt-apptainer lists the options rt knows");
     }
   }
   return out;
@@ -272,7 +288,8 @@ std::vector<std::string> action_to_rt(const Action& a, std::vector<std::string>&
     rt.insert(rt.end(), {"--net", "none"});
   }
   if (!a.home.empty()) {
-    if (std::count(a.home.begin(), a.home.end(), ':') > 1) throw Error("apptainer: bad --home `" + a.home + "`: expected SRC[:DST]");
+    if (std::count(a.home.begin(), a.home.end(), ':') > 1)
+      throw Error("apptainer: bad --home `" + a.home + "`: expected SRC[:DST]");
     rt.insert(rt.end(), {"--home", a.home});
   } else if (a.no_home) {
     rt.push_back("--no-home");
@@ -315,8 +332,8 @@ void env_to_rt(Action& a, const std::vector<std::string>& env, const std::string
     put(std::string(p) + "_CONTAINER", image, false);
     put(std::string(p) + "_NAME", name, false);
   }
-  for (const char* glob : {"APPTAINERENV_*", "SINGULARITYENV_*", "APPTAINER_BIND", "SINGULARITY_BIND",
-                           "SINGULARITY_BINDPATH"})
+  for (const char* glob :
+       {"APPTAINERENV_*", "SINGULARITYENV_*", "APPTAINER_BIND", "SINGULARITY_BIND", "SINGULARITY_BINDPATH"})
     a.rt.insert(a.rt.end(), {"--unset-env", glob});
   for (const auto& [k, v] : set) a.rt.insert(a.rt.end(), {"--env", k + "=" + v});
 }
@@ -351,7 +368,8 @@ OutputOptions read_output_options(Words& w, const std::string& command) {
     else if (word == "--")
       break;
     else
-      throw Error("apptainer " + command + ": unknown option `" + word + "`", "man rt-apptainer lists the options rt knows");
+      throw Error("apptainer " + command + ": unknown option `" + word + "`",
+                  "man rt-apptainer lists the options rt knows");
   }
   return o;
 }
@@ -462,7 +480,8 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     std::vector<std::string> pos = w.rest();
     std::string target, source;
     if (command == "pull") {
-      if (pos.empty() || pos.size() > 2) throw Error("usage: apptainer pull [--force] [--name FILE] [FILE] docker://REF");
+      if (pos.empty() || pos.size() > 2)
+        throw Error("usage: apptainer pull [--force] [--name FILE] [FILE] docker://REF");
       source = pos.back();
       target = !o.name.empty() ? o.name : pos.size() == 2 ? pos[0] : default_pull_name(without_docker(source));
       if (!o.dir.empty()) target = o.dir + "/" + target;
@@ -521,7 +540,8 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     }
     throw Error("apptainer cache " + sub + ": rt knows cache clean (rt prune) and cache list (rt images)");
   }
-  refuse("`" + command + "`", "rt's Apptainer command line has exec, run, shell, test, pull, build, inspect, "
+  refuse("`" + command + "`",
+         "rt's Apptainer command line has exec, run, shell, test, pull, build, inspect, "
          "instance, cache and version");
 }
 

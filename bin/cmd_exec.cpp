@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -134,7 +134,8 @@ int run_exec(const ExecOptions& given) {
       if (!opts->storage.empty()) stage.insert(stage.end(), {"--storage", opts->storage});
       stage.push_back(opts->image);
       if (int rc = run_full_program(stage); rc != 0)
-        throw rt::Error("could not send `" + opts->image + "` to the other nodes of the step (rt stage said why, above)");
+        throw rt::Error("could not send `" + opts->image +
+                        "` to the other nodes of the step (rt stage said why, above)");
     }
     exec(*opts);
   } catch (const ImageNotFound& e) {
@@ -234,7 +235,7 @@ int apptainer_main(const std::vector<std::string>& words) {
     const auto& step = plan.steps[s];
     const bool last = s + 1 == plan.steps.size();
     if (last && (step[0] == "exec" || step[0] == "run" || step[0] == "shell")) {
-      const ExecMode mode = plan.test ? ExecMode::Test
+      const ExecMode mode = plan.test           ? ExecMode::Test
                             : step[0] == "exec" ? ExecMode::Exec
                             : step[0] == "run"  ? ExecMode::Run
                                                 : ExecMode::Shell;

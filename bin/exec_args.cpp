@@ -92,8 +92,7 @@ constexpr OptSpec kOptions[] = {
      [](ExecState& s, const std::string& v) { s.opts.tmpfs.push_back(v); }},
     {"--cd,--workdir", "DIR", "start in DIR inside the container",
      [](ExecState& s, const std::string& v) { s.opts.cd = v; }},
-    {"--rm", nullptr, "accepted: nothing of a container is kept after it exits",
-     [](ExecState&, const std::string&) {}},
+    {"--rm", nullptr, "accepted: nothing of a container is kept after it exits", [](ExecState&, const std::string&) {}},
     {"--net", "none", "a network namespace of its own with only the loopback interface",
      [](ExecState& s, const std::string& v) {
        if (v != "none" && v != "host")

@@ -43,8 +43,7 @@ Target target_of(const std::string& to, const std::string& dst) {
   if (to == "sif") return Target::Sif;
   if (to == "dir") return Target::Dir;
   if (to == "store") return Target::Store;
-  if (!to.empty())
-    throw Error("--to: unknown target `" + to + "`", "use --to sqfs, --to sif, --to dir or --to store");
+  if (!to.empty()) throw Error("--to: unknown target `" + to + "`", "use --to sqfs, --to sif, --to dir or --to store");
   for (const char* ext : {".sqfs", ".squashfs", ".sqsh"})
     if (dst.ends_with(ext)) return Target::Sqfs;
   if (dst.ends_with(".sif")) return Target::Sif;
@@ -231,8 +230,8 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   // where the name is a path (store::name_kind): a bare name never is.
   const store::NameKind kind = store::name_kind(src);
   const store::Root* root = kind == store::NameKind::Either ? store::Root::user_if_exists(o.storage) : nullptr;
-  const bool as_path = kind == store::NameKind::Path || (kind == store::NameKind::Either &&
-                                                         !(root && store::find_image(*root, src)));
+  const bool as_path =
+      kind == store::NameKind::Path || (kind == store::NameKind::Either && !(root && store::find_image(*root, src)));
   if (as_path && importable(src_path) && !util::is_directory(src_path + "/rootfs")) {
     if (target == Target::Sqfs) {
       ImportOptions io = import_options(o);

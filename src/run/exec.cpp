@@ -176,6 +176,11 @@ void show(const ExecOptions& o, const Prepared& p, const hpc::Launcher& launcher
     out("launcher: " + launcher.name + (launcher.job.empty() ? "" : ", job " + launcher.job) +
         (launcher.local_size ? ", " + std::to_string(launcher.local_size) + " ranks on this node" : ""));
   if (p.join) out("one container per node: ranks of this launch share it (--no-join: one each)");
+  std::vector<std::string> ns;
+  if (o.net_none) ns.push_back("network (loopback only)");
+  if (o.ipc_namespace) ns.push_back("IPC");
+  if (o.pid_namespace) ns.push_back("PID (with its own /proc)");
+  if (!ns.empty()) out("namespaces of its own: " + util::join(ns, ", "));
   for (const auto& line : injection.notes) out(line);
   for (const auto& line : run::describe(p.plan)) out(line);
   for (const auto& line : p.env_changes) out(line);
@@ -381,7 +386,7 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
   ExecOptions o = given;
   o.mode = ExecMode::Exec;
   o.join = ExecOptions::Inject::Off;
-  o.only_stdio = true;  // no launcher stands behind an instance
+  o.only_stdio = true;     // no launcher stands behind an instance
   o.pid_namespace = true;  // rt instance stop reaches all it started
   HostInfo host = run::gather_host_info();
   const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage, o.any_directory);

@@ -105,10 +105,11 @@ bool program_found(const std::string& prog, const std::vector<std::string>& env)
   if (denied && err == ENOENT) err = EACCES;
   int code = err == ENOENT || err == ENOTDIR ? kExitNotFound : kExitNotExecutable;
   util::error("cannot run " + util::quoted(prog) + " in image `" + image_name + "`: " +
-              (code != kExitNotFound   ? std::strerror(err)
-               : !named_path           ? std::string("executable file not found in $PATH")
-               : ::access(prog.c_str(), F_OK) == 0 ? std::string("its interpreter (#! line or ELF loader) is not in the image")
-                                                   : std::strerror(err)));
+              (code != kExitNotFound ? std::strerror(err)
+               : !named_path         ? std::string("executable file not found in $PATH")
+               : ::access(prog.c_str(), F_OK) == 0
+                   ? std::string("its interpreter (#! line or ELF loader) is not in the image")
+                   : std::strerror(err)));
   ::_exit(code);
 }
 

@@ -79,7 +79,8 @@ void fork_and_wait(bool pdeathsig, const std::string& title) {
   struct sigaction sa {};
   sa.sa_handler = forward;
   ::sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGCONT, SIGWINCH}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGCONT, SIGWINCH})
+    ::sigaction(sig, &sa, nullptr);
   sigset_t none;
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -116,8 +117,8 @@ void enter_pid_namespace(const std::string& title, bool own_proc) {
   // The namespace's own /proc, in a mount namespace of its own (a shared
   // container's stays as it is): with the host's, /proc/PID of a pid the
   // program gets from getpid(2) is another process (CUDA fails so).
-  if (own_proc && (::unshare(CLONE_NEWNS) != 0 ||
-                   ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0))
+  if (own_proc &&
+      (::unshare(CLONE_NEWNS) != 0 || ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0))
     util::warn(std::string("the PID namespace keeps the host's /proc (") + std::strerror(errno) +
                "): a program reading /proc/PID for its own pid reads another process");
   fork_and_wait(false, title);  // the init keeps the program's process

@@ -103,9 +103,9 @@ std::string sif_prefix(uint64_t size, const std::string& id, int64_t now) {
   put_le(s, 120, size, 8);
   const size_t d = kTableAt;  // the one descriptor: the root filesystem
   put_le(s, d, static_cast<uint32_t>(SifData::Partition), 4);
-  s[d + 4] = 1;                        // used
-  put_le(s, d + 5, 1, 4);              // id
-  put_le(s, d + 9, 0xf0000001u, 4);    // group 1 (with the group mask)
+  s[d + 4] = 1;                         // used
+  put_le(s, d + 5, 1, 4);               // id
+  put_le(s, d + 9, 0xf0000001u, 4);     // group 1 (with the group mask)
   put_le(s, d + 17, kSifDataStart, 8);  // offset
   put_le(s, d + 25, size, 8);
   put_le(s, d + 33, size, 8);  // size with padding
@@ -208,7 +208,8 @@ SifObject sif_root_partition(const SifFile& sif, const std::string& path) {
     if (&o != p && o.type == p->type && o.part == p->part)
       throw Error(where + ": the SIF file has two primary system partitions (objects " + std::to_string(p->id) +
                   " and " + std::to_string(o.id) + "); rt will not choose one");
-  if (p->size == 0) throw Error(where + ": its primary system partition (object " + std::to_string(p->id) + ") is empty");
+  if (p->size == 0)
+    throw Error(where + ": its primary system partition (object " + std::to_string(p->id) + ") is empty");
   if (p->fs == static_cast<int32_t>(SifFs::EncryptedSquash))
     throw Error(where + ": its root filesystem is an encrypted SquashFS partition, which rt cannot read",
                 "decrypt it with Apptainer first (apptainer build --sandbox DIR FILE.sif), then rt convert DIR NAME");

@@ -67,8 +67,8 @@ TEST_CASE("apptainer exec: -C, --net --network none, -W, -S, --home, forms of va
 }
 
 TEST_CASE("apptainer: APPTAINERENV_ and SINGULARITYENV_ become variables inside, APPTAINERENV_ first") {
-  const V w = step({"exec", "i", "p"}, {"SINGULARITYENV_A=s", "APPTAINERENV_A=a", "SINGULARITYENV_B=b", "HOME=/h",
-                                        "APPTAINER_BIND=/d:/e"});
+  const V w = step({"exec", "i", "p"},
+                   {"SINGULARITYENV_A=s", "APPTAINERENV_A=a", "SINGULARITYENV_B=b", "HOME=/h", "APPTAINER_BIND=/d:/e"});
   CHECK(has_run(w, {"--env", "A=a"}));
   CHECK(has_run(w, {"--env", "B=b"}));
   CHECK(!has_run(w, {"--env", "A=s"}));

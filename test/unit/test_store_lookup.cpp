@@ -71,7 +71,8 @@ TEST_CASE("foreign_path names a place another user could change") {
   CHECK(foreign_path(dir / "img") == "");
   // Writable by others, not sticky: anyone could replace img.
   fs::permissions(dir, fs::perms::all);
-  CHECK_THAT(foreign_path(dir / "img"), Catch::Contains("lies in `" + dir.string() + "`, a directory other users can write"));
+  CHECK_THAT(foreign_path(dir / "img"),
+             Catch::Contains("lies in `" + dir.string() + "`, a directory other users can write"));
   // Sticky: others may add entries, not replace the caller's.
   fs::permissions(dir, fs::perms::all | fs::perms::sticky_bit);
   CHECK(foreign_path(dir / "img") == "");
