@@ -24,6 +24,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <deque>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -78,7 +79,8 @@ struct Stage {
   std::map<std::string, std::optional<std::string>> args;  // declared in the stage
   State state;
   bool needed = false;
-  std::string base;  // what FROM named, for rt-image.json
+  bool cmd_set = false;  // CMD given in this stage (a later ENTRYPOINT keeps it)
+  std::string base;      // what FROM named, for rt-image.json
   std::string base_digest;
   // The tree, once a step needed it.
   std::unique_ptr<app::WorkDir> work;
@@ -233,6 +235,7 @@ private:
   app::Store store_;
   std::string file_shown_;
   image::Dockerfile df_;
+  std::deque<image::Instruction> triggers_;        // ONBUILD triggers of bases, run as the FROM's steps
   std::map<std::string, std::string> given_args_;  // --build-arg
   std::set<std::string> used_args_;
   std::map<std::string, std::optional<std::string>> global_args_;
@@ -527,12 +530,13 @@ void Builder::set_base(Stage& s, const std::string& what) {
   // A host path only when asked for: a Dockerfile may not make the
   // builder's files (FROM /home/USER/.ssh, COPY --from=../x) a layer.
   const store::NameKind kind = store::name_kind(what);
-  const bool as_path = kind == store::NameKind::Path ||
-                       (kind == store::NameKind::Either && !store::find_image(store_.dir(), what) &&
-                        util::path_exists(what));
+  const bool as_path =
+      kind == store::NameKind::Path ||
+      (kind == store::NameKind::Either && !store::find_image(store_.dir(), what) && util::path_exists(what));
   if (as_path && !o_.host_paths)
-    throw Error("`" + what + "` is a path on the host: FROM and COPY --from take stages, stored images and registry "
-                "references",
+    throw Error("`" + what +
+                    "` is a path on the host: FROM and COPY --from take stages, stored images and registry "
+                    "references",
                 "give --from-host to build from files of this machine");
   if (as_path && !util::path_exists(what)) {
     throw Error("`" + what + "`: no such file or directory");
@@ -685,7 +689,7 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
   e.no_home = true;
   e.seccomp = true;
   e.skip_sync = true;
-  e.only_stdio = true;  // not the store, context or cache descriptors of the build
+  e.only_stdio = true;     // not the store, context or cache descriptors of the build
   e.pid_namespace = true;  // nothing it starts outlives the step (or the build)
   e.uid = as.uid;
   e.gid = as.gid;
@@ -900,8 +904,12 @@ void Builder::step(Stage& s, const Instruction& ins) {
     auto env = cfg_env(s.state);
     for (auto& [name, v] : image::key_values(ins.args, image::Pairs::Env, esc, where(ins), &look)) {
       const std::string prefix = name + "=";
-      std::erase_if(env, [&prefix](const std::string& e) { return e.starts_with(prefix); });
-      env.push_back(prefix + v.value_or(""));
+      // A variable set again keeps its place in the list, as Docker keeps it.
+      auto at = std::find_if(env.begin(), env.end(), [&prefix](const std::string& e) { return e.starts_with(prefix); });
+      if (at != env.end())
+        *at = prefix + v.value_or("");
+      else
+        env.push_back(prefix + v.value_or(""));
     }
     c["Env"] = env;
   } else if (k == "ARG") {
@@ -932,12 +940,17 @@ void Builder::step(Stage& s, const Instruction& ins) {
       c.erase(key);
     else
       c[key] = v;
-    // A new ENTRYPOINT drops the CMD the base image had.
-    if (k == "ENTRYPOINT") c.erase("Cmd");
+    // A new ENTRYPOINT drops the CMD the base image had, not one this stage set.
+    if (k == "CMD") s.cmd_set = true;
+    if (k == "ENTRYPOINT" && !s.cmd_set) c.erase("Cmd");
     shown = k + " " + json(v).dump();
   } else if (k == "SHELL") {
     s.state.shell = ins.argv;
     if (s.state.shell.empty()) throw Error(where(ins) + ": SHELL needs a program");
+    c["Shell"] = ins.argv;  // as Docker records it: later builds FROM this image use it
+  } else if (k == "ONBUILD") {
+    if (!c.contains("OnBuild") || !c["OnBuild"].is_array()) c["OnBuild"] = json::array();
+    c["OnBuild"].push_back(util::trim(ins.args));
   } else if (k == "STOPSIGNAL") {
     c["StopSignal"] = image::substitute(util::trim(ins.args), look, esc, where(ins));
   } else if (k == "EXPOSE") {
@@ -966,6 +979,22 @@ void Builder::build_stage(Stage& s) {
   const auto words = image::split_words(s.from->args, df_.escape, where(*s.from), &look);
   note_step(s, "FROM " + util::join(words, ' '));
   set_base(s, words.at(0));
+  // The base's ONBUILD triggers run first, as steps of this FROM; the new
+  // image does not inherit them.
+  json& c = cfg_of(s.state);
+  if (c.contains("Shell") && c["Shell"].is_array() && !c["Shell"].empty() &&
+      std::all_of(c["Shell"].begin(), c["Shell"].end(), [](const json& w) { return w.is_string(); }))
+    s.state.shell = c["Shell"].get<std::vector<std::string>>();  // the base's SHELL
+  if (c.contains("OnBuild") && c["OnBuild"].is_array() && !c["OnBuild"].empty()) {
+    const json on_build = c["OnBuild"];
+    c.erase("OnBuild");
+    for (const auto& t : on_build) {
+      if (!t.is_string()) continue;
+      triggers_.push_back(image::parse_instruction(t.get<std::string>(), where(*s.from), df_.escape));
+      triggers_.back().line = s.from->line;
+      step(s, triggers_.back());
+    }
+  }
   for (const Instruction* ins : s.body) step(s, *ins);
 }
 

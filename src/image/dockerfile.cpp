@@ -12,9 +12,9 @@
 namespace rt::image {
 namespace {
 
-constexpr const char* kKeywords[] = {"FROM", "RUN",        "CMD",         "LABEL",  "EXPOSE",    "ENV",
-                                     "ADD",  "COPY",       "ENTRYPOINT",  "VOLUME", "USER",      "WORKDIR",
-                                     "ARG",  "STOPSIGNAL", "HEALTHCHECK", "SHELL",  "MAINTAINER"};
+constexpr const char* kKeywords[] = {"FROM", "RUN",        "CMD",         "LABEL",  "EXPOSE",     "ENV",
+                                     "ADD",  "COPY",       "ENTRYPOINT",  "VOLUME", "USER",       "WORKDIR",
+                                     "ARG",  "STOPSIGNAL", "HEALTHCHECK", "SHELL",  "MAINTAINER", "ONBUILD"};
 // Where the JSON (exec) form may stand instead of a shell command line.
 constexpr const char* kExecForm[] = {"RUN", "CMD", "ENTRYPOINT", "SHELL", "COPY", "ADD", "VOLUME"};
 
@@ -150,7 +150,8 @@ Dockerfile parse_dockerfile(std::string_view text, const std::string& file) {
     bool more = continued(lines[i], joined);
     while (more && i + 1 < lines.size()) {
       ++i;
-      if (is_comment(lines[i])) continue;  // comments between continued lines are dropped
+      // Comments and empty lines between continued lines are dropped, as Docker does.
+      if (is_comment(lines[i]) || trim(lines[i]).empty()) continue;
       more = continued(lines[i], joined);
     }
     std::string_view rest = trim(joined);
@@ -197,6 +198,11 @@ Dockerfile parse_dockerfile(std::string_view text, const std::string& file) {
     ins.args = std::string(rest);
     if (ins.args.empty() && ins.keyword != "CMD" && ins.keyword != "ENTRYPOINT")
       throw Error(where + ": " + ins.keyword + " needs arguments");
+    if (ins.keyword == "ONBUILD") {
+      const std::string trigger = upper(std::string(rest.substr(0, rest.find_first_of(" \t"))));
+      if (trigger == "ONBUILD" || trigger == "FROM" || trigger == "MAINTAINER")
+        throw Error(where + ": ONBUILD " + trigger + " is not allowed");
+    }
     df.instructions.push_back(std::move(ins));
   }
   if (df.instructions.empty() || df.instructions.front().keyword != "FROM") {
@@ -205,6 +211,15 @@ Dockerfile parse_dockerfile(std::string_view text, const std::string& file) {
     throw Error(file + ": no FROM instruction", "a Dockerfile starts with FROM IMAGE (or FROM scratch)");
   }
   return df;
+}
+
+Instruction parse_instruction(std::string_view text, const std::string& where, char escape) {
+  std::string file = std::string(escape == '`' ? "# escape=`\n" : "") + "FROM scratch\n" + std::string(text);
+  Dockerfile df = parse_dockerfile(file, where);
+  if (df.instructions.size() != 2) throw Error(where + ": `" + std::string(text) + "` is not one instruction");
+  Instruction ins = std::move(df.instructions[1]);
+  ins.line = 1;
+  return ins;
 }
 
 std::string substitute(std::string_view word, const Lookup& lookup, char escape, const std::string& where) {
@@ -267,11 +282,15 @@ std::vector<std::pair<std::string, std::optional<std::string>>> key_values(std::
   args = trim(args);
   size_t sp = 0;
   while (sp < args.size() && !std::isspace(static_cast<unsigned char>(args[sp]))) ++sp;
-  if (form == Pairs::Env && args.substr(0, sp).find('=') == std::string_view::npos) {
-    // ENV NAME VALUE: the rest of the line is the value.
+  if (form != Pairs::Arg && args.substr(0, sp).find('=') == std::string_view::npos) {
+    // ENV NAME VALUE, LABEL NAME VALUE (the old forms): the rest of the
+    // line is the value.
+    const char* what = form == Pairs::Env ? "ENV" : "LABEL";
     const std::string name(args.substr(0, sp));
-    if (!valid_name(name)) throw Error(where + ": `" + name + "` is not a variable name");
-    if (sp == args.size()) throw Error(where + ": ENV " + name + " has no value", "write ENV " + name + "=VALUE");
+    if (form == Pairs::Env && !valid_name(name)) throw Error(where + ": `" + name + "` is not a variable name");
+    if (sp == args.size())
+      throw Error(where + ": " + what + " " + name + " has no value",
+                  std::string("write ") + what + " " + name + "=VALUE");
     std::string value;
     for (const auto& w : words(args.substr(sp), escape, lookup, where)) value += (value.empty() ? "" : " ") + w;
     out.emplace_back(name, value);

@@ -31,8 +31,12 @@ struct Dockerfile {
   std::vector<Instruction> instructions;
 };
 
-// Throws rt::Error "FILE:LINE: WHY".
+// Throws rt::Error "FILE:LINE: WHY". ONBUILD's trigger is checked (not
+// FROM, MAINTAINER or ONBUILD) and kept as its text in `args`.
 Dockerfile parse_dockerfile(std::string_view text, const std::string& file);
+// One instruction, as an ONBUILD trigger holds it (`where` names it in
+// errors); throws rt::Error.
+Instruction parse_instruction(std::string_view text, const std::string& where, char escape);
 
 // What a variable expands to, or nullopt when it is not set.
 using Lookup = std::function<std::optional<std::string>(const std::string& name)>;

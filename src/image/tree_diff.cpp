@@ -149,6 +149,9 @@ LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot
   Sink sink{out_fd, shown + " (layer)", {}, 0};
   std::unique_ptr<struct archive, ArchiveDeleter> a(archive_write_new());
   archive_write_set_format_pax_restricted(a.get());
+  // Names are bytes, whatever the locale: never translated (a name that is
+  // not ASCII failed under LANG=C, ca-certificates' among them).
+  archive_write_set_format_option(a.get(), "pax", "hdrcharset", "BINARY");
   archive_write_set_bytes_in_last_block(a.get(), 1);
   if (archive_write_open2(a.get(), &sink, nullptr, sink_write, nullptr, nullptr) != ARCHIVE_OK)
     throw Error("cannot write a layer of `" + shown + "`: " + archive_error(a.get()));

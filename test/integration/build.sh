@@ -121,6 +121,35 @@ expect_status 0 "--build-arg" -- "$RT" build -t args2 --build-arg VERSION=2.5 --
 expect_eq "$("$RT" run args2)" "2.5 fancy 2.5 fancy" "--build-arg overrides ARG defaults, before FROM and after"
 expect_match "$("$RT" inspect args2)" '"flavour": "fancy"' "... and LABEL expands it"
 
+# Old forms and names that are not ASCII, built under LANG=C (layers keep
+# the names' bytes whatever the locale).
+expect_status 0 "build legacy (LABEL NAME VALUE, an empty line in a RUN, SHELL, café.txt)" -- \
+  env LANG=C LC_ALL=C "$RT" build -t legacy ctx/legacy
+expect_eq "$("$RT" run legacy)" "un café" "ENTRYPOINT keeps the CMD set before it in the same stage"
+expect_eq "$("$RT" exec legacy sh -c 'cat /data/shell /opt/tool/one; readlink /data/lien /data/naïve')" \
+  $'bash\none\ntwo\nFőtanúsítvány.pem\ncafé.txt' "SHELL is used by RUN; names and link targets that are not ASCII"
+python3 - "$RT_STORAGE/images/legacy/image-config.json" <<'PY' || fail "legacy: the config"
+import json, sys
+c = json.load(open(sys.argv[1]))["config"]
+assert c["Labels"]["maintainer"] == "someone@example.org", c["Labels"]
+assert c["Env"][0] == "PATH=/opt/tool/bin:/usr/local/bin:/usr/bin:/bin", c["Env"]  # kept its place
+assert c["Shell"] == ["/bin/bash", "-c"], c.get("Shell")
+PY
+pass "legacy: LABEL's old form, ENV keeps a variable's place, SHELL recorded"
+compare_with_podman legacy
+# ONBUILD: recorded in the image; its triggers run when a build starts FROM it.
+mkdir -p ctx/onbuild-parent ctx/onbuild-child
+printf 'FROM debian\nONBUILD RUN echo "triggered in $(pwd)" > /triggered\nONBUILD WORKDIR /srv\n' >ctx/onbuild-parent/Dockerfile
+printf 'FROM onbuild-parent\nRUN echo child > child\n' >ctx/onbuild-child/Dockerfile
+"$RT" build -q -t onbuild-parent ctx/onbuild-parent >/dev/null || fail "build with ONBUILD"
+expect_match "$(cat "$RT_STORAGE/images/onbuild-parent/image-config.json")" '"OnBuild":\["RUN echo' "ONBUILD is recorded"
+[ ! -e "$RT_STORAGE/images/onbuild-parent/rootfs/triggered" ] || fail "ONBUILD ran in its own image"
+"$RT" build -q -t onbuild-child ctx/onbuild-child >/dev/null || fail "build FROM an image with ONBUILD"
+expect_eq "$("$RT" exec onbuild-child cat /triggered /srv/child)" $'triggered in /\nchild' \
+  "the triggers run first when a build starts FROM the image (RUN, then WORKDIR)"
+[[ "$(cat "$RT_STORAGE/images/onbuild-child/image-config.json")" != *OnBuild* ]] && pass "the child does not inherit them" ||
+  fail "the child inherited the triggers"
+
 # ---- the cache -------------------------------------------------------------------
 expect_status 0 "rebuild with nothing changed" -- "$RT" build -t numpy ctx/numpy
 expect_eq "$(grep -c -- '--> cached' <<<"$ERR")" 3 "every step that changes files comes from the cache"

@@ -139,3 +139,31 @@ TEST_CASE(".dockerignore as Docker reads it") {
   CHECK_FALSE(DockerIgnore::parse("").excluded("anything"));
   CHECK(DockerIgnore::parse("a/../b\n").excluded("b/c"));  // patterns are cleaned
 }
+
+TEST_CASE("old forms: an empty line inside a continued RUN, LABEL NAME VALUE") {
+  const auto df =
+      parse_dockerfile("FROM scratch\nRUN a && \\\n\n   b\nLABEL maintainer me@example.org\n", "Dockerfile");
+  REQUIRE(df.instructions.size() == 3);
+  CHECK(df.instructions[1].args == "a &&    b");
+  const auto pairs = key_values(df.instructions[2].args, Pairs::Label, '\\', "Dockerfile:5");
+  REQUIRE(pairs.size() == 1);
+  CHECK(pairs[0].first == "maintainer");
+  CHECK(pairs[0].second == "me@example.org");
+  CHECK_THROWS_WITH(key_values("maintainer", Pairs::Label, '\\', "D:1"),
+                    Catch::Contains("LABEL maintainer has no value"));
+  // ARG's NAME alone still declares it.
+  CHECK(key_values("V", Pairs::Arg, '\\', "D:1")[0].second == std::nullopt);
+}
+
+TEST_CASE("ONBUILD keeps its trigger, which may not be FROM, MAINTAINER or ONBUILD") {
+  const auto df = parse_dockerfile("FROM scratch\nONBUILD RUN make -C /src\n", "Dockerfile");
+  CHECK(df.instructions[1].keyword == "ONBUILD");
+  CHECK(df.instructions[1].args == "RUN make -C /src");
+  for (const char* t : {"FROM x", "MAINTAINER me", "onbuild RUN x"})
+    CHECK_THAT(error_of(std::string("FROM scratch\nONBUILD ") + t + "\n"), Catch::Contains("is not allowed"));
+  const Instruction ins = parse_instruction("COPY --chown=1 a b", "Dockerfile:3", '\\');
+  CHECK(ins.keyword == "COPY");
+  CHECK(ins.flags.size() == 1);
+  CHECK(ins.args == "a b");
+  CHECK_THROWS_AS(parse_instruction("RUN a\nRUN b", "Dockerfile:3", '\\'), rt::Error);
+}
