@@ -340,8 +340,12 @@ void Builder::plan_stages() {
     if (Stage* b = by_name(w[0], s.index)) need(*b);
     for (const Instruction* i : s.body)
       for (const auto& [k, v] : i->flags)
-        if ((i->keyword == "COPY" || i->keyword == "ADD") && k == "from")
+        if ((i->keyword == "COPY" || i->keyword == "ADD") && k == "from") {
+          if (v.find('$') != std::string::npos)
+            throw Error(where(*i) + ": " + i->keyword + " --from=" + v + ": variables are not expanded in --from",
+                        "name the stage or image itself (or use ARG in a FROM line and --from that stage)");
           if (Stage* b = by_name(v, s.index)) need(*b);
+        }
   };
   need(*target);
   stages_.resize(static_cast<size_t>(target->index) + 1);  // later stages are not built

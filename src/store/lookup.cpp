@@ -84,11 +84,27 @@ std::optional<std::string> find_image(const Root& store, const std::string& name
     return std::nullopt;
   };
   if (auto d = try_name(name)) return d;
+  Reference r;
   try {
-    return try_name(store::parse_reference(name).str());
+    r = store::parse_reference(name);
   } catch (const Error&) {
     return std::nullopt;
   }
+  if (auto d = try_name(r.str())) return d;
+  // Docker's normalisation, both ways: busybox, busybox:latest,
+  // library/busybox:latest and docker.io/library/busybox:latest are one
+  // image, stored under whichever of these names it was given.
+  if (r.registry != "docker.io" || !r.digest.empty()) return std::nullopt;
+  std::vector<std::string> forms;
+  const std::string shortest = r.repository.starts_with("library/") ? r.repository.substr(8) : r.repository;
+  for (const std::string& repo : {shortest, r.repository, "docker.io/" + r.repository}) {
+    forms.push_back(repo + ":" + r.tag);
+    if (r.tag == "latest") forms.push_back(repo);
+  }
+  for (const auto& f : forms)
+    if (f != name)
+      if (auto d = try_name(f)) return d;
+  return std::nullopt;
 }
 
 NameKind name_kind(std::string_view name) {

@@ -181,6 +181,11 @@ mkdir -p bad
 printf 'FROM debian\nRUN true\nFROBNICATE now\n' >bad/Dockerfile
 expect_status 125 "a syntax error" -- "$RT" build -t bad bad
 expect_match "$ERR" "bad/Dockerfile:3: unknown or unsupported instruction \`FROBNICATE\`" "names FILE:LINE and why"
+printf 'FROM debian AS one\nARG SRC=one\nFROM debian\nCOPY --from=$SRC /etc/hostname /x\n' >bad/Dockerfile
+expect_status 125 "COPY --from=\$VAR" -- "$RT" build -t bad bad
+expect_match "$ERR" "bad/Dockerfile:4: COPY --from=\\\$SRC: variables are not expanded in --from" "says so, pulls nothing"
+printf 'FROM debian:latest\nRUN true\n' >bad/Dockerfile
+expect_status 0 "FROM debian:latest finds the image stored as debian (Docker's names)" -- "$RT" build -q -t normal bad
 printf 'FROM debian\nRUN echo one > /one\nRUN echo two; exit 3\nRUN echo never\n' >bad/Dockerfile
 expect_status 1 "a failing RUN" -- "$RT" build -t bad bad
 expect_match "$ERR" "bad/Dockerfile:3: \`RUN echo two; exit 3\` failed with status 3" "shows the step's exit status"

@@ -104,3 +104,24 @@ TEST_CASE("the default store is found by the real user when USER is unset") {
   if (saved_user) ::setenv("USER", user.c_str(), 1);
   if (saved_storage) ::setenv("RT_STORAGE", storage.c_str(), 1);
 }
+
+TEST_CASE("find_image normalises Docker Hub names both ways, as Docker does") {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/rt-store-XXXXXX";
+  fs::path root = ::mkdtemp(tmpl);
+  fs::create_directories(root / "images" / "busybox:latest");
+  fs::create_directories(root / "images" / "alpine");
+  fs::create_directories(root / "images" / "127.0.0.1:5000+app:1");
+  auto store = Root::open(root, false);
+  REQUIRE(store);
+  for (const char* n : {"busybox", "busybox:latest", "library/busybox", "docker.io/library/busybox:latest"})
+    CHECK(find_image(*store, n).value_or("") == find_image(*store, "busybox:latest").value());
+  for (const char* n : {"alpine:latest", "docker.io/library/alpine", "library/alpine:latest"})
+    CHECK(find_image(*store, n).has_value());
+  CHECK_FALSE(find_image(*store, "busybox:1.36").has_value());  // another tag is another image
+  CHECK_FALSE(find_image(*store, "alpine:3").has_value());
+  CHECK_FALSE(find_image(*store, "otheruser/busybox").has_value());
+  CHECK_FALSE(find_image(*store, "127.0.0.1:5000/app:2").has_value());
+  CHECK(find_image(*store, "127.0.0.1:5000/app:1").has_value());
+  fs::remove_all(root);
+}
