@@ -167,7 +167,10 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_option("--level", s->o.level, "compression level (default: zstd 3, gzip 6)")->type_name("N");
     c.app->add_option("-j,--jobs", s->o.jobs, "compression threads (default: all processors)")->type_name("N");
     c.app->add_flag("-f,--force", s->o.force, "replace DST if it exists");
-    c.app->add_option("--to", s->o.to, "sqfs, sif, dir or store (default: from DST: *.sqfs, *.sif, a path, a name)")
+    c.app
+        ->add_option(
+            "--to", s->o.to,
+            "sqfs, sif, docker-archive, dir or store (default: from DST: *.sqfs, *.sif, *.tar, a path, a name)")
         ->type_name("FORM");
     c.app
         ->add_option(

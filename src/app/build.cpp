@@ -91,6 +91,13 @@ struct Stage {
 
 std::string now_utc() { return util::utc_time(::time(nullptr)); }
 
+// A history entry with "created" when the time is known (a base without
+// one has none: an empty string is not a time, and loaders refuse it).
+json with_created(json h, const std::string& created) {
+  if (!created.empty()) h["created"] = created;
+  return h;
+}
+
 std::string seconds_since(std::chrono::steady_clock::time_point t0) {
   char t[32];
   std::snprintf(t, sizeof t, "%.1f s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -131,7 +138,7 @@ void base_history(State& st, const std::string& base) {
   for (const auto& e : h)
     if (!e.is_object() || !e.value("empty_layer", false)) ++with_layer;
   for (; with_layer < st.layers.size(); ++with_layer)
-    h.push_back({{"created", st.created}, {"created_by", "the tree of " + base}, {"comment", "rt build (base)"}});
+    h.push_back(with_created({{"created_by", "the tree of " + base}, {"comment", "rt build (base)"}}, st.created));
 }
 
 // Go durations as Docker writes them (30s, 1m30s, 500ms) in nanoseconds.
@@ -377,7 +384,7 @@ void Builder::cache_put(const std::string& key, const json& entry) {
 }
 
 void Builder::history(State& st, const std::string& created_by, bool empty) {
-  json h = {{"created", st.created}, {"created_by", created_by}, {"comment", "rt build"}};
+  json h = with_created({{"created_by", created_by}, {"comment", "rt build"}}, st.created);
   if (empty) h["empty_layer"] = true;
   if (!st.config.contains("history") || !st.config["history"].is_array()) st.config["history"] = json::array();
   st.config["history"].push_back(std::move(h));
@@ -1007,7 +1014,7 @@ image::ImageSource Builder::result(Stage& s) {
   std::vector<std::string> diff_ids;
   for (const auto& l : s.state.layers) diff_ids.push_back(l.diff_id);
   cfg["rootfs"] = {{"type", "layers"}, {"diff_ids", diff_ids}};
-  cfg["created"] = s.state.created;
+  if (!s.state.created.empty()) cfg["created"] = s.state.created;  // a time or nothing: "" is no RFC 3339 time
   for (const char* k : {"container", "container_config", "docker_version"}) cfg.erase(k);
   image::ImageSource src;
   src.name = o_.tag;

@@ -1,5 +1,7 @@
 // rt convert: an image (store name, bundle or root-filesystem directory)
 // into one SquashFS file, with its configuration inside (host).
+#include <archive.h>
+#include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -19,6 +21,7 @@
 #include "app/store.hpp"
 #include "image/child.hpp"
 #include "image/from_layers.hpp"
+#include "image/layer_stream.hpp"
 #include "image/sha256.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
@@ -27,8 +30,10 @@
 #include "squash/sqfs.hpp"
 #include "squash/verify.hpp"
 #include "store/lookup.hpp"
+#include "store/ref.hpp"
 #include "store/root.hpp"
 #include "util/fs.hpp"
+#include "util/json.hpp"
 #include "util/log.hpp"
 #include "util/progress.hpp"
 #include "util/strings.hpp"
@@ -36,19 +41,149 @@
 namespace rt {
 namespace {
 
-enum class Target { Sqfs, Sif, Dir, Store };
+enum class Target { Sqfs, Sif, Dir, Store, DockerArchive };
 
 Target target_of(const std::string& to, const std::string& dst) {
   if (to == "sqfs") return Target::Sqfs;
   if (to == "sif") return Target::Sif;
   if (to == "dir") return Target::Dir;
   if (to == "store") return Target::Store;
-  if (!to.empty()) throw Error("--to: unknown target `" + to + "`", "use --to sqfs, --to sif, --to dir or --to store");
+  if (to == "docker-archive") return Target::DockerArchive;
+  if (!to.empty())
+    throw Error("--to: unknown target `" + to + "`",
+                "use --to sqfs, --to sif, --to docker-archive, --to dir or --to store");
   for (const char* ext : {".sqfs", ".squashfs", ".sqsh"})
     if (dst.ends_with(ext)) return Target::Sqfs;
   if (dst.ends_with(".sif")) return Target::Sif;
+  if (dst.ends_with(".tar")) return Target::DockerArchive;
+  // A file name is never a store name (tar.gz and the like: not written).
+  for (const char* ext : {".tar.gz", ".tgz", ".tar.zst", ".oci", ".img", ".simg"})
+    if (dst.ends_with(ext))
+      throw Error("`" + dst + "`: rt convert does not write this form",
+                  "give DST as *.sqfs, *.sif, *.tar (a Docker archive), a directory path or a store name");
   if (dst.find('/') != std::string::npos || dst == "." || dst == "..") return Target::Dir;
   return Target::Store;
+}
+
+// A Docker archive (what `docker load` and `podman load` read): each
+// layer uncompressed as DIFF_ID.tar, the config as DIGEST.json with its
+// diff_ids those layers', manifest.json naming them and `tag`; written
+// beside `dst` and renamed into place when complete.
+void write_docker_archive(const image::ImageSource& src, const std::string& dst, const std::string& tag,
+                          const ConvertOptions& o) {
+  util::TempDirBeside work(dst);
+  std::vector<std::pair<std::string, std::string>> layers;  // diff_id, file
+  std::vector<char> buf(1 << 20);
+  {
+    util::Meter meter("writing `" + dst + "`", app::layer_bytes(src), util::Meter::mode_for(o.verbosity));
+    const image::ImageSource in = app::metered(src, meter);
+    for (size_t i = 0; i < in.layers.size(); ++i) {
+      const std::string file = work.path(("layer" + std::to_string(i)).c_str());
+      util::UniqueFd out = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
+      image::LayerStream stream(in.layers[i].open(), in.layers[i].name);
+      image::Sha256 h;
+      for (size_t n; (n = stream.read(buf.data(), buf.size())) > 0;) {
+        h.update(buf.data(), n);
+        util::write_all(out.get(), std::string_view(buf.data(), n), file);
+      }
+      layers.emplace_back(h.digest(), file);
+    }
+    meter.done();
+  }
+  nlohmann::json cfg = util::parse_json_object(src.config_text, "the image config");
+  nlohmann::json diff_ids = nlohmann::json::array();
+  for (const auto& l : layers) diff_ids.push_back(l.first);
+  cfg["rootfs"] = {{"type", "layers"}, {"diff_ids", diff_ids}};
+  // "created" must be a time where present (older rt builds wrote "").
+  if (cfg.contains("created") && cfg["created"] == "") cfg.erase("created");
+  if (cfg.contains("history") && cfg["history"].is_array())
+    for (auto& h : cfg["history"])
+      if (h.is_object() && h.contains("created") && h["created"] == "") h.erase("created");
+  // One history entry per layer (a flattened tree has one): loaders check.
+  size_t with_layers = 0;
+  if (cfg.contains("history") && cfg["history"].is_array())
+    for (const auto& h : cfg["history"]) with_layers += !(h.is_object() && h.value("empty_layer", false));
+  if (with_layers != layers.size()) {
+    cfg["history"] = nlohmann::json::array();
+    for (size_t i = 0; i < layers.size(); ++i) cfg["history"].push_back({{"created_by", "rt convert"}});
+  }
+  const std::string config_text = cfg.dump();
+  const std::string config_name = image::sha256_digest(config_text).substr(7) + ".json";
+  nlohmann::json entry_json = {{"Config", config_name}, {"Layers", nlohmann::json::array()}};
+  entry_json["RepoTags"] = tag.empty() ? nlohmann::json::array() : nlohmann::json::array({tag});
+  for (const auto& l : layers) entry_json["Layers"].push_back(l.first.substr(7) + ".tar");
+  const nlohmann::json manifest = nlohmann::json::array({entry_json});
+
+  const std::string tmp = work.path("image.tar");
+  util::UniqueFd out = util::open_fd(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  std::unique_ptr<struct archive, int (*)(struct archive*)> a(archive_write_new(), archive_write_free);
+  archive_write_set_format_pax_restricted(a.get());
+  auto failed = [&] { return Error("cannot write `" + dst + "`: " + std::string(archive_error_string(a.get()))); };
+  if (archive_write_open_fd(a.get(), out.get()) != ARCHIVE_OK) throw failed();
+  auto entry = [&](const std::string& name, int64_t size) {
+    std::unique_ptr<archive_entry, void (*)(archive_entry*)> e(archive_entry_new(), archive_entry_free);
+    archive_entry_set_pathname(e.get(), name.c_str());
+    archive_entry_set_filetype(e.get(), AE_IFREG);
+    archive_entry_set_perm(e.get(), 0644);
+    archive_entry_set_size(e.get(), size);
+    if (archive_write_header(a.get(), e.get()) != ARCHIVE_OK) throw failed();
+  };
+  auto text = [&](const std::string& name, const std::string& data) {
+    entry(name, static_cast<int64_t>(data.size()));
+    if (archive_write_data(a.get(), data.data(), data.size()) != static_cast<la_ssize_t>(data.size())) throw failed();
+  };
+  text(config_name, config_text);
+  for (const auto& [diff_id, file] : layers) {
+    util::UniqueFd in_fd = util::open_fd(file, O_RDONLY);
+    struct stat st;
+    if (::fstat(in_fd.get(), &st) != 0) throw SysError{errno, "stat", file};
+    entry(diff_id.substr(7) + ".tar", st.st_size);
+    for (size_t n; (n = util::read_some(in_fd.get(), buf.data(), buf.size(), file)) > 0;)
+      if (archive_write_data(a.get(), buf.data(), n) != static_cast<la_ssize_t>(n)) throw failed();
+  }
+  text("manifest.json", manifest.dump());
+  if (archive_write_close(a.get()) != ARCHIVE_OK) throw failed();
+  if (::fsync(out.get()) != 0) throw SysError{errno, "fsync", tmp};
+  if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
+  util::note("wrote the Docker archive `" + dst + "` (" + std::to_string(layers.size()) + " layer" +
+             (layers.size() == 1 ? "" : "s") + ")");
+}
+
+// A stored image as its config and layer blobs; nullopt when it has none
+// of its own (kept as SquashFS) or one is gone (the tree is then read).
+std::optional<image::ImageSource> stored_layers(const std::string& name, const ConvertOptions& o) {
+  app::Store store(o.storage);
+  const auto info = store.info(name);
+  if (!info || info->squashfs) return std::nullopt;
+  const auto meta = util::read_regular_if_exists(info->dir + "/rt-image.json");
+  const auto config = util::read_regular_if_exists(info->dir + "/" + run::kBundleConfig);
+  if (!meta || !config) return std::nullopt;
+  const nlohmann::json m = util::parse_json_object(*meta, info->dir + "/rt-image.json");
+  if (!m.contains("layers") || !m["layers"].is_array() || m["layers"].empty()) return std::nullopt;
+  image::ImageSource s;
+  s.name = name;
+  s.config_text = *config;
+  for (const auto& l : m["layers"]) {
+    if (!l.is_string()) return std::nullopt;
+    const std::string path = store.blob_path(l.get<std::string>());
+    if (!util::path_exists(path)) return std::nullopt;
+    s.layers.push_back({l.get<std::string>(), l.get<std::string>(), -1, "", [path] { return app::file_reader(path); }});
+  }
+  return s;
+}
+
+// The tag a Docker archive of `name` carries: NAME:latest unless it has
+// one; none for a name that is no reference (a path).
+std::string archive_tag(const std::string& name) {
+  try {
+    const store::Reference r = store::parse_reference(name);
+    if (!r.digest.empty()) return "";
+    const bool hub = r.registry == "docker.io";
+    const std::string repo = hub && r.repository.starts_with("library/") ? r.repository.substr(8) : r.repository;
+    return (hub ? "" : r.registry + "/") + repo + ":" + r.tag;
+  } catch (const Error&) {
+    return "";
+  }
 }
 
 // The standard output of a program as a layer stream; at its end the
@@ -241,9 +376,13 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
     }
     image::ImageSource s = app::import_source(src);
     if (target == Target::Store) return store_source(std::move(s), dst, o);
+    if (target == Target::DockerArchive) return write_docker_archive(s, dst, archive_tag(src), o);
     return write_bundle_dir(s, dst, o);
   }
 
+  // A stored image with its layers' blobs: exported layer by layer.
+  if (target == Target::DockerArchive && !as_path)
+    if (auto s = stored_layers(src, o)) return write_docker_archive(*s, dst, archive_tag(src), o);
   run::Image img = run::open_image(src, cwd, o.storage);
   run::warn_if_foreign(img);
   // A SquashFS file, or a store image kept as one: its tree through
@@ -270,6 +409,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
     auto s = tree_source(util::base_name(dst), file, {"sqfs2tar", "--no-xattr", tree}, config);
     s.drop = {".rt"};
     if (target == Target::Store) return store_source(std::move(s), dst, o);
+    if (target == Target::DockerArchive) return write_docker_archive(s, dst, archive_tag(src), o);
     return write_bundle_dir(s, dst, o);
   }
 
@@ -279,6 +419,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   auto s = tree_source(util::base_name(dst), img.rootfs, {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."},
                        config);
   if (target == Target::Store) return store_source(std::move(s), dst, o);
+  if (target == Target::DockerArchive) return write_docker_archive(s, dst, archive_tag(src), o);
   return write_bundle_dir(s, dst, o);
 }
 

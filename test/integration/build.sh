@@ -241,6 +241,28 @@ expect_eq "$(cat "$RT_STORAGE/images/user/image-config.json")" "$before" "and th
 "$RT" prune >/dev/null
 expect_eq "$(ls "$RT_STORAGE/tmp")" "" "what the killed build left is removed as debris"
 
+# ---- export: a Docker archive, read back by skopeo and rt import -----------------------
+expect_status 0 "rt convert IMAGE out.tar (a Docker archive)" -- "$RT" convert legacy "$T/legacy.tar"
+expect_match "$ERR" "wrote the Docker archive .*(5 layers)" "layer by layer"
+python3 - "$T/legacy.tar" <<'PY' || fail "the archive's manifest.json"
+import json, sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    m = json.load(t.extractfile("manifest.json"))
+    cfg = json.load(t.extractfile(m[0]["Config"]))
+    assert m[0]["RepoTags"] == ["legacy:latest"], m
+    assert len(m[0]["Layers"]) == len(cfg["rootfs"]["diff_ids"]) == 5, m
+    assert all("created" not in h or h["created"] for h in cfg["history"]), cfg["history"]
+PY
+skopeo copy -q "docker-archive:$T/legacy.tar" "oci:$T/legacy-oci:legacy" 2>"$T/err" ||
+  fail "skopeo cannot read the archive: $(cat "$T/err")"
+pass "skopeo copies it (layer digests as the config says)"
+"$RT" import -q "$T/legacy.tar" legacy-back || fail "rt import of the archive"
+expect_eq "$(python3 "$LISTING" dir "$RT_STORAGE/images/legacy-back/rootfs" | sha256sum)" \
+  "$(python3 "$LISTING" dir "$RT_STORAGE/images/legacy/rootfs" | sha256sum)" "imported back: the same tree"
+expect_eq "$("$RT" run legacy-back)" "un café" "and the same config"
+expect_status 125 "a file name rt does not write" -- "$RT" convert legacy "$T/legacy.tar.gz"
+expect_match "$ERR" "does not write this form" "is refused, not stored as an image of that name"
+
 # ---- other outputs and --target ------------------------------------------------------
 expect_status 0 "--target" -- "$RT" build -t gcc-stage --target build ctx/multistage
 expect_eq "$("$RT" exec gcc-stage cat /src/built.txt)" "hello" "builds the named stage"
