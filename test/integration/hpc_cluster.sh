@@ -61,8 +61,7 @@ run_mpi() {
 }
 # ompi_srun ARGS...: srun --mpi=pmix of Open MPI across the nodes, into $out.
 ompi_srun() {
-  out=$(on_head "${ompi[@]}" timeout 120 srun -O --mpi=pmix -N 4 -n 8 "$@" 2>"$T/err") ||
-    fail "Open MPI across nodes: $(cat "$T/err")"
+  ompi_run "Open MPI across nodes" on_head "${ompi[@]}" timeout 120 srun -O --mpi=pmix -N 4 -n 8 "$@"
 }
 for img in "$T/debmpi.sqfs" "$T/debmpi-dir"; do
   ompi_srun "$RT" exec "$img" "$T/hello-ompi" 8 cma
@@ -87,8 +86,8 @@ out=$(on_head timeout 60 srun -O -N 4 -n 4 --kill-on-bad-exit=1 "$RT" exec "$IMG
   fail "ranks survived a bad exit: $out"
 
 # --- mpirun inside an allocation of four nodes ---------------------------------------
-out=$(on_head "${ompi[@]}" timeout 120 salloc -O -N 4 -n 8 mpirun -np 8 --oversubscribe \
-  "$RT" exec "$T/debmpi.sqfs" "$T/hello-ompi" 8 cma 2>"$T/err") || fail "salloc -N 4 mpirun: $(cat "$T/err")"
+ompi_run "salloc -N 4 mpirun" on_head "${ompi[@]}" timeout 120 salloc -O -N 4 -n 8 mpirun -np 8 --oversubscribe \
+  "$RT" exec "$T/debmpi.sqfs" "$T/hello-ompi" 8 cma
 judge_mpi "mpirun -np 8 inside salloc -N 4" "$out"
 expect_match "$out" "cma=ok" "... with single-copy transfers within a node (one container per node under orted)"
 

@@ -44,8 +44,8 @@ expect_eq "$(echo "$out" | sort -u | wc -l)" 4 "one container per node"
 expect_eq "$(echo "$out" | awk '{print $2}' | sort -u | wc -l)" 4 "no two nodes share one"
 
 # --- MPI ---------------------------------------------------------------------
-out=$(on_head "${ompi[@]}" timeout 120 srun -O --mpi=pmix -N 4 -n 8 --container-image="$T/debmpi.sqfs" \
-  "$T/hello-ompi" 8 2>"$T/err") || fail "Open MPI with --container-image: $(cat "$T/err")"
+ompi_run "Open MPI with --container-image" on_head "${ompi[@]}" timeout 120 srun -O --mpi=pmix -N 4 -n 8 \
+  --container-image="$T/debmpi.sqfs" "$T/hello-ompi" 8
 judge_mpi "srun --mpi=pmix --container-image (Open MPI)" "$out"
 # MPICH's finalize over TCP can hang on these nodes without rt too: judged
 # by its output within a bound.

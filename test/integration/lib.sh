@@ -116,3 +116,16 @@ judge_mpi() {
 # then crashed (signal 11, a null pointer) at start-up on an emulated node.
 ompi=(env OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_mtl=^ofi OMPI_MCA_osc=^ucx
   OMPI_MCA_btl_tcp_if_include=eth0 OMPI_MCA_oob_tcp_if_include=eth0 OMPI_MCA_oob_tcp_disable_ipv6_family=1)
+# ompi_run WHAT COMMAND...: an Open MPI launch across the emulated nodes,
+# its output in $out. Open MPI still crashes now and then at start-up
+# there (both ranks of one node, signal 11 at a null pointer; the cause is
+# not known): such a launch is tried once more, and says so in the test's
+# output; any other failure, or a second crash, fails the test.
+ompi_run() {
+  local what=$1
+  shift
+  if out=$("$@" 2>"$T/err"); then return 0; fi
+  grep -q 'Process received signal' "$T/err" || fail "$what: $(cat "$T/err")"
+  echo "note: $what: Open MPI crashed at start-up ($(grep -m1 'Signal:' "$T/err")); once more" >&2
+  out=$("$@" 2>"$T/err") || fail "$what (twice): $(cat "$T/err")"
+}
