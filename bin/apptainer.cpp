@@ -450,9 +450,7 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     if (image.find('/') == std::string::npos && image.find("://") == std::string::npos &&
         ::lstat(image.c_str(), &st) == 0)
       image = "./" + image;
-    if (image.starts_with("docker://")) image = without_docker(image);
-    for (const char* scheme : {"library://", "shub://", "oras://"})
-      if (image.starts_with(scheme)) without_docker(image);
+    image = without_docker(image);  // docker:// dropped, other schemes refused
     env_to_rt(a, env, image);
     std::vector<std::string> rt = action_to_rt(a, plan.make_dirs);
     rt.insert(rt.begin(), global.begin(), global.end());

@@ -27,6 +27,21 @@ bool installed_privileged() {
   return ::stat("/proc/self/exe", &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0;
 }
 
+// `run`'s exit status; an error it throws is printed and becomes its exit
+// code (a bug's exception: 125).
+template <class F>
+int reporting_errors(F run) {
+  try {
+    return run();
+  } catch (const rt::Error& e) {
+    rt::print_error(e);
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    rt::print_error(rt::Error(e.what()));
+    return rt::kExitRtFailed;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,17 +70,7 @@ int main(int argc, char** argv) {
   rt::enable_root_emulation();
 #endif
   // Started as apptainer or singularity: that command line (apptainer.hpp).
-  if (rt::cli::apptainer_personality(argv[0])) {
-    try {
-      return rt::cli::apptainer_main(words);
-    } catch (const rt::Error& e) {
-      rt::print_error(e);
-      return e.exit_code();
-    } catch (const std::exception& e) {
-      rt::print_error(rt::Error(e.what()));
-      return rt::kExitRtFailed;
-    }
-  }
+  if (rt::cli::apptainer_personality(argv[0])) return reporting_errors([&] { return rt::cli::apptainer_main(words); });
 #ifndef RT_FULL
   if (words.size() == 1 && words[0] == "--version") {
     std::printf("rt %s\n", RT_VERSION);
@@ -132,15 +137,9 @@ int main(int argc, char** argv) {
     rt::print_error(rt::Error(e.what(), "rt" + cmd + " --help lists the options"));
     return rt::kExitRtFailed;
   }
-  try {
+  return reporting_errors([&] {
     for (auto& c : commands)
       if (c.app->parsed()) return c.run();
-  } catch (const rt::Error& e) {
-    rt::print_error(e);
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    rt::print_error(rt::Error(e.what()));
-    return rt::kExitRtFailed;
-  }
-  return rt::kExitRtFailed;
+    return static_cast<int>(rt::kExitRtFailed);
+  });
 }

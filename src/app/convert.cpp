@@ -256,12 +256,14 @@ void store_source(image::ImageSource src, const std::string& name, const Convert
 }
 
 // The bytes of `from` that `span` covers (all of it by default) into the
-// new file `to`.
-void copy_span(const std::string& from, const squash::Span& span, const std::string& to) {
+// new file `to`, after `prefix`.
+void copy_span(const std::string& from, const squash::Span& span, const std::string& to,
+               const std::string& prefix = {}) {
   util::UniqueFd in = util::open_fd(from, O_RDONLY);
   struct stat st;
   if (::fstat(in.get(), &st) != 0) throw SysError{errno, "stat", from};
   util::UniqueFd out = util::open_fd(to, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  util::write_all(out.get(), prefix, to);  // then the copy, from the file's offset
   auto at = static_cast<loff_t>(span.offset);
   uint64_t left = span.size ? span.size : static_cast<uint64_t>(st.st_size) - span.offset;
   while (left > 0) {
@@ -281,17 +283,7 @@ void write_sif(const std::string& sqfs, const std::string& to) {
   if (::getrandom(id.data(), id.size(), 0) != static_cast<ssize_t>(id.size())) throw SysError{errno, "getrandom"};
   id[6] = static_cast<char>((id[6] & 0x0f) | 0x40);  // a version 4 UUID
   id[8] = static_cast<char>((id[8] & 0x3f) | 0x80);
-  const std::string prefix = squash::sif_prefix(static_cast<uint64_t>(st.st_size), id, ::time(nullptr));
-  util::UniqueFd out = util::open_fd(to, O_WRONLY | O_CREAT | O_EXCL, 0644);
-  util::write_all(out.get(), prefix, to);
-  util::UniqueFd in = util::open_fd(sqfs, O_RDONLY);
-  auto at = static_cast<loff_t>(prefix.size());
-  for (;;) {
-    ssize_t n = ::copy_file_range(in.get(), nullptr, out.get(), &at, 1 << 30, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw SysError{errno, "copy_file_range", sqfs, to};
-    if (n == 0) break;
-  }
+  copy_span(sqfs, {}, to, squash::sif_prefix(static_cast<uint64_t>(st.st_size), id, ::time(nullptr)));
 }
 
 // A Singularity 2 image's SquashFS (a "#!" line before it); {} for a plain one.

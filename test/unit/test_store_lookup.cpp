@@ -10,6 +10,7 @@
 #include "rt/error.hpp"
 #include "store/lookup.hpp"
 #include "store/root.hpp"
+#include "temp_dir.hpp"
 
 using namespace rt::store;
 
@@ -107,8 +108,8 @@ TEST_CASE("the default store is found by the real user when USER is unset") {
 
 TEST_CASE("find_image normalises Docker Hub names both ways, as Docker does") {
   namespace fs = std::filesystem;
-  char tmpl[] = "/tmp/rt-store-XXXXXX";
-  fs::path root = ::mkdtemp(tmpl);
+  const TempDir tmp;
+  const fs::path root = tmp.path;
   fs::create_directories(root / "images" / "busybox:latest");
   fs::create_directories(root / "images" / "alpine");
   fs::create_directories(root / "images" / "127.0.0.1:5000+app:1");
@@ -123,5 +124,4 @@ TEST_CASE("find_image normalises Docker Hub names both ways, as Docker does") {
   CHECK_FALSE(find_image(*store, "otheruser/busybox").has_value());
   CHECK_FALSE(find_image(*store, "127.0.0.1:5000/app:2").has_value());
   CHECK(find_image(*store, "127.0.0.1:5000/app:1").has_value());
-  fs::remove_all(root);
 }
