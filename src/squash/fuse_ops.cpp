@@ -10,8 +10,10 @@
 #include "squash/fuse_ops.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -35,7 +37,16 @@ namespace {
 constexpr size_t kCachedBlocks = 64;        // 8 MiB of 128 KiB blocks
 constexpr size_t kMaxMaps = 4096;           // file block lists kept for open-less reads
 constexpr double kForever = 86400.0 * 365;  // the image never changes under the mount
-constexpr unsigned kPushers = 2;
+
+// Pushing threads: half the processors this server may run on (a job's
+// cpuset, not the machine), 2 to 8. On 16 processors 8 pushers read a whole
+// image cold in 0.89 of the time 2 take; on 2 they make no difference.
+unsigned pushers() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int n = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 2;
+  return static_cast<unsigned>(std::clamp(n / 2, 2, 8));
+}
 
 std::mutex g_meta;  // squashfuse's caches
 sqfs_ll* g_ll = nullptr;
@@ -227,7 +238,16 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 // READDIR and READDIRPLUS: as many entries from `off` as fit in `size`.
 void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
-  std::vector<char> buf(size);
+  // One buffer per server thread, not zeroed: libfuse writes each entry
+  // whole, padding included, and only `used` bytes are sent (zeroing the
+  // request's whole size every time showed in a cold walk's profile).
+  thread_local std::unique_ptr<char[]> buffer;
+  thread_local size_t buffer_size = 0;
+  if (buffer_size < size) {
+    buffer.reset(new char[size]);
+    buffer_size = size;
+  }
+  char* const buf = buffer.get();
   size_t used = 0;
   std::vector<std::pair<Pusher::Ino, uint64_t>> files;  // regular files listed
   off_t next = off;
@@ -260,13 +280,13 @@ void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
       e.ino = g_ll->ino_register(g_ll, &entry);
       e.attr.st_ino = e.ino;
       e.attr_timeout = e.entry_timeout = kForever;
-      fuse_add_direntry_plus(req, buf.data() + used, size - used, sqfs_dentry_name(&entry), &e, after);
+      fuse_add_direntry_plus(req, buf + used, size - used, sqfs_dentry_name(&entry), &e, after);
       if (S_ISREG(e.attr.st_mode)) files.emplace_back(e.ino, static_cast<uint64_t>(e.attr.st_size));
     } else {
       struct stat st {};
       st.st_ino = g_ll->ino_fuse_num(g_ll, &entry);
       st.st_mode = sqfs_dentry_mode(&entry);
-      n = fuse_add_direntry(req, buf.data() + used, size - used, sqfs_dentry_name(&entry), &st, after);
+      n = fuse_add_direntry(req, buf + used, size - used, sqfs_dentry_name(&entry), &st, after);
       if (n > size - used) break;
     }
     used += n;
@@ -278,7 +298,7 @@ void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
   if (err != SQFS_OK && used == 0)
     fuse_reply_err(req, EIO);
   else
-    fuse_reply_buf(req, buf.data(), used);
+    fuse_reply_buf(req, buf, used);
   g_pusher->push_now(first);
 }
 
@@ -300,7 +320,7 @@ fuse_lowlevel_ops server_ops(sqfs_ll* ll, uid_t owner, gid_t group) {
   g_xattrs =
       static_cast<int64_t>(ll->fs.sb.xattr_id_table_start) != SQUASHFS_INVALID_BLK && ll->fs.xattr_info.xattr_ids > 0;
   g_reader = std::make_unique<FileReader>(&ll->fs, kCachedBlocks, 1);
-  g_pusher = std::make_unique<Pusher>(push_file, kPushers);
+  g_pusher = std::make_unique<Pusher>(push_file, pushers());
   fuse_lowlevel_ops ops{};
   ops.init = op_init;
   ops.lookup = op_lookup;
