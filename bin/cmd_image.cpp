@@ -170,7 +170,8 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app
         ->add_option(
             "--to", s->o.to,
-            "sqfs, sif, docker-archive, dir or store (default: from DST: *.sqfs, *.sif, *.tar, a path, a name)")
+            "sqfs, sif, docker-archive, oci, oci-archive, dir or store (default: from DST: *.sqfs, *.sif, *.tar, "
+            "oci:DIR, oci-archive:FILE, a path, a name)")
         ->type_name("FORM");
     c.app
         ->add_option(
@@ -183,9 +184,35 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
             "store name, bundle or root-filesystem directory, SquashFS file, docker-archive, OCI layout or rootfs tar")
         ->required()
         ->type_name("SRC");
-    c.app->add_option("dst", s->dst, "SquashFS file (*.sqfs), bundle directory (a path) or store name")
+    c.app
+        ->add_option("dst", s->dst,
+                     "*.sqfs, *.sif, *.tar (Docker archive), oci:DIR, oci-archive:FILE, a bundle directory (a path) "
+                     "or a store name")
         ->required()
         ->type_name("DST");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      PushOptions o;
+      std::string image, ref;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "push", "send an image to a registry", s, [](S& st) {
+      push(st.image, st.ref, st.o);
+      return 0;
+    });
+    c.app->add_option("--ca-file", s->o.ca_file, "trust the CA certificates in FILE too")->type_name("FILE");
+    c.app->add_flag("--insecure", s->o.insecure, "do not verify the registry's TLS certificate (test registries)");
+    c.app->add_flag("--plain-http", s->o.plain_http, "talk HTTP, not HTTPS (test registries)");
+    c.app->add_option("--compression", s->o.compression,
+                      "for layers kept uncompressed: gzip (default, every client reads it) or zstd")
+        ->type_name("ALG");
+    c.app->add_option("-j,--jobs", s->o.jobs, "compression threads (default: all processors)")->type_name("N");
+    c.app->add_option("image", s->image, "stored image (or any image rt convert reads)")->required()->type_name("IMAGE");
+    c.app->add_option("ref", s->ref, "where to: REGISTRY/REPOSITORY[:TAG] (default: IMAGE's own name)")
+        ->type_name("REF");
     out.push_back(std::move(c));
   }
   {

@@ -33,6 +33,19 @@ struct PullOptions : ImportOptions {
   bool if_missing = false;  // when the store has the image (under its lock), ask the registry nothing
 };
 
+struct PushOptions : StoreOptions {
+  std::string ca_file;               // extra CA bundle for TLS
+  bool insecure = false;             // do not verify TLS certificates (test registries only)
+  bool plain_http = false;           // http:// instead of https:// (test registries only)
+  std::string compression = "gzip";  // for layers kept uncompressed: gzip (every client reads it) or zstd
+  int jobs = 0;                      // compression threads; 0: the processors
+};
+// rt push: a stored image (or any image convert reads) to a registry as an
+// OCI image: its layers compressed (once: remembered in the store), blobs
+// the registry has skipped, then the manifest under REF's tag. Returns
+// the manifest's digest. Throws rt::Error.
+std::string push(const std::string& image, const std::string& ref, const PushOptions& options);
+
 // Default unpacked-size limit: 64 GiB (a guard against decompression bombs).
 inline constexpr uint64_t kDefaultMaxBytes = 64ull << 30;
 

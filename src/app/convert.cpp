@@ -9,14 +9,17 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <thread>
+#include <set>
 #include <utility>
 
 #include <csignal>
 #include <memory>
 
 #include "app/assemble.hpp"
+#include "app/export.hpp"
 #include "app/import.hpp"
 #include "app/store.hpp"
 #include "image/child.hpp"
@@ -41,7 +44,14 @@
 namespace rt {
 namespace {
 
-enum class Target { Sqfs, Sif, Dir, Store, DockerArchive };
+enum class Target { Sqfs, Sif, Dir, Store, DockerArchive, Oci, OciArchive };
+
+// DST without the oci: or oci-archive: in front.
+std::string without_scheme(const std::string& dst) {
+  for (const char* p : {"oci:", "oci-archive:"})
+    if (dst.starts_with(p)) return dst.substr(std::strlen(p));
+  return dst;
+}
 
 Target target_of(const std::string& to, const std::string& dst) {
   if (to == "sqfs") return Target::Sqfs;
@@ -49,9 +59,13 @@ Target target_of(const std::string& to, const std::string& dst) {
   if (to == "dir") return Target::Dir;
   if (to == "store") return Target::Store;
   if (to == "docker-archive") return Target::DockerArchive;
+  if (to == "oci") return Target::Oci;
+  if (to == "oci-archive") return Target::OciArchive;
   if (!to.empty())
     throw Error("--to: unknown target `" + to + "`",
-                "use --to sqfs, --to sif, --to docker-archive, --to dir or --to store");
+                "use --to sqfs, sif, docker-archive, oci, oci-archive, dir or store");
+  if (dst.starts_with("oci:")) return Target::Oci;
+  if (dst.starts_with("oci-archive:")) return Target::OciArchive;
   for (const char* ext : {".sqfs", ".squashfs", ".sqsh"})
     if (dst.ends_with(ext)) return Target::Sqfs;
   if (dst.ends_with(".sif")) return Target::Sif;
@@ -60,7 +74,8 @@ Target target_of(const std::string& to, const std::string& dst) {
   for (const char* ext : {".tar.gz", ".tgz", ".tar.zst", ".oci", ".img", ".simg"})
     if (dst.ends_with(ext))
       throw Error("`" + dst + "`: rt convert does not write this form",
-                  "give DST as *.sqfs, *.sif, *.tar (a Docker archive), a directory path or a store name");
+                  "give DST as *.sqfs, *.sif, *.tar (a Docker archive), oci:DIR, oci-archive:FILE, a directory path "
+                  "or a store name");
   if (dst.find('/') != std::string::npos || dst == "." || dst == "..") return Target::Dir;
   return Target::Store;
 }
@@ -90,24 +105,9 @@ void write_docker_archive(const image::ImageSource& src, const std::string& dst,
     }
     meter.done();
   }
-  nlohmann::json cfg = util::parse_json_object(src.config_text, "the image config");
-  nlohmann::json diff_ids = nlohmann::json::array();
+  std::vector<std::string> diff_ids;
   for (const auto& l : layers) diff_ids.push_back(l.first);
-  cfg["rootfs"] = {{"type", "layers"}, {"diff_ids", diff_ids}};
-  // "created" must be a time where present (older rt builds wrote "").
-  if (cfg.contains("created") && cfg["created"] == "") cfg.erase("created");
-  if (cfg.contains("history") && cfg["history"].is_array())
-    for (auto& h : cfg["history"])
-      if (h.is_object() && h.contains("created") && h["created"] == "") h.erase("created");
-  // One history entry per layer (a flattened tree has one): loaders check.
-  size_t with_layers = 0;
-  if (cfg.contains("history") && cfg["history"].is_array())
-    for (const auto& h : cfg["history"]) with_layers += !(h.is_object() && h.value("empty_layer", false));
-  if (with_layers != layers.size()) {
-    cfg["history"] = nlohmann::json::array();
-    for (size_t i = 0; i < layers.size(); ++i) cfg["history"].push_back({{"created_by", "rt convert"}});
-  }
-  const std::string config_text = cfg.dump();
+  const std::string config_text = app::export_config(src.config_text, diff_ids);
   const std::string config_name = image::sha256_digest(config_text).substr(7) + ".json";
   nlohmann::json entry_json = {{"Config", config_name}, {"Layers", nlohmann::json::array()}};
   entry_json["RepoTags"] = tag.empty() ? nlohmann::json::array() : nlohmann::json::array({tag});
@@ -147,43 +147,6 @@ void write_docker_archive(const image::ImageSource& src, const std::string& dst,
   if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
   util::note("wrote the Docker archive `" + dst + "` (" + std::to_string(layers.size()) + " layer" +
              (layers.size() == 1 ? "" : "s") + ")");
-}
-
-// A stored image as its config and layer blobs; nullopt when it has none
-// of its own (kept as SquashFS) or one is gone (the tree is then read).
-std::optional<image::ImageSource> stored_layers(const std::string& name, const ConvertOptions& o) {
-  app::Store store(o.storage);
-  const auto info = store.info(name);
-  if (!info || info->squashfs) return std::nullopt;
-  const auto meta = util::read_regular_if_exists(info->dir + "/rt-image.json");
-  const auto config = util::read_regular_if_exists(info->dir + "/" + run::kBundleConfig);
-  if (!meta || !config) return std::nullopt;
-  const nlohmann::json m = util::parse_json_object(*meta, info->dir + "/rt-image.json");
-  if (!m.contains("layers") || !m["layers"].is_array() || m["layers"].empty()) return std::nullopt;
-  image::ImageSource s;
-  s.name = name;
-  s.config_text = *config;
-  for (const auto& l : m["layers"]) {
-    if (!l.is_string()) return std::nullopt;
-    const std::string path = store.blob_path(l.get<std::string>());
-    if (!util::path_exists(path)) return std::nullopt;
-    s.layers.push_back({l.get<std::string>(), l.get<std::string>(), -1, "", [path] { return app::file_reader(path); }});
-  }
-  return s;
-}
-
-// The tag a Docker archive of `name` carries: NAME:latest unless it has
-// one; none for a name that is no reference (a path).
-std::string archive_tag(const std::string& name) {
-  try {
-    const store::Reference r = store::parse_reference(name);
-    if (!r.digest.empty()) return "";
-    const bool hub = r.registry == "docker.io";
-    const std::string repo = hub && r.repository.starts_with("library/") ? r.repository.substr(8) : r.repository;
-    return (hub ? "" : r.registry + "/") + repo + ":" + r.tag;
-  } catch (const Error&) {
-    return "";
-  }
 }
 
 // The standard output of a program as a layer stream; at its end the
@@ -275,6 +238,97 @@ void copy_span(const std::string& from, const squash::Span& span, const std::str
   }
 }
 
+// An OCI image layout (a directory, or a tar of one): the layers as gzip
+// blobs (compressed once, kept in the store), the config, the manifest, and
+// index.json naming it by `tag`'s tag; built beside `dst`, renamed into
+// place when complete.
+void write_oci(const image::ImageSource& src, const std::string& dst, const std::string& tag, bool archive,
+               const ConvertOptions& o) {
+  app::Store store(o.storage);
+  util::TempDirBeside work(dst);
+  std::vector<app::OutLayer> layers;
+  {
+    util::Meter meter("writing `" + dst + "`", app::layer_bytes(src), util::Meter::mode_for(o.verbosity));
+    layers = app::compressed_layers(store, src, image::Compression::Gzip, static_cast<unsigned>(std::max(0, o.jobs)),
+                                    meter);
+    meter.done();
+  }
+  std::vector<std::string> diff_ids;
+  for (const auto& l : layers) diff_ids.push_back(l.diff_id);
+  const std::string config = app::export_config(src.config_text, diff_ids);
+  const std::string manifest = app::oci_manifest(config, layers);
+  nlohmann::json desc = {{"mediaType", image::media::kOciManifest},
+                         {"digest", image::sha256_digest(manifest)},
+                         {"size", manifest.size()}};
+  if (const size_t colon = tag.rfind(':'); !tag.empty() && colon != std::string::npos)
+    desc["annotations"] = {{"org.opencontainers.image.ref.name", tag.substr(colon + 1)}};
+  const nlohmann::json index = {{"schemaVersion", 2}, {"mediaType", image::media::kOciIndex}, {"manifests", {desc}}};
+  // What the layout holds: name, and a file or the text itself.
+  struct Item {
+    std::string name, file, text;
+  };
+  std::vector<Item> items = {{"oci-layout", "", R"({"imageLayoutVersion":"1.0.0"})"},
+                             {"index.json", "", index.dump()},
+                             {"blobs/sha256/" + image::sha256_digest(config).substr(7), "", config},
+                             {"blobs/sha256/" + image::sha256_digest(manifest).substr(7), "", manifest}};
+  std::set<std::string> seen;
+  for (const auto& l : layers)
+    if (seen.insert(l.blob.digest).second) items.push_back({"blobs/sha256/" + l.blob.digest.substr(7), l.file, ""});
+  if (!archive) {
+    const std::string tmp = work.path("layout");
+    for (const char* d : {"", "/blobs", "/blobs/sha256"})
+      if (::mkdir((tmp + d).c_str(), 0755) != 0) throw SysError{errno, "mkdir", tmp + d};
+    for (const auto& i : items) {
+      const std::string to = tmp + "/" + i.name;
+      if (!i.file.empty()) {
+        copy_span(i.file, {}, to);
+      } else {
+        util::UniqueFd out = util::open_fd(to, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        util::write_all(out.get(), i.text, to);
+      }
+    }
+    if (util::path_exists(dst)) util::remove_tree(dst);  // --force was checked
+    if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
+  } else {
+    const std::string tmp = work.path("image.tar");
+    util::UniqueFd out = util::open_fd(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    std::unique_ptr<struct archive, int (*)(struct archive*)> a(archive_write_new(), archive_write_free);
+    archive_write_set_format_pax_restricted(a.get());
+    auto failed = [&] { return Error("cannot write `" + dst + "`: " + std::string(archive_error_string(a.get()))); };
+    if (archive_write_open_fd(a.get(), out.get()) != ARCHIVE_OK) throw failed();
+    auto header = [&](const std::string& name, bool dir, int64_t size) {
+      std::unique_ptr<archive_entry, void (*)(archive_entry*)> e(archive_entry_new(), archive_entry_free);
+      archive_entry_set_pathname(e.get(), name.c_str());
+      archive_entry_set_filetype(e.get(), dir ? AE_IFDIR : AE_IFREG);
+      archive_entry_set_perm(e.get(), dir ? 0755 : 0644);
+      archive_entry_set_size(e.get(), size);
+      if (archive_write_header(a.get(), e.get()) != ARCHIVE_OK) throw failed();
+    };
+    header("blobs/", true, 0);
+    header("blobs/sha256/", true, 0);
+    std::vector<char> buf(1 << 20);
+    for (const auto& i : items) {
+      if (i.file.empty()) {
+        header(i.name, false, static_cast<int64_t>(i.text.size()));
+        if (archive_write_data(a.get(), i.text.data(), i.text.size()) != static_cast<la_ssize_t>(i.text.size()))
+          throw failed();
+        continue;
+      }
+      util::UniqueFd in = util::open_fd(i.file, O_RDONLY);
+      struct stat st;
+      if (::fstat(in.get(), &st) != 0) throw SysError{errno, "stat", i.file};
+      header(i.name, false, st.st_size);
+      for (size_t n; (n = util::read_some(in.get(), buf.data(), buf.size(), i.file)) > 0;)
+        if (archive_write_data(a.get(), buf.data(), n) != static_cast<la_ssize_t>(n)) throw failed();
+    }
+    if (archive_write_close(a.get()) != ARCHIVE_OK) throw failed();
+    if (::fsync(out.get()) != 0) throw SysError{errno, "fsync", tmp};
+    if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
+  }
+  util::note("wrote the OCI " + std::string(archive ? "archive" : "layout") + " `" + dst + "` (" +
+             std::to_string(layers.size()) + " layer" + (layers.size() == 1 ? "" : "s") + ", gzip)");
+}
+
 // The SquashFS image `sqfs` as the primary partition of the new SIF file `to`.
 void write_sif(const std::string& sqfs, const std::string& to) {
   struct stat st;
@@ -326,13 +380,66 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
 
 }  // namespace
 
+namespace app {
+
+Exported export_source(const std::string& src, const std::string& near, bool layered, const ConvertOptions& o) {
+  const std::string cwd = util::current_dir();
+  const std::string src_path = util::normalize_path(src, cwd);
+  Exported out;
+  // docker-archive, OCI layout, root-filesystem tar: as import reads them.
+  // Only where the name is a path (store::name_kind): a bare name never is.
+  const store::NameKind kind = store::name_kind(src);
+  const store::Root* root = kind == store::NameKind::Either ? store::Root::user_if_exists(o.storage) : nullptr;
+  const bool as_path =
+      kind == store::NameKind::Path || (kind == store::NameKind::Either && !(root && store::find_image(*root, src)));
+  if (as_path && importable(src_path) && !util::is_directory(src_path + "/rootfs")) {
+    out.image = app::import_source(src);
+    return out;
+  }
+  // A stored image with its layers' blobs: layer by layer.
+  if (layered && !as_path) {
+    app::Store store(o.storage);
+    if (auto s = app::stored_layers(store, src)) {
+      out.image = std::move(*s);
+      return out;
+    }
+  }
+  run::Image img = run::open_image(src, cwd, o.storage);
+  run::warn_if_foreign(img);
+  // A SquashFS file, or a store image kept as one: its tree through
+  // sqfs2tar, its config from inside.
+  if (img.squashfs) {
+    const std::string& file = img.rootfs;
+    // A SIF file: its SquashFS partition (Apptainer's /.singularity.d
+    // inside it keeps working wherever it goes).
+    const squash::Span span = img.sif ? sif_root_span(file) : simg_span_of(file);
+    std::optional<std::string> config = squash::Image(file).read_file(squash::kConfigPath);
+    // sqfs2tar reads a SquashFS file from its start: a SIF file's
+    // partition is copied out first, into a private directory.
+    std::string tree = file;
+    if (img.sif || span.offset != 0) {
+      out.scratch = std::make_unique<util::TempDirBeside>(near);
+      tree = out.scratch->path("root.sqfs");
+      copy_span(file, span, tree);
+    }
+    out.image = tree_source(util::base_name(near), file, {"sqfs2tar", "--no-xattr", tree}, config);
+    out.image.drop = {".rt"};
+    return out;
+  }
+  std::optional<std::string> config;
+  if (img.config) config = util::read_regular_if_exists(img.rootfs + "/../" + run::kBundleConfig);
+  out.image = tree_source(util::base_name(near), img.rootfs,
+                          {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."}, config);
+  return out;
+}
+
+}  // namespace app
+
 void convert(const std::string& src, const std::string& dst_arg, const ConvertOptions& o) {
   util::log_init(o.verbosity);
-  std::string cwd = util::normalize_path(".", std::getenv("PWD") ? std::getenv("PWD") : "/");
-  char buf[4096];
-  if (::getcwd(buf, sizeof buf)) cwd = buf;
+  const std::string cwd = util::current_dir();
   const Target target = target_of(o.to, dst_arg);
-  const std::string dst = target == Target::Store ? dst_arg : util::normalize_path(dst_arg, cwd);
+  const std::string dst = target == Target::Store ? dst_arg : util::normalize_path(without_scheme(dst_arg), cwd);
   if (target != Target::Store && util::path_exists(dst) && !o.force)
     throw Error("`" + dst + "` exists", "remove it first, or give --force to replace it");
   if (target == Target::Sqfs || (target == Target::Store && store_format(o.format) == "sqfs"))
@@ -352,67 +459,38 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
     util::note("wrote `" + dst + "`");
     return;
   }
-
-  // docker-archive, OCI layout, root-filesystem tar: through import. Only
-  // where the name is a path (store::name_kind): a bare name never is.
-  const store::NameKind kind = store::name_kind(src);
-  const store::Root* root = kind == store::NameKind::Either ? store::Root::user_if_exists(o.storage) : nullptr;
-  const bool as_path =
-      kind == store::NameKind::Path || (kind == store::NameKind::Either && !(root && store::find_image(*root, src)));
-  if (as_path && importable(src_path) && !util::is_directory(src_path + "/rootfs")) {
-    if (target == Target::Sqfs) {
+  if (target == Target::Sqfs) {
+    const store::NameKind kind = store::name_kind(src);
+    const store::Root* root = kind == store::NameKind::Either ? store::Root::user_if_exists(o.storage) : nullptr;
+    const bool as_path =
+        kind == store::NameKind::Path || (kind == store::NameKind::Either && !(root && store::find_image(*root, src)));
+    if (as_path && importable(src_path) && !util::is_directory(src_path + "/rootfs")) {
       ImportOptions io = import_options(o);
       io.squash = dst;
       import_image(src, io);
       return;
     }
-    image::ImageSource s = app::import_source(src);
-    if (target == Target::Store) return store_source(std::move(s), dst, o);
-    if (target == Target::DockerArchive) return write_docker_archive(s, dst, archive_tag(src), o);
-    return write_bundle_dir(s, dst, o);
+    run::Image img = run::open_image(src, cwd, o.storage);
+    run::warn_if_foreign(img);
+    if (!img.squashfs) return tree_to_squashfs(img, src, dst, o);
+    const squash::Span span = img.sif ? sif_root_span(img.rootfs) : simg_span_of(img.rootfs);
+    if (img.rootfs == src_path && !img.sif && span.offset == 0) throw Error("`" + src + "` is already a SquashFS image");
+    return copy_file(img.rootfs, dst, span);  // as it is
   }
-
-  // A stored image with its layers' blobs: exported layer by layer.
-  if (target == Target::DockerArchive && !as_path)
-    if (auto s = stored_layers(src, o)) return write_docker_archive(*s, dst, archive_tag(src), o);
-  run::Image img = run::open_image(src, cwd, o.storage);
-  run::warn_if_foreign(img);
-  // A SquashFS file, or a store image kept as one: its tree through
-  // sqfs2tar, its config from inside.
-  if (img.squashfs) {
-    const std::string& file = img.rootfs;
-    // A SIF file: its SquashFS partition (Apptainer's /.singularity.d
-    // inside it keeps working wherever it goes).
-    const squash::Span span = img.sif ? sif_root_span(file) : simg_span_of(file);
-    if (target == Target::Sqfs) {
-      if (file == src_path && !img.sif && span.offset == 0) throw Error("`" + src + "` is already a SquashFS image");
-      return copy_file(file, dst, span);  // as it is
-    }
-    std::optional<std::string> config = squash::Image(file).read_file(squash::kConfigPath);
-    // sqfs2tar reads a SquashFS file from its start: a SIF file's
-    // partition is copied out first, into a private directory.
-    std::optional<util::TempDirBeside> scratch;
-    std::string tree = file;
-    if (img.sif || span.offset != 0) {
-      scratch.emplace(target == Target::Store ? app::Store(o.storage).tmp_dir() + "/sif" : dst);
-      tree = scratch->path("root.sqfs");
-      copy_span(file, span, tree);
-    }
-    auto s = tree_source(util::base_name(dst), file, {"sqfs2tar", "--no-xattr", tree}, config);
-    s.drop = {".rt"};
-    if (target == Target::Store) return store_source(std::move(s), dst, o);
-    if (target == Target::DockerArchive) return write_docker_archive(s, dst, archive_tag(src), o);
-    return write_bundle_dir(s, dst, o);
+  const bool layered = target == Target::DockerArchive || target == Target::Oci || target == Target::OciArchive;
+  app::Exported s = app::export_source(src, target == Target::Store ? app::Store(o.storage).tmp_dir() + "/convert" : dst,
+                                       layered, o);
+  switch (target) {
+    case Target::Store:
+      return store_source(std::move(s.image), dst, o);
+    case Target::DockerArchive:
+      return write_docker_archive(s.image, dst, app::archive_tag(src), o);
+    case Target::Oci:
+    case Target::OciArchive:
+      return write_oci(s.image, dst, app::archive_tag(src), target == Target::OciArchive, o);
+    default:
+      return write_bundle_dir(s.image, dst, o);
   }
-
-  if (target == Target::Sqfs) return tree_to_squashfs(img, src, dst, o);
-  std::optional<std::string> config;
-  if (img.config) config = util::read_regular_if_exists(img.rootfs + "/../" + run::kBundleConfig);
-  auto s = tree_source(util::base_name(dst), img.rootfs, {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."},
-                       config);
-  if (target == Target::Store) return store_source(std::move(s), dst, o);
-  if (target == Target::DockerArchive) return write_docker_archive(s, dst, archive_tag(src), o);
-  return write_bundle_dir(s, dst, o);
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -110,7 +111,7 @@ Challenge parse_challenge(const std::string& header) {
   return c;
 }
 
-std::string token_url(const Challenge& c, const std::string& repository) {
+std::string token_url(const Challenge& c, const std::string& repository, bool push) {
   auto param = [&](const char* k) {
     auto it = c.params.find(k);
     return it == c.params.end() ? std::string() : it->second;
@@ -118,7 +119,7 @@ std::string token_url(const Challenge& c, const std::string& repository) {
   std::string url = param("realm");
   url += url.find('?') == std::string::npos ? "?" : "&";
   url += "service=" + url_escape(param("service"));
-  std::string scope = c.params.count("scope") ? param("scope") : "repository:" + repository + ":pull";
+  std::string scope = c.params.count("scope") ? param("scope") : "repository:" + repository + (push ? ":pull,push" : ":pull");
   url += "&scope=" + url_escape(scope);
   return url;
 }
@@ -240,6 +241,7 @@ struct Registry::Response {
   std::string content_type;
   std::string www_authenticate;
   std::string docker_digest;
+  std::string location;
   uint64_t written = 0;
   bool range_ignored = false;  // a full 200 came back for a ranged request
 };
@@ -288,7 +290,42 @@ struct Transfer {
   uint64_t before;  // bytes already in the file (a resumed download)
   int64_t limit;    // the blob's declared size; -1: unknown
   std::string error;
+  const Send* send = nullptr;  // the body going out
+  uint64_t sent = 0;
 };
+
+size_t on_read(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const Send& s = *t->send;
+  const uint64_t total = s.body ? s.body->size() : s.body_size;
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(size * n, total - t->sent));
+  if (want == 0) return 0;
+  size_t got;
+  if (s.body) {
+    std::memcpy(data, s.body->data() + t->sent, want);
+    got = want;
+  } else {
+    ssize_t r;
+    do r = ::pread(s.body_fd, data, want, static_cast<off_t>(t->sent));
+    while (r < 0 && errno == EINTR);
+    if (r <= 0) {
+      t->error = r == 0 ? "the file ended early" : std::string("read: ") + std::strerror(errno);
+      return CURL_READFUNC_ABORT;
+    }
+    got = static_cast<size_t>(r);
+  }
+  t->sent += got;
+  if (s.progress && *s.progress) (*s.progress)(got);
+  return got;
+}
+
+// curl rewinds the body to resend it (after a redirect or an auth reply).
+int on_seek(void* user, curl_off_t offset, int origin) {
+  auto* t = static_cast<Transfer*>(user);
+  if (origin != SEEK_SET || offset < 0) return CURL_SEEKFUNC_CANTSEEK;
+  t->sent = static_cast<uint64_t>(offset);
+  return CURL_SEEKFUNC_OK;
+}
 
 size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
@@ -307,6 +344,8 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
       t->resp->www_authenticate = v;
     else if (k == "docker-content-digest")
       t->resp->docker_digest = v;
+    else if (k == "location")
+      t->resp->location = v;
   }
   return size * n;
 }
@@ -350,7 +389,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
 
 Registry::Response Registry::request(const std::string& url, const std::string& accept, int out_fd,
                                      uint64_t resume_from, void* hasher, const std::function<void(uint64_t)>& progress,
-                                     const BlobLimits& limits) {
+                                     const BlobLimits& limits, const Send& send) {
   Response r;
   std::unique_ptr<CURL, CurlDeleter> c(curl_easy_init());
   if (!c) throw Error("libcurl: cannot create a handle");
@@ -358,14 +397,34 @@ Registry::Response Registry::request(const std::string& url, const std::string& 
   std::unique_ptr<curl_slist, SlistDeleter> headers;
   auto add = [&](const std::string& hdr) { headers.reset(curl_slist_append(headers.release(), hdr.c_str())); };
   if (!accept.empty()) add("Accept: " + accept);
+  if (!send.content_type.empty()) add("Content-Type: " + send.content_type);
   {
     std::lock_guard<std::mutex> g(auth_mutex_);
     if (!authorization_.empty()) add("Authorization: " + authorization_);
   }
   char errbuf[CURL_ERROR_SIZE] = "";
-  Transfer t{&r, out_fd, static_cast<image::Sha256*>(hasher), &progress, h, url, resume_from, limits.size, {}};
+  Transfer t{&r, out_fd, static_cast<image::Sha256*>(hasher), &progress, h, url, resume_from, limits.size, {}, &send};
+  const std::string method = send.method ? send.method : "GET";
+  if (method == "HEAD") {
+    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  } else if (send.body || send.body_fd >= 0) {
+    add("Expect:");  // no 100-continue round trip
+    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, &t);
+    curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+    curl_easy_setopt(h, CURLOPT_SEEKDATA, &t);
+    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+                     static_cast<curl_off_t>(send.body ? send.body->size() : send.body_size));
+    if (method != "PUT") curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method.c_str());
+  } else if (method == "POST") {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+  } else if (method != "GET") {
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method.c_str());
+  }
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
   curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -387,6 +446,7 @@ Registry::Response Registry::request(const std::string& url, const std::string& 
   }
   if (resume_from > 0) curl_easy_setopt(h, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(resume_from));
   if (limits.timeout_ms > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, limits.timeout_ms);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
   r.curl = curl_easy_perform(h);
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
   if (!t.error.empty()) throw Error("`" + url + "`: " + t.error);
@@ -405,7 +465,7 @@ bool Registry::authenticate(const std::string& header) {
     return true;
   }
   if (scheme != "bearer" || params["realm"].empty()) return false;
-  const std::string url = token_url(challenge, ref_.repository);
+  const std::string url = token_url(challenge, ref_.repository, push_);
   // The token request carries the basic credentials, if any, and nothing
   // else, and only to a token service as safe as the registry.
   std::string why;
@@ -441,12 +501,13 @@ bool Registry::authenticate(const std::string& header) {
   return true;
 }
 
-Registry::Response Registry::request_with_retries(const std::string& url, const std::string& accept, int64_t size) {
+Registry::Response Registry::request_with_retries(const std::string& url, const std::string& accept, int64_t size,
+                                                  const Send& send) {
   bool authed = false;
   // Documents are small (4 MiB at most): the floor of a blob's deadline.
   const long timeout_ms = static_cast<long>(blob_deadline(0) * 1000);
   for (int attempt = 0;; ++attempt) {
-    Response r = request(url, accept, -1, 0, nullptr, {}, {size, timeout_ms});
+    Response r = request(url, accept, -1, 0, nullptr, {}, {size, timeout_ms}, send);
     if (r.curl == CURLE_OK && r.status == 401 && !authed && !r.www_authenticate.empty()) {
       authed = true;
       if (!authenticate(r.www_authenticate))
@@ -563,6 +624,106 @@ void Registry::download_blob(const Descriptor& d, const std::string& file,
     throw Error(where + ": size mismatch: received " + std::to_string(have) + " bytes, the manifest says " +
                 std::to_string(d.size));
   if (got != d.digest) throw Error(where + ": digest mismatch: the blob hashes to " + got);
+}
+
+bool Registry::has_blob(const std::string& digest) {
+  push_ = true;
+  const std::string url = base_url() + "/blobs/" + digest;
+  Send head;
+  head.method = "HEAD";
+  Response r = request_with_retries(url, "", -1, head);
+  if (r.status == 200) return true;
+  if (r.status == 404) return false;
+  if (r.status == 401 || r.status == 403)
+    throw Error("registry `" + ref_.registry + "` refused access to `" + ref_.repository + "`",
+                basic_.empty() ? "it needs credentials: rt login " + ref_.registry
+                               : "check the credentials for " + ref_.registry);
+  throw Error("`" + url + "` answered HTTP " + std::to_string(r.status));
+}
+
+std::string Registry::upload_url(const Response& r, const std::string& url) const {
+  if (r.location.empty()) throw Error("`" + url + "` answered HTTP 202 without saying where the upload goes");
+  if (r.location.starts_with("https://") || r.location.starts_with("http://")) return r.location;
+  if (!r.location.starts_with("/")) throw Error("`" + url + "`: an upload location it cannot follow: " + r.location);
+  return std::string(opts_.plain_http ? "http://" : "https://") + ref_.api_host() + r.location;
+}
+
+bool Registry::mount_blob(const std::string& digest, const std::string& from) {
+  push_ = true;
+  const std::string url = base_url() + "/blobs/uploads/?mount=" + url_escape(digest) + "&from=" + url_escape(from);
+  Send post;
+  post.method = "POST";
+  Response r = request_with_retries(url, "", -1, post);
+  if (r.status == 201) return true;
+  if (r.status == 202) {  // an upload was started instead: not needed
+    try {
+      Send del;
+      del.method = "DELETE";
+      request(upload_url(r, url), "", -1, 0, nullptr, {}, {-1, 30000}, del);
+    } catch (const Error&) {
+    }
+  }
+  return false;
+}
+
+void Registry::upload_blob(const Descriptor& d, const std::string& file, const std::function<void(uint64_t)>& progress) {
+  push_ = true;
+  const std::string where = "image `" + ref_.str() + "` blob `" + d.digest + "`";
+  const std::string start = base_url() + "/blobs/uploads/";
+  util::UniqueFd fd = util::open_fd(file, O_RDONLY);
+  const long timeout_ms = static_cast<long>(blob_deadline(d.size) * 1000);
+  for (int attempt = 0;; ++attempt) {
+    Send post;
+    post.method = "POST";
+    Response r = request_with_retries(start, "", -1, post);
+    if (r.status == 401 || r.status == 403)
+      throw Error("registry `" + ref_.registry + "` refused pushing to `" + ref_.repository + "`",
+                  basic_.empty() ? "it needs credentials: rt login " + ref_.registry
+                                 : "check that " + ref_.registry + " lets these credentials push there");
+    if (r.status != 202) throw Error(where + ": `" + start + "` answered HTTP " + std::to_string(r.status));
+    std::string url = upload_url(r, start);
+    url += (url.find('?') == std::string::npos ? "?" : "&") + std::string("digest=") + url_escape(d.digest);
+    Send put;
+    put.method = "PUT";
+    put.body_fd = fd.get();
+    put.body_size = static_cast<uint64_t>(d.size);
+    put.content_type = "application/octet-stream";
+    put.progress = &progress;
+    Response p = request(url, "", -1, 0, nullptr, {}, {-1, timeout_ms}, put);
+    if (p.curl == CURLE_OK && p.status == 201) return;
+    const bool transient = p.curl != CURLE_OK ? true : retryable_status(p.status);
+    const std::string why = p.curl != CURLE_OK ? p.curl_error : "HTTP " + std::to_string(p.status);
+    if (!transient || attempt + 1 >= kTries) {
+      std::string detail;
+      if (p.curl == CURLE_OK && p.status == 400 && !p.body.empty()) detail = ": " + trim(p.body.substr(0, 300));
+      throw Error(where + ": upload failed (" + why + ")" + detail,
+                  "run the same rt push again: what the registry has is not sent twice");
+    }
+    util::warn(where + ": " + why + "; sending it again");
+    backoff(attempt);
+  }
+}
+
+std::string Registry::put_manifest(const std::string& reference, const std::string& body,
+                                   const std::string& media_type) {
+  push_ = true;
+  const std::string url = base_url() + "/manifests/" + reference;
+  Send put;
+  put.method = "PUT";
+  put.body = &body;
+  put.content_type = media_type;
+  Response r = request_with_retries(url, "", -1, put);
+  if (r.status == 401 || r.status == 403)
+    throw Error("registry `" + ref_.registry + "` refused pushing to `" + ref_.repository + "`",
+                "check that " + ref_.registry + " lets these credentials push there");
+  if (r.status != 201 && r.status != 200) {
+    std::string detail = r.body.empty() ? "" : ": " + trim(r.body.substr(0, 300));
+    throw Error("`" + url + "` refused the manifest: HTTP " + std::to_string(r.status) + detail);
+  }
+  const std::string digest = image::sha256_digest(body);
+  if (!r.docker_digest.empty() && r.docker_digest != digest)
+    throw Error("`" + url + "` stored the manifest as " + r.docker_digest + ", not " + digest);
+  return digest;
 }
 
 }  // namespace rt::image

@@ -28,6 +28,17 @@ struct BlobLimits {
   long timeout_ms = 0;  // for this request; 0: none
 };
 
+// What a registry request sends besides GET's nothing: its method, and a
+// body from a string or a file.
+struct Send {
+  const char* method = nullptr;  // nullptr: GET
+  const std::string* body = nullptr;
+  int body_fd = -1;  // read from offset 0, again on every try
+  uint64_t body_size = 0;
+  std::string content_type;
+  const std::function<void(uint64_t)>* progress = nullptr;  // bytes sent
+};
+
 class Registry {
 public:
   Registry(store::Reference ref, RegistryOptions opts);
@@ -47,6 +58,19 @@ public:
   // partial file after a dropped connection. `progress` gets byte counts.
   void download_blob(const Descriptor& d, const std::string& file, const std::function<void(uint64_t)>& progress = {});
 
+  // Push side. Whether the repository has the blob (HEAD).
+  bool has_blob(const std::string& digest);
+  // Makes the blob `digest` of the repository `from` (same registry) this
+  // repository's without sending it; false when the registry cannot (it
+  // then gets uploaded).
+  bool mount_blob(const std::string& digest, const std::string& from);
+  // Uploads the file `file` as the blob `d` (POST, then one PUT; a failed
+  // try is started again). `progress` gets byte counts.
+  void upload_blob(const Descriptor& d, const std::string& file, const std::function<void(uint64_t)>& progress = {});
+  // Stores `body` (of `media_type`) as the manifest `reference` (a tag);
+  // returns its digest.
+  std::string put_manifest(const std::string& reference, const std::string& body, const std::string& media_type);
+
   // Asks the registry's API root (/v2/) with the credentials, through its
   // token service when it has one; throws rt::Error when they are refused
   // or the registry cannot be reached.
@@ -57,14 +81,19 @@ public:
 
 private:
   Response request(const std::string& url, const std::string& accept, int out_fd, uint64_t resume_from, void* hasher,
-                   const std::function<void(uint64_t)>& progress, const BlobLimits& limits = {});
+                   const std::function<void(uint64_t)>& progress, const BlobLimits& limits = {},
+                   const Send& send = Send());
   // `size`: the document's declared size, when known.
-  Response request_with_retries(const std::string& url, const std::string& accept, int64_t size = -1);
+  Response request_with_retries(const std::string& url, const std::string& accept, int64_t size = -1,
+                                const Send& send = Send());
+  // Where an upload goes on: a Location header made absolute.
+  std::string upload_url(const Response& r, const std::string& url) const;
   bool authenticate(const std::string& challenge);
   std::string base_url() const;
 
   store::Reference ref_;
   RegistryOptions opts_;
+  bool push_ = false;  // a token asked for then covers pushing too
   std::mutex auth_mutex_;
   std::string authorization_;  // header value, never printed
   std::string basic_;          // "user:password" when known
@@ -78,8 +107,8 @@ struct Challenge {
 };
 Challenge parse_challenge(const std::string& header);
 // The token service's URL for a Bearer challenge: realm, service and scope
-// (default: pull of `repository`), escaped.
-std::string token_url(const Challenge& challenge, const std::string& repository);
+// (default: pull of `repository`, or pull and push with `push`), escaped.
+std::string token_url(const Challenge& challenge, const std::string& repository, bool push = false);
 // Whether the basic credentials for a registry (served at `api_host`) may
 // go to the token service at `realm`: only over HTTPS when the registry is
 // HTTPS, and only to the registry's own host, Docker Hub's auth.docker.io,

@@ -24,6 +24,9 @@ TEST_CASE("registry: the token URL escapes service and scope, and defaults to pu
   CHECK(token_url(c, "lib/x") == "https://auth.example/token?service=reg%20ex&scope=repository%3Alib%2Fx%3Apull");
   auto q = parse_challenge(R"(Bearer realm="https://a/t?x=1",service="s",scope="repository:r:push")");
   CHECK(token_url(q, "ignored") == "https://a/t?x=1&service=s&scope=repository%3Ar%3Apush");
+  // A push asks for both where the challenge names no scope.
+  CHECK(token_url(c, "lib/x", true) ==
+        "https://auth.example/token?service=reg%20ex&scope=repository%3Alib%2Fx%3Apull%2Cpush");
 }
 
 TEST_CASE("registry: docker.io credentials are found under Docker's own names") {
