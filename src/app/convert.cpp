@@ -26,6 +26,7 @@
 #include "image/from_layers.hpp"
 #include "image/layer_stream.hpp"
 #include "image/sha256.hpp"
+#include "image/tar_filter.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "run/image.hpp"
@@ -95,9 +96,11 @@ void write_docker_archive(const image::ImageSource& src, const std::string& dst,
     for (size_t i = 0; i < in.layers.size(); ++i) {
       const std::string file = work.path(("layer" + std::to_string(i)).c_str());
       util::UniqueFd out = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
-      image::LayerStream stream(in.layers[i].open(), in.layers[i].name);
+      auto stream = std::make_shared<image::LayerStream>(in.layers[i].open(), in.layers[i].name);
+      image::ReadFn tar = [stream](void* b, size_t size) { return stream->read(b, size); };
+      if (!src.drop.empty()) tar = image::without_names(std::move(tar), src.drop);  // rt's /.rt of a SquashFS image
       image::Sha256 h;
-      for (size_t n; (n = stream.read(buf.data(), buf.size())) > 0;) {
+      for (size_t n; (n = tar(buf.data(), buf.size())) > 0;) {
         h.update(buf.data(), n);
         util::write_all(out.get(), std::string_view(buf.data(), n), file);
       }

@@ -10,6 +10,7 @@
 #include "app/import.hpp"
 #include "image/layer_stream.hpp"
 #include "image/sha256.hpp"
+#include "image/tar_filter.hpp"
 #include "rt/error.hpp"
 #include "run/image.hpp"
 #include "store/layout.hpp"
@@ -48,10 +49,12 @@ std::string diff_id_of(const std::string& file) {
   return s.diff_id();
 }
 
-// The uncompressed tar of a layer, whatever its blob's compression.
-image::ReadFn tar_of(const image::LayerInput& l) {
+// The uncompressed tar of a layer, whatever its blob's compression,
+// without the names the source drops.
+image::ReadFn tar_of(const image::LayerInput& l, const std::vector<std::string>& drop) {
   auto s = std::make_shared<image::LayerStream>(l.open(), l.name);
-  return [s](void* buf, size_t size) { return s->read(buf, size); };
+  image::ReadFn tar = [s](void* buf, size_t size) { return s->read(buf, size); };
+  return drop.empty() ? tar : image::without_names(std::move(tar), drop);
 }
 
 }  // namespace
@@ -154,7 +157,7 @@ std::vector<OutLayer> compressed_layers(Store& store, const image::ImageSource& 
     WorkDir work(store.tmp_dir(), "compress");
     const std::string tmp = work.path() + "/blob";
     const image::CompressedLayer z =
-        image::compress_layer(tar_of(l), tmp, c, threads, [&meter](uint64_t n) { meter.add(n); });
+        image::compress_layer(tar_of(l, src.drop), tmp, c, threads, [&meter](uint64_t n) { meter.add(n); });
     if (stored && z.diff_id != l.expected_blob)
       throw Error("image `" + src.name + "`: layer " + l.expected_blob + " is corrupt (its tar hashes to " +
                   z.diff_id + ")");

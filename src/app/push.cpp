@@ -25,29 +25,32 @@ namespace rt {
 std::string push(const std::string& image, const std::string& ref_text, const PushOptions& o) {
   util::log_init(o.verbosity);
   const image::Compression compression = image::parse_compression(o.compression);
+  // Without REF the image's own name says where, and it must name its
+  // registry: a store name such as `app` is not sent to Docker Hub unasked.
   const std::string target = ref_text.empty() ? image : ref_text;
+  const std::string where_to = "give the registry reference to push to: rt push " + image + " REGISTRY/REPOSITORY:TAG";
   store::Reference ref;
   try {
     ref = store::parse_reference(target);
   } catch (const Error& e) {
-    throw Error(std::string(e.what()), ref_text.empty() ? "give the registry reference to push to: rt push " + image +
-                                                              " REGISTRY/REPOSITORY:TAG"
-                                                        : "");
+    throw Error(std::string(e.what()), ref_text.empty() ? where_to : "");
   }
+  if (ref_text.empty() && !image.starts_with(ref.registry + "/"))
+    throw Error("`" + image + "` names no registry to push to", where_to);
   image::RegistryOptions ro;
   ro.ca_file = o.ca_file;
   if (const char* ca = std::getenv("RT_CA_FILE"); ro.ca_file.empty() && ca) ro.ca_file = ca;
   ro.insecure = o.insecure;
   ro.plain_http = o.plain_http;
   image::Registry reg(ref, ro);
-  // Access first (a HEAD of the empty blob): refused credentials should not
-  // wait for the layers to be compressed.
-  reg.has_blob(image::sha256_digest(""));
 
   app::Store store(o.storage);
   ConvertOptions co;
   static_cast<StoreOptions&>(co) = o;
   app::Exported src = app::export_source(image, store.tmp_dir() + "/push", true, co);
+  // Access (a HEAD of the empty blob) before the layers are compressed: a
+  // refusal should not wait for them.
+  reg.has_blob(image::sha256_digest(""));
   std::vector<app::OutLayer> layers;
   {
     util::Meter meter("compressing the layers of `" + image + "`", app::layer_bytes(src.image),
@@ -63,12 +66,12 @@ std::string push(const std::string& image, const std::string& ref_text, const Pu
   // A repository of the same registry the image came from: blobs may be
   // mounted from there instead of sent.
   std::string from;
-  if (auto info = store.info(image); info && !info->ref.empty()) {
-    try {
+  try {
+    if (auto info = store.info(image); info && !info->ref.empty()) {
       const store::Reference origin = store::parse_reference(info->ref);
       if (origin.registry == ref.registry && origin.repository != ref.repository) from = origin.repository;
-    } catch (const Error&) {  // an import's "import:PATH": none
     }
+  } catch (const Error&) {  // a path, or an import's "import:PATH": none
   }
 
   // The config as a blob file too: uploads go from files.

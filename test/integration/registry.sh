@@ -5,7 +5,7 @@
 # REG_TOKEN_PORT (the token service's port). Stopped on exit. Elsewhere
 # (open only): REG_ADDR, an address of the machine REG_ON (a command
 # prefix) runs it on, such as a test cluster's head. Requests are logged
-# in DIR/log.
+# in DIR/log (REG_LOG_LEVEL=info: one line per request).
 REG_USER=rtuser
 REG_PASS=rt-secret-pw
 REG_PIDS=()
@@ -55,7 +55,7 @@ start_registry() {
   esac
   cat >"$dir/config.yml" <<YML
 version: 0.1
-log: {level: error}
+log: {level: ${REG_LOG_LEVEL:-error}}
 storage: {filesystem: {rootdirectory: $dir/data}, delete: {enabled: true}}
 http: {addr: "$addr:$port", tls: {certificate: $dir/cert.pem, key: $dir/key.pem}}
 $auth
