@@ -9,7 +9,7 @@ _rt() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
   fi
-  local commands="exec run shell instance pull import build convert stage images inspect rm prune login doctor"
+  local commands="exec run shell instance pull push import build convert stage images inspect rm prune login doctor"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs
     --private-tmp --no-home --home --contain --tmpfs --net --pid --ipc --volume --mount --workdir --rm --cd -e --env --env-file --unset-env --clean-env -n --dry-run
@@ -68,6 +68,9 @@ _rt() {
       fi
       ;;
     pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --if-missing --max-size --squash --format --compression --level" -- "$cur")) ;;
+    push)
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --ca-file --insecure --plain-http --compression -j --jobs" -- "$cur"))
+      else COMPREPLY=($(images)); _filedir; fi ;;
     stage)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --clean" -- "$cur")); else COMPREPLY=($(images)); _filedir; fi ;;
     import)

@@ -1,6 +1,6 @@
 # fish completion for rt. Commands are listed here; each command's options
 # come from its own --help, so they are always those of the rt installed.
-set -l rt_commands exec run shell instance pull import build convert stage images inspect rm prune login doctor
+set -l rt_commands exec run shell instance pull push import build convert stage images inspect rm prune login doctor
 
 function __rt_options --argument-names cmd
     rt $cmd --help 2>/dev/null | string match -ar -- '--[a-z][a-z-]*' | sort -u
@@ -25,9 +25,9 @@ for cmd in $rt_commands
     complete -c rt -n "__fish_seen_subcommand_from $cmd; and string match -q -- '-*' (commandline -ct)" \
         -a "(__rt_options $cmd)"
 end
-complete -c rt -n "__fish_seen_subcommand_from exec run shell convert inspect rm; and not string match -q -- '-*' (commandline -ct)" \
+complete -c rt -n "__fish_seen_subcommand_from exec run shell convert push inspect rm; and not string match -q -- '-*' (commandline -ct)" \
     -a "(__rt_images)"
-complete -c rt -n "__fish_seen_subcommand_from exec run shell import build convert; and not string match -q -- '-*' (commandline -ct)" -F
+complete -c rt -n "__fish_seen_subcommand_from exec run shell import build convert push; and not string match -q -- '-*' (commandline -ct)" -F
 complete -c rt -n "__fish_seen_subcommand_from instance; and not __fish_seen_subcommand_from start list stop logs" \
     -a "start list stop logs"
 complete -c rt -n "__fish_seen_subcommand_from stop logs; and __fish_seen_subcommand_from instance" -a "(__rt_instances)"

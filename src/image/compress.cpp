@@ -2,6 +2,7 @@
 #include "image/compress.hpp"
 
 #include <fcntl.h>
+#include <isa-l/igzip_lib.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -22,7 +23,6 @@ namespace {
 
 constexpr size_t kBlock = 1 << 20;     // gzip: input bytes per block
 constexpr size_t kDictionary = 32768;  // deflate's window: the previous block's tail primes the next
-constexpr int kGzipLevel = 6;          // gzip's and Go's default
 constexpr int kZstdLevel = 3;
 
 unsigned threads_for(unsigned threads) {
@@ -60,23 +60,32 @@ struct GzipBlock {
   std::promise<void> done;
 };
 
-// One block as raw deflate ending on a byte boundary (Z_SYNC_FLUSH), not
+// One block as raw deflate ending on a byte boundary (a sync flush), not
 // final: the blocks' outputs in order, then an empty final block, are one
-// deflate stream.
+// deflate stream. ISA-L's igzip at its level 3: some 190 MB/s a thread
+// where zlib's level 6 makes 27, for 8 % more bytes (measured on the
+// Debian test image: 37.1 % of the tar against 34.0; skopeo's 35.7).
 void deflate_block(GzipBlock& b) {
-  z_stream z{};
-  if (deflateInit2(&z, kGzipLevel, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) throw Error("zlib: deflateInit2");
-  std::unique_ptr<z_stream, int (*)(z_stream*)> end(&z, deflateEnd);
+  thread_local std::vector<uint8_t> level_buf(ISAL_DEF_LVL3_DEFAULT);
+  isal_zstream z;
+  isal_deflate_init(&z);
+  z.level = 3;
+  z.level_buf = level_buf.data();
+  z.level_buf_size = static_cast<uint32_t>(level_buf.size());
+  z.flush = SYNC_FLUSH;
+  z.end_of_stream = 0;
   if (!b.dictionary.empty() &&
-      deflateSetDictionary(&z, reinterpret_cast<const Bytef*>(b.dictionary.data()),
-                           static_cast<uInt>(b.dictionary.size())) != Z_OK)
-    throw Error("zlib: deflateSetDictionary");
-  b.output.resize(deflateBound(&z, b.input.size()) + 16);
-  z.next_in = reinterpret_cast<Bytef*>(b.input.data());
-  z.avail_in = static_cast<uInt>(b.input.size());
+      isal_deflate_set_dict(&z, reinterpret_cast<uint8_t*>(b.dictionary.data()),
+                            static_cast<uint32_t>(b.dictionary.size())) != COMP_OK)
+    throw Error("igzip: cannot set the dictionary");
+  // Incompressible input comes out as stored blocks: a little larger.
+  b.output.resize(b.input.size() + b.input.size() / 16 + 1024);
+  z.next_in = reinterpret_cast<uint8_t*>(b.input.data());
+  z.avail_in = static_cast<uint32_t>(b.input.size());
   z.next_out = b.output.data();
-  z.avail_out = static_cast<uInt>(b.output.size());
-  if (deflate(&z, Z_SYNC_FLUSH) != Z_OK || z.avail_in != 0) throw Error("zlib: deflate");
+  z.avail_out = static_cast<uint32_t>(b.output.size());
+  if (isal_deflate(&z) != COMP_OK || z.avail_in != 0 || z.internal_state.state != ZSTATE_NEW_HDR)
+    throw Error("igzip: a block did not compress whole");
   b.output.resize(b.output.size() - z.avail_out);
   b.crc = crc32(0, reinterpret_cast<const Bytef*>(b.input.data()), static_cast<uInt>(b.input.size()));
 }

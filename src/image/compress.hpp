@@ -1,6 +1,6 @@
 // Layers compressed for a registry or an OCI layout (host): gzip in
-// independent blocks on several threads (a stream any gunzip reads, as
-// pigz writes it), or zstd with libzstd's own workers.
+// blocks compressed on several threads by ISA-L's igzip (one stream any
+// gunzip reads, as pigz writes it), or zstd with libzstd's own workers.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -4,7 +4,7 @@ set -euo pipefail
 : "${RT:?}" "${RT_SOURCE_DIR:?}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 n=0
-for cmd in exec run shell instance pull import build convert stage images inspect rm prune login doctor; do
+for cmd in exec run shell instance pull push import build convert stage images inspect rm prune login doctor; do
   page="$RT_SOURCE_DIR/man/rt-$cmd.1"
   [ -f "$page" ] || fail "no man page $page"
   opts=$("$RT" "$cmd" --help | grep -oE -- '--[a-z][a-z-]*' | sort -u)
