@@ -145,7 +145,11 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
         ->add_option("--format", s->o.format,
                      "keep it in the store as dir (a tree, default) or sqfs (default: $RT_STORE_FORMAT)")
         ->type_name("FORMAT");
-    c.app->add_option("-o,--output", s->o.output, "also write the image as this SquashFS file")->type_name("FILE.sqfs");
+    c.app
+        ->add_option("-o,--output", s->o.output,
+                     "also write the image there: *.sqfs, *.sif, *.tar, oci:DIR, oci-archive:FILE or a directory")
+        ->type_name("DST");
+    c.app->add_option("--push", s->o.push, "then push it to REF, as rt push does")->type_name("REF");
     c.app->add_option("context", s->o.context, "the directory COPY and ADD read from")
         ->required()
         ->type_name("CONTEXT");

@@ -84,7 +84,8 @@ struct BuildOptions : StoreOptions {
   std::string target;                   // --target: the stage to build; "": the last
   bool no_cache = false;                // run every step; the cache is still written
   std::string format;                   // how the store keeps it, as ImportOptions::format
-  std::string output;                   // -o: also write this SquashFS file
+  std::string output;                   // -o: also write the image there, in any form rt convert writes
+  std::string push;                     // --push: then push it there (rt push's defaults)
   bool host_paths = false;              // --from-host: FROM and COPY --from may name host paths
 };
 // rt build: runs a Dockerfile's instructions without root (RUN under root

@@ -199,6 +199,7 @@ class Builder {
 public:
   explicit Builder(const BuildOptions& o) : o_(o), store_(o.storage) {}
   std::string run();
+  void write_output(const image::ImageSource& src);
 
 private:
   // set-up
@@ -1030,6 +1031,26 @@ image::ImageSource Builder::result(Stage& s) {
   return src;
 }
 
+// -o: a SquashFS file straight from the layers; any other form rt convert
+// writes from the stored image, replacing what is there.
+void Builder::write_output(const image::ImageSource& src) {
+  const std::string& out = o_.output;
+  if (out.ends_with(".sqfs") || out.ends_with(".squashfs") || out.ends_with(".sqsh")) {
+    ImportOptions io;
+    io.storage = o_.storage;
+    io.name = o_.tag;
+    io.squash = out;
+    io.verbosity = o_.verbosity > 0 ? o_.verbosity : -1;
+    app::deliver(store_, src, io, false);
+    util::note("wrote `" + out + "`");
+    return;
+  }
+  ConvertOptions co;
+  static_cast<StoreOptions&>(co) = o_;
+  co.force = true;
+  rt::convert(o_.tag, out, co);
+}
+
 std::string Builder::run() {
   if (o_.tag.empty()) throw Error("rt build needs -t NAME: the name to store the image under");
   store::escape_name(o_.tag);  // refuses names that cannot be stored
@@ -1080,14 +1101,11 @@ std::string Builder::run() {
     io.verbosity = o_.verbosity > 0 ? o_.verbosity : -1;
     app::deliver(store_, src, io, false);
   }
-  if (!o_.output.empty()) {
-    ImportOptions io;
-    io.storage = o_.storage;
-    io.name = o_.tag;
-    io.squash = o_.output;
-    io.verbosity = o_.verbosity > 0 ? o_.verbosity : -1;
-    app::deliver(store_, src, io, false);
-    util::note("wrote `" + o_.output + "`");
+  if (!o_.output.empty()) write_output(src);
+  if (!o_.push.empty()) {
+    PushOptions po;
+    static_cast<StoreOptions&>(po) = o_;
+    rt::push(o_.tag, o_.push, po);
   }
   struct rusage ru;
   if (::getrusage(RUSAGE_SELF, &ru) == 0)

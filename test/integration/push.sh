@@ -127,6 +127,14 @@ out=$("$RT" exec sqback sh -c 'cat /app/hello; echo; echo $APP; test -e /.rt && 
 expect_eq "$out" $'hi\n1' "its one layer is the tree, its config the image's (no /.rt)"
 expect_eq "$(tree_listing "$(rootfs_of sqback)")" "$(tree_listing "$(rootfs_of app)")" "the same tree as the image's"
 
+# --- rt build --push and -o ------------------------------------------------------------
+expect_status 0 "rt build --push REF -o oci-archive:FILE" -- \
+  env RT_CA_FILE="$REG_CA" "$RT" build -q -t built --push "$REG/test/built:v1" -o "oci-archive:$T/built.tar" -f "$T/ctx/Dockerfile3" "$T/ctx"
+skopeo inspect --raw --cert-dir "$REG_CERTS" --creds "$creds" "docker://$REG/test/built:v1" >/dev/null ||
+  fail "rt build --push left no manifest"
+skopeo inspect "oci-archive:$T/built.tar" >/dev/null || fail "rt build -o wrote no OCI archive"
+pass "rt build pushed it and wrote the archive"
+
 # --- token auth ---------------------------------------------------------------------
 start_registry "$T/reg-token" token
 export RT_AUTH_REALMS=127.0.0.1:$REG_TOKEN_PORT
