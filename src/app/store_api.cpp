@@ -101,6 +101,12 @@ PruneReport prune_store(const StoreOptions& o) {
   if (util::UniqueFd cache = s->dir().dir(store::kBuildCacheDir, false))
     for (const auto& n : util::list_names(cache.get(), s->dir().sub(store::kBuildCacheDir)))
       if (n.size() == 64 && util::is_hex(n) && ::unlinkat(cache.get(), n.c_str(), 0) == 0) ++r.build_cache;
+  // So do the notes of compressed layers (rt push): their blobs are used by
+  // no image.
+  if (util::UniqueFd notes = s->dir().dir(store::kCompressedDir, false))
+    for (const auto& n : util::list_names(notes.get(), s->dir().sub(store::kCompressedDir)))
+      if (n.size() == 69 && util::is_hex(n.substr(0, 64)) && (n.ends_with(".gzip") || n.ends_with(".zstd")))
+        ::unlinkat(notes.get(), n.c_str(), 0);
   r.blob_bytes = s->prune(&r.blobs, &r.debris);
   if (util::UniqueFd facts = s->dir().dir(store::kSqfsFactsDir, false))
     r.fact_bytes = run::prune_squash_facts(facts.get(), &r.facts);

@@ -155,3 +155,10 @@ cmp "$(rootfs_of ociback)/data/noise" "$T/ctx/big/data/noise" ||
 pass "skopeo reads both; rt import reads the archive back"
 expect_status 125 "an existing destination" -- "$RT" convert app3 "oci:$T/out-oci"
 expect_match "$ERR" "--force" "the hint names --force"
+
+# --- rt prune takes the compressed layers and their notes -------------------------------
+[ -n "$(ls "$RT_STORAGE/compressed")" ] || fail "no compressed layer remembered"
+"$RT" prune -q
+[ -z "$(ls "$RT_STORAGE/compressed")" ] && pass "rt prune removes the compressed layers' notes" ||
+  fail "notes left: $(ls "$RT_STORAGE/compressed")"
+expect_status 0 "a push after the prune compresses again" -- env RT_AUTH_REALMS=127.0.0.1:$REG_TOKEN_PORT "$RT" push --ca-file "$REG_CA" app "$REG/test/pruned:v1"
