@@ -150,6 +150,8 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
                      "also write the image there: *.sqfs, *.sif, *.tar, oci:DIR, oci-archive:FILE or a directory")
         ->type_name("DST");
     c.app->add_option("--push", s->o.push, "then push it to REF, as rt push does")->type_name("REF");
+    c.app->add_option("--secret", s->o.secrets, "a secret for RUN --mount=type=secret: from a file or a variable")
+        ->type_name("id=ID,src=FILE|env=VAR");
     c.app->add_option("context", s->o.context, "the directory COPY and ADD read from")
         ->required()
         ->type_name("CONTEXT");

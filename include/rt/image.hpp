@@ -86,6 +86,7 @@ struct BuildOptions : StoreOptions {
   std::string format;                   // how the store keeps it, as ImportOptions::format
   std::string output;                   // -o: also write the image there, in any form rt convert writes
   std::string push;                     // --push: then push it there (rt push's defaults)
+  std::vector<std::string> secrets;     // --secret id=ID,src=FILE | id=ID[,env=VAR]: for RUN --mount=type=secret
   bool host_paths = false;              // --from-host: FROM and COPY --from may name host paths
 };
 // rt build: runs a Dockerfile's instructions without root (RUN under root

@@ -224,7 +224,17 @@ private:
   void do_run(Stage& s, const Instruction& ins);
   void do_copy(Stage& s, const Instruction& ins);
   void do_workdir(Stage& s, const Instruction& ins);
-  int run_container(Stage& s, const std::vector<std::string>& argv);
+  // What RUN's flags add to its container: --mount (cache, bind, tmpfs,
+  // secret) and --network.
+  struct RunExtras {
+    std::vector<BindSpec> binds;
+    std::vector<std::string> tmpfs;
+    bool net_none = false;
+    std::string key;  // what of them the step's cache key holds (never a secret)
+  };
+  void read_secrets();
+  RunExtras run_extras(Stage& s, const Instruction& ins);
+  int run_container(Stage& s, const std::vector<std::string>& argv, const RunExtras* extras = nullptr);
   struct RunAs {
     uid_t uid = 0;
     gid_t gid = 0;
@@ -250,6 +260,8 @@ private:
   std::vector<Stage> stages_;
   std::map<std::string, std::unique_ptr<Stage>> from_images_;  // COPY --from=IMAGE
   std::optional<image::SourceTree> context_;
+  std::map<std::string, std::string> secrets_;  // --secret id=ID: the file holding it
+  std::unique_ptr<app::WorkDir> secret_dir_;     // secrets given from the environment, as files
   util::UniqueFd cache_dir_;
   int step_no_ = 0, steps_ = 0;
 };
@@ -347,13 +359,18 @@ void Builder::plan_stages() {
     auto w = image::split_words(s.from->args, esc, where(*s.from), &look);
     if (Stage* b = by_name(w[0], s.index)) need(*b);
     for (const Instruction* i : s.body)
-      for (const auto& [k, v] : i->flags)
+      for (const auto& [k, v] : i->flags) {
+        if (i->keyword == "RUN" && k == "mount")
+          for (const auto& part : util::split(v, ','))
+            if (part.starts_with("from="))
+              if (Stage* b = by_name(part.substr(5), s.index)) need(*b);
         if ((i->keyword == "COPY" || i->keyword == "ADD") && k == "from") {
           if (v.find('$') != std::string::npos)
             throw Error(where(*i) + ": " + i->keyword + " --from=" + v + ": variables are not expanded in --from",
                         "name the stage or image itself (or use ARG in a FROM line and --from that stage)");
           if (Stage* b = by_name(v, s.index)) need(*b);
         }
+      }
   };
   need(*target);
   stages_.resize(static_cast<size_t>(target->index) + 1);  // later stages are not built
@@ -663,7 +680,7 @@ Builder::RunAs Builder::run_as(Stage& s, const std::string& user_given, const st
 // Runs argv in the stage's tree as RUN does: rt exec --write --seccomp,
 // as the stage's USER, in its WORKDIR, with its ENV over the build
 // arguments, the image's own /tmp, no home directory. Returns the status.
-int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
+int Builder::run_container(Stage& s, const std::vector<std::string>& argv, const RunExtras* extras) {
   // exec reads the bundle's config for ENV.
   util::write_file_atomic_at(util::open_fd(s.work->path(), O_PATH | O_DIRECTORY).get(), "image-config.json",
                              s.state.config.dump());
@@ -686,6 +703,21 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
     if (rc == 0) made.push_back({path, dir});
   };
   for (const char* d : {"/dev", "/proc", "/sys", "/tmp", "/etc"}) make(d, true);
+  // RUN --mount targets, with the directories above them: made for the
+  // run, removed after it when still empty (nothing of them in the layer).
+  auto make_all = [&](const std::string& path, bool dir) {
+    std::string at;
+    const auto parts = util::split(util::normalize_path(path, "/"), '/');
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].empty()) continue;
+      at += "/" + parts[i];
+      make(at, i + 1 < parts.size() || dir);
+    }
+  };
+  if (extras) {
+    for (const auto& b : extras->binds) make_all(b.dst, util::is_directory(b.src));
+    for (const auto& t : extras->tmpfs) make_all(t, true);
+  }
   for (const char* f : {"/etc/hosts", "/etc/resolv.conf"}) make(f, false);
   if (util::open_in_root(s.root.get(), "/etc/apt/apt.conf.d", O_PATH | O_DIRECTORY).fd)
     make("/etc/apt/apt.conf.d/00rt-root-emulation", false);
@@ -708,6 +740,11 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
   e.cd = cfg_string(s.state, "WorkingDir").empty() ? "/" : cfg_string(s.state, "WorkingDir");
   e.gpu = e.ib = e.join = ExecOptions::Inject::Off;
   e.no_pull = true;
+  if (extras) {
+    e.binds = extras->binds;
+    e.tmpfs = extras->tmpfs;
+    e.net_none = extras->net_none;
+  }
   e.verbosity = o_.verbosity > 1 ? o_.verbosity - 1 : 0;  // -vv: exec's plan too
   // The environment: the build arguments in scope; the image's ENV comes
   // over them inside (exec's order: host, then image).
@@ -719,10 +756,12 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
   // Inside only: rt's own environment would let an argument steer rt
   // (ARG PMIX_SERVER_TMPDIR=/home/USER binds the home).
   e.base_env = std::move(env);
-  // HOME from the image's passwd, as Docker sets it, unless ENV sets it.
+  // HOME from the image's passwd, as Docker sets it, unless ENV sets it
+  // (given again here: exec would set root's /root over the image's).
   const auto image_env = cfg_env(s.state);
-  if (std::none_of(image_env.begin(), image_env.end(), [](const std::string& kv) { return kv.starts_with("HOME="); }))
-    e.env_set.push_back("HOME=" + as.home);
+  const auto home = std::find_if(image_env.begin(), image_env.end(),
+                                 [](const std::string& kv) { return kv.starts_with("HOME="); });
+  e.env_set.push_back(home != image_env.end() ? *home : "HOME=" + as.home);
 
   std::cout.flush();
   std::cerr.flush();
@@ -767,24 +806,165 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// --secret id=ID,src=FILE | id=ID,env=VAR: what RUN --mount=type=secret
+// mounts, read-only, for the step alone.
+void Builder::read_secrets() {
+  for (const auto& spec : o_.secrets) {
+    std::map<std::string, std::string> m;
+    for (const auto& part : util::split(spec, ',')) {
+      const size_t eq = part.find('=');
+      if (eq == std::string::npos) throw Error("--secret " + spec + ": `" + part + "` is not KEY=VALUE");
+      m[part.substr(0, eq)] = part.substr(eq + 1);
+    }
+    const std::string id = m["id"];
+    if (id.empty()) throw Error("--secret " + spec + ": it needs id=ID");
+    const std::string src = m.count("src") ? m["src"] : m["source"];
+    if (!src.empty()) {
+      char real[PATH_MAX];
+      if (!::realpath(src.c_str(), real) || !util::path_exists(real))
+        throw Error("--secret id=" + id + ": `" + src + "` is not there");
+      secrets_[id] = real;
+    } else {
+      const std::string var = m.count("env") ? m["env"] : id;
+      const char* v = std::getenv(var.c_str());
+      if (!v) throw Error("--secret id=" + id + ": the environment has no " + var);
+      if (!secret_dir_) secret_dir_ = std::make_unique<app::WorkDir>(store_.tmp_dir(), "secret");
+      const std::string file = secret_dir_->path() + "/" + image::sha256_digest(id).substr(7, 16);
+      util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0400);
+      util::write_all(fd.get(), v, "secret " + id);
+      secrets_[id] = file;
+    }
+  }
+}
+
+// RUN --mount=type=cache|bind|tmpfs|secret,... and --network=none|host|default.
+Builder::RunExtras Builder::run_extras(Stage& s, const Instruction& ins) {
+  RunExtras x;
+  json key = json::array();
+  for (const auto& [flag, value] : ins.flags) {
+    if (flag == "network") {
+      if (value == "none")
+        x.net_none = true;
+      else if (value != "host" && value != "default")
+        throw Error(where(ins) + ": RUN --network=" + value + " is not supported", "use none, host or default");
+      key.push_back("network=" + value);
+      continue;
+    }
+    if (flag != "mount")
+      throw Error(where(ins) + ": RUN --" + flag + " is not supported", "RUN takes --mount and --network");
+    std::map<std::string, std::string> m;
+    for (const auto& part : util::split(value, ',')) {
+      const size_t eq = part.find('=');
+      m[part.substr(0, eq)] = eq == std::string::npos ? "true" : part.substr(eq + 1);
+    }
+    const std::string type = m.count("type") ? m["type"] : "bind";
+    std::string target = m.count("target") ? m["target"] : m.count("dst") ? m["dst"] : m["destination"];
+    const std::string what = where(ins) + ": RUN --mount=" + value;
+    auto truthy = [](const std::string& v) { return v == "true" || v == "1"; };
+    if (type != "cache" && type != "bind" && type != "tmpfs" && type != "secret")
+      throw Error(what + ": --mount type=" + type + " is not supported", "rt build takes cache, bind, tmpfs and secret");
+    if (type == "secret") {
+      const std::string id = m["id"].empty() ? util::base_name(target) : m["id"];
+      if (id.empty()) throw Error(what + ": a secret needs id=ID");
+      if (target.empty()) target = "/run/secrets/" + id;
+      auto given = secrets_.find(id);
+      if (given == secrets_.end()) {
+        if (m.count("required") && truthy(m["required"]))
+          throw Error(what + ": no secret `" + id + "` was given", "give it with --secret id=" + id + ",src=FILE");
+        continue;  // an optional secret not given: nothing mounted, as Docker does
+      }
+      x.binds.push_back({given->second, util::normalize_path(target, "/"), true});
+      continue;  // a secret's content never reaches the cache key, the layer or the history
+    }
+    if (target.empty()) throw Error(what + ": it needs target=PATH");
+    if (target.front() != '/') {
+      const std::string wd = cfg_string(s.state, "WorkingDir");
+      target = (wd.empty() ? "/" : wd) + "/" + target;
+    }
+    target = util::normalize_path(target, "/");
+    if (target == "/") throw Error(what + ": the target cannot be /");
+    if (type == "tmpfs") {
+      x.tmpfs.push_back(target);
+      key.push_back("tmpfs:" + target);
+    } else if (type == "cache") {
+      if (m.count("from") || m.count("source"))
+        throw Error(what + ": a cache seeded from=/source= is not supported", "use an empty cache (id= and target=)");
+      // One directory per user and cache id (default: the target), kept
+      // in the store across builds, never in a layer.
+      const std::string id = m.count("id") ? m["id"] : target;
+      const std::string rel = std::string(store::kRunCacheDir) + "/" + image::sha256_digest(id).substr(7, 32);
+      store_.dir().dir(store::kRunCacheDir, true);
+      const std::string dir = store_.dir().sub(rel);
+      if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", dir};
+      x.binds.push_back({dir, target, m.count("readonly") || m.count("ro")});
+      key.push_back("cache:" + id + ":" + target);
+    } else {  // bind
+      if (m.count("rw") || m.count("readwrite"))
+        throw Error(what + ": read-write bind mounts are not supported", "bind it read-only and copy what you change");
+      const std::string source = m.count("source") ? m["source"] : m.count("src") ? m["src"] : ".";
+      const std::string rel = util::normalize_path("/" + source, "/").substr(1);  // never above the root
+      std::string host, digest;
+      if (m.count("from")) {
+        Stage* from = nullptr;
+        for (auto& st : stages_)
+          if (st.index < s.index && (st.name == lower(m["from"]) || std::to_string(st.index) == m["from"])) from = &st;
+        if (!from) throw Error(what + ": from= names no earlier stage", "name a stage of this Dockerfile");
+        materialize(*from);
+        host = from->rootfs + (rel.empty() ? "" : "/" + rel);
+        digest = from->state.key;
+      } else {
+        host = context_->path() + (rel.empty() ? "" : "/" + rel);
+        digest = context_->digest(context_->match(rel.empty() ? "." : rel, what));
+      }
+      // Its symlinks may not lead out of where it lies.
+      char real[PATH_MAX], top[PATH_MAX];
+      const std::string root = m.count("from") ? host.substr(0, host.size() - rel.size()) : context_->path();
+      if (!::realpath(host.c_str(), real) || !::realpath(root.c_str(), top))
+        throw Error(what + ": `" + source + "` is not there");
+      if (std::string(real) != top && !std::string(real).starts_with(std::string(top) + "/"))
+        throw Error(what + ": `" + source + "` leads out of where it lies");
+      x.binds.push_back({real, target, true});
+      key.push_back("bind:" + target + ":" + digest);
+    }
+  }
+  x.key = key.dump();
+  return x;
+}
+
 void Builder::do_run(Stage& s, const Instruction& ins) {
-  for (const auto& [k, v] : ins.flags)
-    throw Error(where(ins) + ": RUN --" + k + " is not supported", "rt build runs RUN with the host's network");
   std::vector<std::string> argv;
   if (ins.exec_form) {
     argv = ins.argv;
+  } else if (!ins.heredocs.empty()) {
+    // RUN <<EOF: the body is the script. RUN CMD <<EOF: the line and its
+    // heredocs as the shell reads them (quoting and <<- included).
+    const auto& first = ins.heredocs.front();
+    std::string marker = util::trim(ins.args);
+    for (const char* q : {"\"", "'"}) marker.erase(std::remove(marker.begin(), marker.end(), q[0]), marker.end());
+    const bool alone = ins.heredocs.size() == 1 && (marker == "<<" + first.word || marker == "<<-" + first.word);
+    if (alone && first.body.starts_with("#!"))
+      throw Error(where(ins) + ": a RUN heredoc that starts with #! is not supported",
+                  "name the interpreter on the RUN line: RUN python3 <<" + first.word);
+    std::string script = alone ? first.body : ins.args + "\n";
+    if (!alone)
+      for (const auto& d : ins.heredocs) script += d.body + d.word + "\n";
+    argv = s.state.shell;
+    argv.push_back(script);
   } else {
     argv = s.state.shell;
     argv.push_back(ins.args);
   }
   if (argv.empty()) throw Error(where(ins) + ": RUN has an empty command");
-  const std::string shown = ins.exec_form ? "RUN " + json(ins.argv).dump() : "RUN " + ins.args;
+  std::string shown = ins.exec_form ? "RUN " + json(ins.argv).dump() : "RUN " + ins.args;
+  for (auto it = ins.flags.rbegin(); it != ins.flags.rend(); ++it)
+    shown = "RUN --" + it->first + "=" + it->second + shown.substr(3);
   note_step(s, shown);
+  const RunExtras extras = run_extras(s, ins);
   json args = json::object();
   for (const auto& [k, v] : s.args)
     if (v) args[k] = *v;
-  fs_step(s, shown, args.dump() + "\n" + json(argv).dump(), [&] {
-    int status = run_container(s, argv);
+  fs_step(s, shown, args.dump() + "\n" + json(argv).dump() + (ins.flags.empty() ? "" : "\n" + extras.key), [&] {
+    int status = run_container(s, argv, &extras);
     if (status != 0)
       throw Error(where(ins) + ": `" + shown + "` failed with status " + std::to_string(status),
                   "the steps before it are cached", 1);
@@ -793,7 +973,8 @@ void Builder::do_run(Stage& s, const Instruction& ins) {
 
 void Builder::do_copy(Stage& s, const Instruction& ins) {
   const bool add = ins.keyword == "ADD";
-  std::string from;
+  std::string from, checksum;
+  bool parents = false;
   image::CopyOptions copt;
   for (const auto& [k, v] : ins.flags) {
     if (k == "from" && !add) {
@@ -804,7 +985,11 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
       if (v.empty() || v.size() > 4 || v.find_first_not_of("01234567") != std::string::npos)
         throw Error(where(ins) + ": --chmod takes an octal mode, not `" + v + "`");
       copt.chmod = static_cast<unsigned>(std::stoul(v, nullptr, 8));
-    } else if (k == "link") {
+    } else if (k == "link") {  // the same tree either way: the layer is its own already
+    } else if (k == "parents" && !add) {
+      parents = v.empty() || v == "true";
+    } else if (k == "checksum" && add) {
+      checksum = v;
     } else {
       throw Error(where(ins) + ": " + ins.keyword + " --" + k + " is not supported");
     }
@@ -819,6 +1004,28 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
   std::string dest = words.back();
   const std::string dest_given = dest;
   words.pop_back();
+  // COPY <<NAME DEST: files of the heredocs' bodies, as they are written
+  // (no expansion), mode 0644, from a scratch directory of their own.
+  std::optional<app::WorkDir> inline_dir;
+  std::optional<image::SourceTree> inline_src;
+  if (!ins.heredocs.empty()) {
+    inline_dir.emplace(store_.tmp_dir(), "heredoc");
+    for (auto& w : words) {
+      if (!w.starts_with("<<"))
+        throw Error(where(ins) + ": " + ins.keyword + " of heredocs and other sources at once is not supported",
+                    "give the heredocs a " + ins.keyword + " of their own");
+      std::string name = w.substr(w.starts_with("<<-") ? 3 : 2);
+      auto d = std::find_if(ins.heredocs.begin(), ins.heredocs.end(),
+                            [&](const image::Heredoc& h) { return h.word == name; });
+      if (d == ins.heredocs.end() || name.find('/') != std::string::npos || name == "." || name == "..")
+        throw Error(where(ins) + ": `" + w + "` is not a heredoc of this line");
+      const std::string file = inline_dir->path() + "/" + name;
+      util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0644);
+      util::write_all(fd.get(), d->body, file);
+      w = name;
+    }
+    inline_src.emplace(inline_dir->path());
+  }
   for (const auto& w : words)
     if (w.find("://") != std::string::npos)
       throw Error(where(ins) + ": " + ins.keyword + " of a URL (`" + w + "`) is not supported",
@@ -829,9 +1036,10 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
   dest = util::normalize_path(dest, "/");
 
   // Where the sources come from: the context, or a stage's tree.
-  const image::SourceTree* src = &*context_;
+  const image::SourceTree* src = inline_src ? &*inline_src : &*context_;
   std::optional<image::SourceTree> stage_src;
   std::string src_key = "context";
+  if (!from.empty() && inline_src) throw Error(where(ins) + ": --from with heredocs is not supported");
   if (!from.empty()) {
     Stage* b = nullptr;
     for (auto& st : stages_)
@@ -857,8 +1065,21 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
   const std::string shown_step =
       ins.keyword + (from.empty() ? "" : " --from=" + from) + " " + util::join(words, ' ') + " " + dest_given;
   note_step(s, shown_step);
+  if (!checksum.empty()) {
+    // ADD --checksum: the one file it names must hash to it.
+    if (rels.size() != 1 || src->is_dir(rels[0]))
+      throw Error(where(ins) + ": ADD --checksum takes one file");
+    auto f = util::open_in_root(src->fd(), rels[0], O_RDONLY);
+    if (!f.fd) throw SysError(f.err, "open", src->path() + "/" + rels[0], "");
+    image::Sha256 h;
+    std::vector<char> buf(1 << 20);
+    for (size_t n; (n = util::read_some(f.fd.get(), buf.data(), buf.size(), rels[0])) > 0;) h.update(buf.data(), n);
+    const std::string got = h.digest();
+    if (got != checksum)
+      throw Error(where(ins) + ": `" + rels[0] + "` hashes to " + got + ", not the --checksum " + checksum);
+  }
   const std::string content = from.empty() ? src->digest(rels) : src_key;
-  json extra = {rels, content, copt.chmod ? static_cast<int>(*copt.chmod) : -1, dest_dir_syntax};
+  json extra = {rels, content, copt.chmod ? static_cast<int>(*copt.chmod) : -1, dest_dir_syntax, parents};
   fs_step(s, shown_step, extra.dump(), [&] {
     const bool into_dir = dest_dir_syntax || rels.size() > 1 || image::dir_in_tree(s.root.get(), dest);
     if (rels.size() > 1 && !dest_dir_syntax && !image::dir_in_tree(s.root.get(), dest))
@@ -868,6 +1089,12 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
       if (add && !src->is_dir(r)) {
         app::WorkDir scratch(store_.tmp_dir(), "build");
         if (image::add_archive(*src, r, s.root.get(), dest, scratch.path(), copt, where(ins))) continue;
+      }
+      // --parents: the source's own directories come along below DEST.
+      const std::string parent = util::dir_name("/" + r);
+      if (parents && parent != "/") {
+        image::copy_into(*src, r, s.root.get(), util::normalize_path(dest + parent, "/"), true, copt, where(ins));
+        continue;
       }
       image::copy_into(*src, r, s.root.get(), dest, into_dir, copt, where(ins));
     }
@@ -1069,6 +1296,10 @@ std::string Builder::run() {
     }
   }
   read_dockerfile();
+  for (const auto& [name, value] : df_.directives)
+    if (name == "syntax" || name == "check")
+      util::note(file_shown_ + ": `# " + name + "=" + value + "` read and ignored: rt build reads the Dockerfile itself");
+  read_secrets();
   cache_dir_ = store_.dir().dir(store::kBuildCacheDir, true);
   plan_stages();
   const auto t0 = std::chrono::steady_clock::now();

@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <functional>
 
 #include "image/layer_stream.hpp"
 #include "image/sha256.hpp"
+#include "image/tar_filter.hpp"
 #include "image/unpack.hpp"
 #include "rt/error.hpp"
 #include "util/fs.hpp"
@@ -266,18 +268,28 @@ bool add_archive(const SourceTree& src, const std::string& rel, int tree, const 
     if (::lseek(f.fd.get(), 0, SEEK_SET) != 0) throw SysError{errno, "lseek", shown};
     return ReadFn([fd = f.fd.get(), shown](void* b, size_t n) { return util::read_some(fd, b, n, shown); });
   };
+  // gzip and zstd as layers are read; xz, bzip2 and the rest through
+  // libarchive's filters.
+  unsigned char magic[6] = {};
+  const bool other = ::pread(f.fd.get(), magic, sizeof magic, 0) == sizeof magic &&
+                     (std::memcmp(magic, "\xfd" "7zXZ\0", 6) == 0 || std::memcmp(magic, "BZh", 3) == 0 ||
+                      std::memcmp(magic, "\x5d\0\0", 3) == 0 || std::memcmp(magic, "\x04\x22\x4d\x18", 4) == 0);
+  auto tar = [&]() -> ReadFn {
+    if (other) return decompressed(reader(), shown);
+    auto s = std::make_shared<LayerStream>(reader(), shown);
+    return [s](void* b, size_t n) { return s->read(b, n); };
+  };
   char head[512];
   size_t got = 0;
   try {
-    LayerStream probe(reader(), shown);
-    for (size_t n = 1; got < sizeof head && n > 0; got += n) n = probe.read(head + got, sizeof head - got);
+    ReadFn probe = tar();
+    for (size_t n = 1; got < sizeof head && n > 0; got += n) n = probe(head + got, sizeof head - got);
   } catch (const Error&) {
-    return false;  // not gzip or zstd after all: a plain file
+    return false;  // not compressed after all: a plain file
   }
   if (got < sizeof head || std::string_view(head + 257, 5) != "ustar") return false;
   TreeWriter w(scratch, shown);
-  LayerStream stream(reader(), shown);
-  w.apply_layer([&](void* b, size_t n) { return stream.read(b, n); }, rel);
+  w.apply_layer(tar(), rel);
   w.finish();
   copy_into(SourceTree(scratch), "", tree, dest, true, options, where);
   return true;

@@ -125,6 +125,7 @@ Dockerfile parse_dockerfile(std::string_view text, const std::string& file) {
   for (; i < lines.size(); ++i) {
     auto d = directive(lines[i]);
     if (!d) break;
+    df.directives.emplace_back(d->first, d->second);
     if (d->first == "escape") {
       if (d->second != "\\" && d->second != "`")
         throw Error(file + ":" + std::to_string(i + 1) + ": the escape directive takes \\ or `, not `" + d->second +
@@ -176,14 +177,39 @@ Dockerfile parse_dockerfile(std::string_view text, const std::string& file) {
       ins.flags.emplace_back(name, eq == std::string_view::npos ? "" : std::string(flag.substr(eq + 1)));
       rest = trim(rest.substr(end));
     }
-    if ((ins.keyword == "RUN" || ins.keyword == "COPY" || ins.keyword == "ADD") &&
-        rest.find("<<") != std::string_view::npos) {
-      const size_t at = rest.find("<<");
-      const size_t w = rest.find_first_not_of("-\"'", at + 2);
-      if (w != std::string_view::npos && (std::isalpha(static_cast<unsigned char>(rest[w])) || rest[w] == '_'))
-        throw Error(where + ": heredocs (<<" + std::string(rest.substr(w, rest.find_first_of(" \t\"'", w) - w)) +
-                        ") are not supported",
-                    "write the lines to a file in the context and COPY it, or use a RUN line per command");
+    // Heredocs (<<WORD, <<-WORD, <<"WORD", <<'WORD'): their bodies are the
+    // lines that follow, each up to a line holding WORD alone.
+    if (ins.keyword == "RUN" || ins.keyword == "COPY" || ins.keyword == "ADD") {
+      for (size_t at = rest.find("<<"); at != std::string_view::npos; at = rest.find("<<", at + 2)) {
+        size_t w = at + 2;
+        if (w < rest.size() && rest[w] == '<') {  // a here-string (<<<): the shell's
+          at = w;
+          continue;
+        }
+        const bool strip_tabs = w < rest.size() && rest[w] == '-';
+        if (strip_tabs) ++w;
+        const bool quoted = w < rest.size() && (rest[w] == '"' || rest[w] == '\'');
+        if (quoted) ++w;
+        size_t e = w;
+        while (e < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[e])) || rest[e] == '_' ||
+                                   (e > w && (rest[e] == '.' || rest[e] == '-'))))
+          ++e;
+        if (e == w || !(std::isalpha(static_cast<unsigned char>(rest[w])) || rest[w] == '_')) continue;
+        Heredoc doc{std::string(rest.substr(w, e - w)), "", strip_tabs, quoted};
+        bool closed = false;
+        while (++i < lines.size()) {
+          std::string_view l = lines[i];
+          if (strip_tabs)
+            while (!l.empty() && l.front() == '\t') l.remove_prefix(1);
+          if (l == doc.word) {
+            closed = true;
+            break;
+          }
+          doc.body += std::string(l) + "\n";
+        }
+        if (!closed) throw Error(where + ": the heredoc <<" + doc.word + " has no line `" + doc.word + "` ending it");
+        ins.heredocs.push_back(std::move(doc));
+      }
     }
     if (!rest.empty() && rest.front() == '[' &&
         std::find(std::begin(kExecForm), std::end(kExecForm), ins.keyword) != std::end(kExecForm)) {

@@ -4,9 +4,9 @@
 // Read: parser directives (escape, syntax) at the top; comment lines,
 // also between continued lines; the escape character at a line's end
 // continues it; keywords in any case; leading --name=value flags; the JSON
-// (exec) form of RUN, CMD, ENTRYPOINT and SHELL. Anything else (heredocs,
-// an unknown keyword, a malformed flag or ENV) is an rt::Error naming
-// FILE:LINE.
+// (exec) form of RUN, CMD, ENTRYPOINT and SHELL; heredocs of RUN, COPY and
+// ADD. Anything else (an unknown keyword, a malformed flag or ENV, a
+// heredoc never ended) is an rt::Error naming FILE:LINE.
 #pragma once
 #include <functional>
 #include <optional>
@@ -17,6 +17,15 @@
 
 namespace rt::image {
 
+// A heredoc of RUN, COPY or ADD: <<[-]["]WORD["] and the lines after the
+// instruction up to one holding WORD alone.
+struct Heredoc {
+  std::string word;
+  std::string body;         // its lines, each ending in a newline
+  bool strip_tabs = false;  // <<-: leading tabs removed
+  bool quoted = false;      // <<"WORD": no expansion in the body
+};
+
 struct Instruction {
   std::string keyword;                                     // upper case: FROM, RUN, COPY, ...
   int line = 0;                                            // where it starts in the file
@@ -24,10 +33,12 @@ struct Instruction {
   std::string args;                                        // the rest, continuations joined
   bool exec_form = false;                                  // args was a JSON list of strings:
   std::vector<std::string> argv;                           // ... these
+  std::vector<Heredoc> heredocs;                           // in the order they appear in args
 };
 
 struct Dockerfile {
   char escape = '\\';
+  std::vector<std::pair<std::string, std::string>> directives;  // the parser directives read (name lower case)
   std::vector<Instruction> instructions;
 };
 

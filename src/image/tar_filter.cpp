@@ -93,7 +93,44 @@ private:
   bool entry_open_ = false, keep_ = false, done_ = false;
 };
 
+class Raw {
+public:
+  Raw(ReadFn in, std::string name) : in_(std::move(in)), name_(std::move(name)), r_(archive_read_new(), archive_read_free) {
+    archive_read_support_filter_all(r_.get());
+    archive_read_support_format_raw(r_.get());
+    archive_entry* e = nullptr;
+    if (archive_read_open(r_.get(), this, nullptr, on_read, nullptr) != ARCHIVE_OK ||
+        archive_read_next_header(r_.get(), &e) != ARCHIVE_OK)
+      failed();
+  }
+  size_t read(void* buf, size_t size) {
+    const la_ssize_t n = archive_read_data(r_.get(), buf, size);
+    if (n < 0) failed();
+    return static_cast<size_t>(n);
+  }
+
+private:
+  static la_ssize_t on_read(archive*, void* self, const void** buf) {
+    auto* r = static_cast<Raw*>(self);
+    *buf = r->inbuf_;
+    return static_cast<la_ssize_t>(r->in_(r->inbuf_, sizeof r->inbuf_));
+  }
+  [[noreturn]] void failed() {
+    const char* why = archive_error_string(r_.get());
+    throw Error("`" + name_ + "`: " + (why ? why : "cannot be decompressed") + ": corrupt or truncated?");
+  }
+  ReadFn in_;
+  std::string name_;
+  std::unique_ptr<archive, int (*)(archive*)> r_;
+  char inbuf_[1 << 16];
+};
+
 }  // namespace
+
+ReadFn decompressed(ReadFn in, std::string name) {
+  auto r = std::make_shared<Raw>(std::move(in), std::move(name));
+  return [r](void* buf, size_t size) { return r->read(buf, size); };
+}
 
 ReadFn without_names(ReadFn in, std::vector<std::string> drop) {
   auto f = std::make_shared<Filter>(std::move(in), std::move(drop));

@@ -1,5 +1,6 @@
-// A tar stream without some of its top-level names (host): rt's own /.rt
-// of a SquashFS image stays out of the layer made from its tree.
+// Tar streams through libarchive (host): without some top-level names
+// (rt's own /.rt of a SquashFS image stays out of a layer made from its
+// tree), and decompressed whatever the filter.
 #pragma once
 #include <string>
 #include <vector>
@@ -11,5 +12,9 @@ namespace rt::image {
 // `in` (a tar stream) as a tar stream (pax) without the entries named by
 // `drop` or lying below them ("./" in front or not).
 ReadFn without_names(ReadFn in, std::vector<std::string> drop);
+
+// `in` decompressed by libarchive's filters (xz, bzip2, lzma, lz4, gzip,
+// zstd; plain bytes as they are): ADD's archives beyond what layers use.
+ReadFn decompressed(ReadFn in, std::string name);
 
 }  // namespace rt::image

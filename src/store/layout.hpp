@@ -11,6 +11,7 @@
 //   ROOT/secret                the user's secret (keyed socket names)
 //   ROOT/instances/NAME/       an instance: record.json, out.log, err.log
 //   ROOT/build-cache/KEY       rt build's cached steps (their layers are blobs)
+//   ROOT/run-cache/HEX         rt build's RUN --mount=type=cache directories, one per id
 //   ROOT/compressed/HEX.ALG    a layer's compressed blob (gzip, zstd) by its tar's digest, for push and export
 //   ROOT/staged/JOB/           images staged on this node for Slurm job JOB (store/staged.hpp)
 #pragma once
@@ -35,6 +36,7 @@ inline constexpr const char* kSecretFile = "secret";
 inline constexpr const char* kInstancesDir = "instances";
 inline constexpr const char* kBuildCacheDir = "build-cache";
 inline constexpr const char* kCompressedDir = "compressed";
+inline constexpr const char* kRunCacheDir = "run-cache";
 inline constexpr const char* kStagedDir = "staged";
 // In an image's directory.
 inline constexpr const char* kMetaFile = "rt-image.json";

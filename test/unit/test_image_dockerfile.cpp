@@ -72,14 +72,37 @@ TEST_CASE("the escape directive changes the continuation character") {
 TEST_CASE("what is not understood is an error naming the file and line") {
   CHECK_THAT(error_of("FROM scratch\nFROBNICATE x\n"),
              Catch::Contains("Dockerfile:2: unknown or unsupported instruction `FROBNICATE`"));
-  CHECK_THAT(error_of("FROM scratch\nRUN <<EOF\necho hi\nEOF\n"),
-             Catch::Contains("Dockerfile:2: heredocs (<<EOF) are not supported"));
+  CHECK_THAT(error_of("FROM scratch\nRUN <<EOF\necho hi\n"),
+             Catch::Contains("Dockerfile:2: the heredoc <<EOF has no line `EOF` ending it"));
   CHECK_THAT(error_of("FROM scratch\nSHELL /bin/bash -c\n"), Catch::Contains("Dockerfile:2: SHELL takes a JSON list"));
   CHECK_THAT(error_of("FROM scratch\nCOPY --From=x a b\n"), Catch::Contains("Dockerfile:2: `--From=x` is not a flag"));
   CHECK_THAT(error_of("FROM scratch\nWORKDIR\n"), Catch::Contains("Dockerfile:2: WORKDIR needs arguments"));
   CHECK_THAT(error_of("RUN true\n"), Catch::Contains("Dockerfile: no FROM instruction"));
   CHECK(error_of("ARG V=12\nFROM debian:$V\n") == "accepted");          // ARG before FROM
   CHECK(error_of("FROM scratch\nRUN echo $((1<<2))\n") == "accepted");  // a shift, not a heredoc
+}
+
+TEST_CASE("heredocs: their bodies are the lines after, up to the word") {
+  const auto df = parse_dockerfile(
+      "# syntax=docker/dockerfile:1\nFROM scratch\nRUN <<EOF\necho one\n  echo two\nEOF\n"
+      "COPY <<a.conf <<-\"b\" /etc/\nx=$HOME\nEND\na.conf\n\tindented\nb\nRUN cat <<<x && echo $((1<<2))\n",
+      "Dockerfile");
+  REQUIRE(df.instructions.size() == 4);
+  CHECK(df.directives == std::vector<std::pair<std::string, std::string>>{{"syntax", "docker/dockerfile:1"}});
+  REQUIRE(df.instructions[1].heredocs.size() == 1);
+  CHECK(df.instructions[1].heredocs[0].word == "EOF");
+  CHECK(df.instructions[1].heredocs[0].body == "echo one\n  echo two\n");
+  CHECK(df.instructions[1].args == "<<EOF");
+  const auto& copy = df.instructions[2].heredocs;
+  REQUIRE(copy.size() == 2);
+  CHECK(copy[0].word == "a.conf");
+  CHECK(copy[0].body == "x=$HOME\nEND\n");
+  CHECK(copy[1].word == "b");
+  CHECK(copy[1].strip_tabs);
+  CHECK(copy[1].quoted);
+  CHECK(copy[1].body == "indented\n");
+  CHECK(df.instructions[3].heredocs.empty());  // a here-string and a shift
+  CHECK(df.instructions[3].line == 13);
 }
 
 TEST_CASE("substitution as Docker does it") {

@@ -1,0 +1,81 @@
+#!/bin/bash
+# rt build on the syntax of newer Dockerfiles, as an unprivileged user, on
+# the Debian test image (no mirror needed): heredocs in RUN and COPY,
+# RUN --mount=type=cache|tmpfs|bind|secret and --network=none, COPY
+# --parents, ADD of .tar.xz and .tar.bz2, ADD --checksum, ENV HOME in RUN,
+# # syntax= lines. podman 4.3 (Debian 12) reads neither heredocs nor
+# --parents, so what each does is checked here, not against it.
+. "$(dirname "$0")/lib.sh"
+export RT_STORAGE="$T/store"
+[ -n "${RT_DEBIAN_ROOTFS:-}" ] && [ -r "$RT_DEBIAN_ROOTFS" ] ||
+  skip "RT_DEBIAN_ROOTFS is not set (test/run-all.sh builds a Debian root filesystem)"
+cd "$T"
+"$RT" import -q "$RT_DEBIAN_ROOTFS" debian
+rootfs() { echo "$RT_STORAGE/images/$1/rootfs"; }
+mkdir -p ctx/sub/dir x/a
+echo nested >ctx/sub/dir/f.txt
+echo from-req >ctx/req.txt
+echo in-xz >x/a/xz.txt && tar -C x -cJf ctx/a.tar.xz a
+echo in-bz2 >x/a/bz.txt && tar -C x -cjf ctx/b.tar.bz2 a
+D=$RT_SOURCE_DIR/test/integration/build-syntax
+
+# --- heredocs ---------------------------------------------------------------------
+cp "$D/heredoc.Dockerfile" ctx/Dockerfile
+expect_status 0 "heredocs in RUN and COPY" -- "$RT" build -t heredoc ctx
+expect_match "$ERR" "# syntax=docker/dockerfile:1.7. read and ignored" "the syntax line is noted"
+R=$(rootfs heredoc)
+expect_eq "$(cat "$R/one") / $(cat "$R/two") / $(cat "$R/three")" 'one / two /root / literal $HOME' \
+  "RUN <<EOF runs the body; RUN CMD <<'X' feeds it, unexpanded"
+expect_eq "$(cat "$R/etc/demo/conf.txt")|$(cat "$R/etc/demo/other")|$(stat -c %a "$R/etc/demo/conf.txt")" "a=1|b=2|644" \
+  "COPY <<NAME writes the files (<<- without the tabs)"
+printf 'FROM debian\nRUN <<EOF\n#!/usr/bin/python3\nprint(1)\nEOF\n' >ctx/Dockerfile.shebang
+expect_status 125 "a RUN heredoc with #! is refused" -- "$RT" build -t x -f ctx/Dockerfile.shebang ctx
+expect_match "$ERR" "Dockerfile.shebang:2: .*#!.*RUN python3 <<EOF" "naming the line and the way"
+
+# --- RUN --mount and --network ----------------------------------------------------------
+cp "$D/mounts.Dockerfile" ctx/Dockerfile
+printf s3cr3t-file >secret.txt
+export MY_SECRET=s3cr3t-env
+secrets=(--secret id=tok,src=secret.txt --secret id=ev,env=MY_SECRET)
+expect_status 0 "RUN --mount=type=cache|tmpfs|bind|secret, --network=none" -- "$RT" build -t mounts "${secrets[@]}" ctx
+R=$(rootfs mounts)
+expect_eq "$(cat "$R/seen")" 1 "the cache starts empty"
+expect_eq "$(cat "$R/tmpfs-saw")|$(cat "$R/from-bind")|$(cat "$R/bind-rw")|$(cat "$R/from-stage")" \
+  "hi|from-req|read-only|built-in-stage" "tmpfs, bind from the context (read-only) and from a stage"
+expect_eq "$(cat "$R/secret-sum")" "$(printf s3cr3t-files3cr3t-env | sha256sum)" "the secrets, from a file and a variable"
+for p in var/cache/demo scratch req ctx o run/secrets ev; do
+  [ ! -e "$R/$p" ] || fail "the mount target /$p is left in the image"
+done
+pass "no mount target is left in the image"
+[ ! -e ctx/new ] || fail "a bind mount wrote into the context"
+expect_eq "$(grep -c ':' "$R/net-dev")" 1 "--network=none: loopback alone"
+if grep -rlF s3cr3t "$RT_STORAGE/blobs" "$RT_STORAGE/images/mounts" "$RT_STORAGE/build-cache" 2>/dev/null; then
+  fail "a secret reached the store"
+fi
+pass "no secret in any layer, config, history or cache entry"
+# Again, the cache step made to run: it finds what the first run left.
+sed -i "s|> /seen'|> /seen; true'|" ctx/Dockerfile
+"$RT" build -q -t mounts "${secrets[@]}" ctx
+expect_eq "$(cat "$(rootfs mounts)/seen")" 2 "a cache mount is kept across builds"
+# The bound file is part of the step's key: an edit reruns it.
+echo changed >ctx/req.txt
+"$RT" build -q -t mounts "${secrets[@]}" ctx
+expect_eq "$(cat "$(rootfs mounts)/from-bind")" changed "an edited bind source reruns the step"
+printf 'FROM debian\nRUN --mount=type=secret,id=none,required=true true\n' >ctx/Dockerfile.req
+expect_status 125 "a required secret not given" -- "$RT" build -t x -f ctx/Dockerfile.req ctx
+expect_match "$ERR" "no secret .none. was given.*--secret id=none" "says how to give it"
+printf 'FROM debian\nRUN --mount=type=ssh true\n' >ctx/Dockerfile.ssh
+expect_status 125 "an ssh mount" -- "$RT" build -t x -f ctx/Dockerfile.ssh ctx
+expect_match "$ERR" "Dockerfile.ssh:2: .*type=ssh is not supported" "is refused naming the line"
+
+# --- COPY --parents, ADD of xz and bzip2, ADD --checksum, ENV HOME -------------------------
+sum=$(sha256sum ctx/b.tar.bz2 | cut -d' ' -f1)
+sed "s|@SUM@|$sum|" "$D/misc.Dockerfile" >ctx/Dockerfile
+expect_status 0 "COPY --parents, ADD .tar.xz, ADD --checksum of a .tar.bz2" -- "$RT" build -q -t misc ctx
+R=$(rootfs misc)
+expect_eq "$(cat "$R/p/sub/dir/f.txt")|$(cat "$R/xz/a/xz.txt")|$(cat "$R/bz/a/bz.txt")" "nested|in-xz|in-bz2" \
+  "the source's directories kept; xz and bzip2 archives unpacked"
+expect_eq "$(cat "$R/home-seen")" /custom "ENV HOME is RUN's HOME"
+printf 'FROM debian\nADD --checksum=sha256:%s b.tar.bz2 /x/\n' "$(printf %064d 0)" >ctx/Dockerfile.sum
+expect_status 125 "a wrong --checksum" -- "$RT" build -t x -f ctx/Dockerfile.sum ctx
+expect_match "$ERR" "Dockerfile.sum:2: .b.tar.bz2. hashes to sha256:$sum, not the --checksum" "names both"
