@@ -13,6 +13,7 @@
 // leaves the store as it was (work directories are debris, blobs and cache
 // entries are written whole and renamed into place).
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -235,6 +236,8 @@ private:
   void read_secrets();
   RunExtras run_extras(Stage& s, const Instruction& ins);
   int run_container(Stage& s, const std::vector<std::string>& argv, const RunExtras* extras = nullptr);
+  void relay_output(int out, int err);
+  std::deque<std::string> last_lines_;  // of the last RUN's output
   struct RunAs {
     uid_t uid = 0;
     gid_t gid = 0;
@@ -677,6 +680,55 @@ Builder::RunAs Builder::run_as(Stage& s, const std::string& user_given, const st
   return r;
 }
 
+// Copies a step's stdout and stderr to rt's as they come, until both end,
+// keeping its last lines (both streams, in order) in last_lines_.
+void Builder::relay_output(int out, int err) {
+  constexpr size_t kKeep = 12, kLine = 300;
+  last_lines_.clear();
+  std::string partial;
+  auto keep = [&](std::string_view data) {
+    for (char c : data) {
+      if (c == '\n') {
+        last_lines_.push_back(partial);
+        if (last_lines_.size() > kKeep) last_lines_.pop_front();
+        partial.clear();
+      } else if (partial.size() < kLine) {
+        partial += c;
+      }
+    }
+  };
+  pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
+  const int to[2] = {1, 2};
+  char buf[65536];
+  for (int open = 2; open > 0;) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      throw SysError{errno, "poll"};
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        fds[i].fd = -1;
+        --open;
+        continue;
+      }
+      keep(std::string_view(buf, static_cast<size_t>(n)));
+      for (ssize_t done = 0; done < n;) {  // a closed stdout of rt's own loses the rest, not the build
+        const ssize_t w = ::write(to[i], buf + done, static_cast<size_t>(n - done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += w;
+      }
+    }
+  }
+  if (!partial.empty()) {
+    last_lines_.push_back(partial);
+    if (last_lines_.size() > kKeep) last_lines_.pop_front();
+  }
+}
+
 // Runs argv in the stage's tree as RUN does: rt exec --write --seccomp,
 // as the stage's USER, in its WORKDIR, with its ENV over the build
 // arguments, the image's own /tmp, no home directory. Returns the status.
@@ -765,12 +817,23 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv, const
 
   std::cout.flush();
   std::cerr.flush();
+  // The step's output goes through pipes: shown as it comes, and its last
+  // lines kept for the error when it fails.
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw SysError{errno, "pipe"};
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    throw SysError{errno, "pipe"};
+  }
+  util::UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]), err_r(err_pipe[0]), err_w(err_pipe[1]);
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw SysError{errno, "fork"};
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the step dies with the build
     if (::getppid() != parent) ::_exit(125);
+    if (::dup2(out_w.get(), 1) < 0 || ::dup2(err_w.get(), 2) < 0) ::_exit(125);
     // rt-image blocks these for its signal thread and ignores SIGPIPE:
     // the step's programs get them as usual.
     sigset_t none;
@@ -788,6 +851,9 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv, const
     }
     ::_exit(125);
   }
+  out_w.reset();
+  err_w.reset();
+  relay_output(out_r.get(), err_r.get());
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) throw SysError{errno, "waitpid"};
@@ -965,9 +1031,13 @@ void Builder::do_run(Stage& s, const Instruction& ins) {
     if (v) args[k] = *v;
   fs_step(s, shown, args.dump() + "\n" + json(argv).dump() + (ins.flags.empty() ? "" : "\n" + extras.key), [&] {
     int status = run_container(s, argv, &extras);
-    if (status != 0)
-      throw Error(where(ins) + ": `" + shown + "` failed with status " + std::to_string(status),
+    if (status != 0) {
+      std::string tail;
+      for (const auto& l : last_lines_) tail += "\n  | " + l;
+      throw Error(where(ins) + ": `" + shown + "` failed with status " + std::to_string(status) +
+                      (tail.empty() ? " (it printed nothing)" : "; its last lines:" + tail),
                   "the steps before it are cached", 1);
+    }
   });
 }
 
@@ -1038,6 +1108,7 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
   // Where the sources come from: the context, or a stage's tree.
   const image::SourceTree* src = inline_src ? &*inline_src : &*context_;
   std::optional<image::SourceTree> stage_src;
+  Stage* from_stage = nullptr;
   std::string src_key = "context";
   if (!from.empty() && inline_src) throw Error(where(ins) + ": --from with heredocs is not supported");
   if (!from.empty()) {
@@ -1054,14 +1125,17 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
       }
       b = img.get();
     }
-    materialize(*b);
-    stage_src.emplace(b->rootfs);
-    src = &*stage_src;
+    // Its key says what its tree holds: the tree is made only on a miss.
+    from_stage = b;
     src_key = "stage " + b->state.key;
   }
   std::vector<std::string> rels;
-  for (const auto& w : words)
-    for (auto& r : src->match(w, where(ins))) rels.push_back(std::move(r));
+  auto match = [&] {
+    rels.clear();
+    for (const auto& w : words)
+      for (auto& r : src->match(w, where(ins))) rels.push_back(std::move(r));
+  };
+  if (!from_stage) match();
   const std::string shown_step =
       ins.keyword + (from.empty() ? "" : " --from=" + from) + " " + util::join(words, ' ') + " " + dest_given;
   note_step(s, shown_step);
@@ -1078,9 +1152,16 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
     if (got != checksum)
       throw Error(where(ins) + ": `" + rels[0] + "` hashes to " + got + ", not the --checksum " + checksum);
   }
-  const std::string content = from.empty() ? src->digest(rels) : src_key;
-  json extra = {rels, content, copt.chmod ? static_cast<int>(*copt.chmod) : -1, dest_dir_syntax, parents};
+  const std::string content = from_stage ? src_key : src->digest(rels);
+  json extra = {from_stage ? json(words) : json(rels), content, copt.chmod ? static_cast<int>(*copt.chmod) : -1,
+                dest_dir_syntax, parents};
   fs_step(s, shown_step, extra.dump(), [&] {
+    if (from_stage) {
+      materialize(*from_stage);
+      stage_src.emplace(from_stage->rootfs);
+      src = &*stage_src;
+      match();
+    }
     const bool into_dir = dest_dir_syntax || rels.size() > 1 || image::dir_in_tree(s.root.get(), dest);
     if (rels.size() > 1 && !dest_dir_syntax && !image::dir_in_tree(s.root.get(), dest))
       throw Error(where(ins) + ": with more than one source the destination must end with /");

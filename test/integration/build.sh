@@ -106,6 +106,11 @@ expect_eq "$("$RT" run multistage a b)" "hello a b" "ENTRYPOINT with arguments f
 [ ! -e "$RT_STORAGE/images/multistage/rootfs/usr/bin/gcc" ] && [ ! -e "$RT_STORAGE/images/multistage/rootfs/bin" ] &&
   pass "nothing of the build stage is in the final image" || fail "the build stage leaked into the final image"
 compare_with_podman multistage
+# Rebuilt with nothing changed, COPY --from is cached by the stage's key:
+# no stage is unpacked.
+expect_status 0 "multistage again" -- "$RT" build -v -t multistage ctx/multistage
+if echo "$ERR" | grep -q "unpacked"; then fail "a cached COPY --from unpacked its stage: $(echo "$ERR" | grep unpacked)"; fi
+pass "a cached COPY --from unpacks nothing"
 
 expect_status 0 "build args (ARG/ENV expansion, .dockerignore, ADD of a tar)" -- \
   "$RT" build -t args ctx/args
@@ -186,9 +191,12 @@ expect_status 125 "COPY --from=\$VAR" -- "$RT" build -t bad bad
 expect_match "$ERR" "bad/Dockerfile:4: COPY --from=\\\$SRC: variables are not expanded in --from" "says so, pulls nothing"
 printf 'FROM debian:latest\nRUN true\n' >bad/Dockerfile
 expect_status 0 "FROM debian:latest finds the image stored as debian (Docker's names)" -- "$RT" build -q -t normal bad
-printf 'FROM debian\nRUN echo one > /one\nRUN echo two; exit 3\nRUN echo never\n' >bad/Dockerfile
+printf 'FROM debian\nRUN echo one > /one\nRUN echo two; seq 1 30 >&2; exit 3\nRUN echo never\n' >bad/Dockerfile
 expect_status 1 "a failing RUN" -- "$RT" build -t bad bad
-expect_match "$ERR" "bad/Dockerfile:3: \`RUN echo two; exit 3\` failed with status 3" "shows the step's exit status"
+expect_match "$ERR" "bad/Dockerfile:3: \`RUN echo two; seq 1 30 >&2; exit 3\` failed with status 3" "shows the step's exit status"
+expect_eq "$(echo "$ERR" | sed -n '/its last lines/,$p' | sed -n 's/^  | //p' | tr '\n' ' ')" \
+  "19 20 21 22 23 24 25 26 27 28 29 30 " "and its last twelve lines"
+expect_eq "$OUT" two "its stdout still goes to stdout"
 [[ "$ERR" != *"STEP 4/4"* ]] && pass "and stops there" || fail "went on after a failing step"
 "$RT" images | grep -q '^bad ' && fail "a failed build stored an image" || pass "nothing is stored"
 expect_status 1 "again" -- "$RT" build -t bad bad
