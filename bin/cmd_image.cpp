@@ -351,8 +351,9 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
             auto count = [](size_t n, const char* one, const char* many) {
               return std::to_string(n) + " " + (n == 1 ? one : many);
             };
-            std::printf("removed %s, %s (%.1f MB), %s (%.1f kB), %s, %s, %s; freed %.1f MB\n",
+            std::printf("removed %s, %s, %s (%.1f MB), %s (%.1f kB), %s, %s, %s; freed %.1f MB\n",
                         count(r.build_cache, "cached build step", "cached build steps").c_str(),
+                        count(r.run_caches, "RUN cache", "RUN caches").c_str(),
                         count(r.blobs, "unused blob", "unused blobs").c_str(), static_cast<double>(r.blob_bytes) / 1e6,
                         count(r.facts, "stale SquashFS record", "stale SquashFS records").c_str(),
                         static_cast<double>(r.fact_bytes) / 1e3,

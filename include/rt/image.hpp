@@ -116,6 +116,7 @@ struct PruneReport {
   size_t debris = 0;     // work of interrupted runs
   size_t instances = 0;  // records of instances whose processes have all exited
   size_t build_cache = 0;  // rt build's cached steps (their layers go with the blobs)
+  size_t run_caches = 0;   // rt build's RUN --mount=type=cache directories
   size_t staged = 0;       // jobs' staged images (rt stage) whose jobs have ended
   uint64_t freed() const { return blob_bytes + fact_bytes; }
 };

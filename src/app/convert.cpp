@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <thread>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include <csignal>

@@ -17,7 +17,6 @@
 #include "store/ref.hpp"
 #include "util/fs.hpp"
 #include "util/json.hpp"
-#include "util/log.hpp"
 #include "util/strings.hpp"
 
 namespace rt::app {

@@ -4,8 +4,8 @@
 // by running it again.
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 
 #include "app/export.hpp"
 #include "app/import.hpp"

@@ -101,6 +101,14 @@ PruneReport prune_store(const StoreOptions& o) {
   if (util::UniqueFd cache = s->dir().dir(store::kBuildCacheDir, false))
     for (const auto& n : util::list_names(cache.get(), s->dir().sub(store::kBuildCacheDir)))
       if (n.size() == 64 && util::is_hex(n) && ::unlinkat(cache.get(), n.c_str(), 0) == 0) ++r.build_cache;
+  // And RUN --mount=type=cache's directories, as Docker's builder prune
+  // takes them.
+  if (util::UniqueFd caches = s->dir().dir(store::kRunCacheDir, false))
+    for (const auto& n : util::list_names(caches.get(), s->dir().sub(store::kRunCacheDir)))
+      if (n.size() == 32 && util::is_hex(n)) {
+        util::remove_tree_at(caches.get(), n, s->dir().sub(store::kRunCacheDir) + "/" + n);
+        ++r.run_caches;
+      }
   // So do the notes of compressed layers (rt push): their blobs are used by
   // no image.
   if (util::UniqueFd notes = s->dir().dir(store::kCompressedDir, false))

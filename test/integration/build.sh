@@ -388,7 +388,7 @@ expect_match "$OUT" "len=${#secret}" "the step sees it"
 # ---- prune -----------------------------------------------------------------------
 "$RT" rm numpy
 expect_status 0 "rt prune" -- "$RT" prune
-expect_match "$OUT" "removed [1-9][0-9]* cached build steps, [1-9][0-9]* unused blobs" \
+expect_match "$OUT" "removed [1-9][0-9]* cached build steps, 0 RUN caches, [1-9][0-9]* unused blobs" \
   "removes the build cache and the layers no image uses"
 expect_eq "$(ls "$RT_STORAGE/build-cache")" "" "the cache is empty"
 expect_status 0 "a rebuild after prune" -- "$RT" build -t user ctx/user

@@ -57,6 +57,9 @@ pass "no secret in any layer, config, history or cache entry"
 sed -i "s|> /seen'|> /seen; true'|" ctx/Dockerfile
 "$RT" build -q -t mounts "${secrets[@]}" ctx
 expect_eq "$(cat "$(rootfs mounts)/seen")" 2 "a cache mount is kept across builds"
+# rt prune takes the cache with the rest.
+expect_match "$("$RT" prune)" "^removed [0-9]+ cached build steps, 1 RUN cache, " "rt prune removes the RUN cache"
+[ -z "$(ls "$RT_STORAGE/run-cache")" ] || fail "rt prune left $(ls "$RT_STORAGE/run-cache")"
 # The bound file is part of the step's key: an edit reruns it.
 echo changed >ctx/req.txt
 "$RT" build -q -t mounts "${secrets[@]}" ctx

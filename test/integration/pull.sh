@@ -133,9 +133,9 @@ expect_eq "$(ls "$RT_STORAGE/images" | grep -c '^both$')" 1 "one copy"
 
 "$RT" rm -q both bydigest insecure-copy
 freed=$("$RT" prune)
-expect_match "$freed" "^removed 0 cached build steps, [1-9][0-9]* unused blobs? \([0-9.]+ MB\), .*; freed [0-9.]+ MB" \
+expect_match "$freed" "^removed 0 cached build steps, 0 RUN caches, [1-9][0-9]* unused blobs? \([0-9.]+ MB\), .*; freed [0-9.]+ MB" \
   "prune says what it removed and what it freed"
-expect_match "$("$RT" prune)" "^removed 0 cached build steps, 0 unused blobs \(0.0 MB\), 0 stale SquashFS records \(0.0 kB\), 0 pieces of interrupted work, 0 dead instances, 0 ended jobs' staged images; freed 0.0 MB" \
+expect_match "$("$RT" prune)" "^removed 0 cached build steps, 0 RUN caches, 0 unused blobs \(0.0 MB\), 0 stale SquashFS records \(0.0 kB\), 0 pieces of interrupted work, 0 dead instances, 0 ended jobs' staged images; freed 0.0 MB" \
   "and that a second prune found nothing"
 
 # --- token auth ----------------------------------------------------------------
