@@ -200,9 +200,9 @@ class Builder {
 public:
   explicit Builder(const BuildOptions& o) : o_(o), store_(o.storage) {}
   std::string run();
-  void write_output(const image::ImageSource& src);
 
 private:
+  void write_output(const image::ImageSource& src);
   // set-up
   void read_dockerfile();
   void plan_stages();
