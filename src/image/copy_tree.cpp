@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <map>
 
 #include "image/layer_stream.hpp"
 #include "image/sha256.hpp"
@@ -76,6 +77,13 @@ struct Copier {
   const CopyOptions& o;
   std::string where;
   uint64_t bytes = 0;
+  // Files with more than one link, as first copied: a later name of the
+  // same inode becomes a hard link to it, as it was in the source.
+  struct Copied {
+    util::UniqueFd dir;
+    std::string name;
+  };
+  std::map<std::pair<dev_t, ino_t>, Copied> linked;
 
   void times(int dir, const std::string& name, const struct stat& st) {
     const struct timespec t[2] = {st.st_mtim, st.st_mtim};
@@ -125,6 +133,12 @@ struct Copier {
       if (::symlinkat(link, dst, dname.c_str()) != 0) throw SysError{errno, "symlink", shown};
       times(dst, dname, st);
     } else if (S_ISREG(st.st_mode)) {
+      const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+      if (st.st_nlink > 1)
+        if (auto first = linked.find(id);
+            first != linked.end() &&
+            ::linkat(first->second.dir.get(), first->second.name.c_str(), dst, dname.c_str(), 0) == 0)
+          return;
       // name "": `src` is the file itself (an O_PATH descriptor), reopened.
       util::UniqueFd in(reopen(src, name, O_RDONLY | O_NOFOLLOW));
       if (!in) throw SysError{errno, "open", where + ": " + rel};
@@ -140,6 +154,7 @@ struct Copier {
       if (::fchmod(out.get(), mode_of(st)) != 0) throw SysError{errno, "chmod", shown};
       const struct timespec t[2] = {st.st_mtim, st.st_mtim};
       ::futimens(out.get(), t);
+      if (st.st_nlink > 1) linked.emplace(id, Copied{util::UniqueFd(::fcntl(dst, F_DUPFD_CLOEXEC, 0)), dname});
     } else if (S_ISFIFO(st.st_mode)) {
       if (::mkfifoat(dst, dname.c_str(), mode_of(st)) != 0) throw SysError{errno, "mkfifo", shown};
     }
@@ -301,7 +316,7 @@ bool dir_in_tree(int tree, const std::string& path) {
 
 uint64_t copy_into(const SourceTree& src, const std::string& rel, int tree, const std::string& dest, bool into_dir,
                    const CopyOptions& options, const std::string& where) {
-  Copier c{options, where};
+  Copier c{options, where, 0, {}};
   auto s = util::open_in_root(src.fd(), rel.empty() ? "." : rel, O_PATH);
   if (!s.fd) throw SysError(s.err, "open", src.path() + "/" + rel, "");
   struct stat st;

@@ -12,8 +12,9 @@ export RT_STORAGE="$T/store"
 cd "$T"
 "$RT" import -q "$RT_DEBIAN_ROOTFS" debian
 rootfs() { echo "$RT_STORAGE/images/$1/rootfs"; }
-mkdir -p ctx/sub/dir x/a
+mkdir -p ctx/sub/dir x/a ctx/linked
 echo nested >ctx/sub/dir/f.txt
+echo same >ctx/linked/a && ln ctx/linked/a ctx/linked/b
 echo from-req >ctx/req.txt
 echo in-xz >x/a/xz.txt && tar -C x -cJf ctx/a.tar.xz a
 echo in-bz2 >x/a/bz.txt && tar -C x -cjf ctx/b.tar.bz2 a
@@ -79,6 +80,10 @@ R=$(rootfs misc)
 expect_eq "$(cat "$R/p/sub/dir/f.txt")|$(cat "$R/xz/a/xz.txt")|$(cat "$R/bz/a/bz.txt")" "nested|in-xz|in-bz2" \
   "the source's directories kept; xz and bzip2 archives unpacked"
 expect_eq "$(cat "$R/home-seen")" /custom "ENV HOME is RUN's HOME"
+expect_eq "$(stat -c %i "$R/l/a")" "$(stat -c %i "$R/l/b")" "COPY keeps hard links as hard links"
+links=$(python3 -c 'import json,sys; print("\n".join(l[7:] for l in json.load(open(sys.argv[1]))["layers"]))' \
+  "$RT_STORAGE/images/misc/rt-image.json" | while read -r b; do tar -tvf "$RT_STORAGE/blobs/sha256/$b"; done | grep -c 'l/b link to .*l/a')
+expect_eq "$links" 1 "and its layer holds one as a tar hard link"
 printf 'FROM debian\nADD --checksum=sha256:%s b.tar.bz2 /x/\n' "$(printf %064d 0)" >ctx/Dockerfile.sum
 expect_status 125 "a wrong --checksum" -- "$RT" build -t x -f ctx/Dockerfile.sum ctx
 expect_match "$ERR" "Dockerfile.sum:2: .b.tar.bz2. hashes to sha256:$sum, not the --checksum" "names both"
