@@ -56,3 +56,18 @@ debian_in_store() {
   "$RT" import -q "$BENCH_DEBIAN" debian
   dir=$("$RT" inspect debian | sed -n 's/.*"path": "\(.*\)".*/\1/p')/rootfs
 }
+
+# timeit LABEL COMMAND...: runs COMMAND (its output dropped; a failure ends
+# the benchmark with its stderr) and appends its wall time to ${t[LABEL]}
+# (the caller's `declare -A t`), in ms, or in the unit of BENCH_UNIT_NS.
+timeit() {
+  local label=$1 s e
+  shift
+  s=$(date +%s%N)
+  "$@" >/dev/null 2>"$T/err" || { echo "bench: $label failed: $(cat "$T/err")" >&2; exit 1; }
+  e=$(date +%s%N)
+  t[$label]+="$(( (e - s) / ${BENCH_UNIT_NS:-1000000} )) "
+}
+
+# median: the median of the numbers on stdin (space or newline separated).
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

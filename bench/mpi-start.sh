@@ -24,15 +24,7 @@ export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oo
   OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl=^ofi OMPI_MCA_rmaps_base_oversubscribe=1
 
 declare -A t
-timeit() {
-  local label=$1 s e
-  shift
-  s=$(date +%s%N)
-  "$@" >/dev/null 2>"$T/err" || { echo "bench: $label failed: $(cat "$T/err")" >&2; exit 1; }
-  e=$(date +%s%N)
-  t[$label]+="$(( (e - s) / 1000 )) "
-}
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+BENCH_UNIT_NS=1000  # timeit in µs
 
 echo "== mpirun -np $np --oversubscribe X /bin/true, $rounds rounds (ms) =="
 labels=("bare" "ch-run dir" "ch-run sqfs" "rt dir" "rt sqfs" "rt sqfs --no-join")

@@ -69,7 +69,6 @@ for r in $(seq "$rounds"); do
   run rt "$src/build-bench/rt" pull -q --storage "$T/rtstore" --ca-file "$REG_CA" "$ref"
 done
 "$src/build-bench/rt" exec --storage "$T/rtstore" "$ref" python3 -c 'print("python3 runs in the pulled image")'
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for l in rt ch-image tar; do printf '%-10s median %6.2f s   (%s)\n' "$l" "$(echo "${times[$l]}" | median)" "${times[$l]}"; done
 rt=$(echo "${times[rt]}" | median)
 awk -v a="$rt" -v b="$(echo "${times[ch-image]}" | median)" 'BEGIN {printf "rt / ch-image --no-cache pull = %.2f\n", a / b}'

@@ -43,14 +43,6 @@ fresh_registry() {
   REG=127.0.0.1:$port
 }
 declare -A t
-timeit() {
-  local label=$1 s e
-  shift
-  s=$(date +%s%N)
-  "$@" >/dev/null 2>"$T/err" || { echo "bench: $label failed: $(cat "$T/err")" >&2; exit 1; }
-  e=$(date +%s%N)
-  t[$label]+="$(( (e - s) / 1000000 )) "
-}
 rt_round() {
   fresh_registry
   rm -rf "$RT_STORAGE/compressed"
@@ -66,7 +58,6 @@ skopeo_round() {
 for r in $(seq "$rounds"); do
   if [ $((r % 2)) = 1 ]; then rt_round; skopeo_round; else skopeo_round; rt_round; fi
 done
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "Debian image, one layer of $(( $(stat -c %s "$T/debx.tar") / 1000000 )) MB, $(nproc) processors, $rounds rounds"
 for l in "rt push" "skopeo copy" "rt push again" "skopeo copy again"; do
   printf '%-18s median %6d ms  (%s)\n' "$l" "$(echo "${t[$l]}" | median)" "${t[$l]}"

@@ -93,7 +93,6 @@ for n in 1 2 4 8; do
   done <"$work/steps.out"
   grep "^bench:" "$work/salloc.err" >&2 || true
 done
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ms() { awk -v us="$1" 'BEGIN {printf "%.1f", us / 1000}'; }
 cell() { printf '%s [%s]%s' "$(ms "$(echo "${t[$1]:-0}" | median)")" "$(ms "${first[$1]:-0}")" "${failed[$1]:+ ${failed[$1]}x failed}"; }
 minus() { ms $(( $(echo "${t[$1]:-0}" | median) - $(echo "${t[$2]:-0}" | median) )); }

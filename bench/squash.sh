@@ -38,7 +38,6 @@ for r in $(seq "$rounds"); do
   timeit "ch-run dir" ch-run "$dir" -- sh -c "$read_all"
   timeit "ch-run sqfs" ch-run "$T/debian.sqfs" -- sh -c "$read_all"
 done
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for l in "rt dir" "rt sqfs" "rt sqfs cold" "ch-run dir" "ch-run sqfs"; do printf '%-12s median %6d ms  (%s)\n' "$l" "$(echo "${t[$l]}" | median)" "${t[$l]}"; done
 awk -v a="$(echo "${t[rt sqfs]}" | median)" -v b="$(echo "${t[rt dir]}" | median)" 'BEGIN {printf "rt sqfs / rt dir       = %.2f\n", a / b}'
 awk -v a="$(echo "${t[rt sqfs cold]}" | median)" -v b="$(echo "${t[rt dir]}" | median)" 'BEGIN {printf "rt sqfs cold / rt dir  = %.2f\n", a / b}'

@@ -71,6 +71,13 @@ void add_import_options(CLI::App* app, ImportOptions& o) {
       ->type_name("N");
 }
 
+// --ca-file, --insecure and --plain-http: how pull, push and login reach a registry.
+void add_registry_options(CLI::App* app, std::string& ca_file, bool& insecure, bool& plain_http) {
+  app->add_option("--ca-file", ca_file, "trust the CA certificates in FILE too")->type_name("FILE");
+  app->add_flag("--insecure", insecure, "do not verify the registry's TLS certificate (test registries)");
+  app->add_flag("--plain-http", plain_http, "talk HTTP, not HTTPS (test registries)");
+}
+
 }  // namespace
 
 void add_image_commands(CLI::App& app, std::vector<Command>& out) {
@@ -87,9 +94,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     });
     c.app->add_option("--platform", s->o.platform, "OS/ARCH[/VARIANT] to pull (default: this host's)")
         ->type_name("PLATFORM");
-    c.app->add_option("--ca-file", s->o.ca_file, "trust the CA certificates in FILE too")->type_name("FILE");
-    c.app->add_flag("--insecure", s->o.insecure, "do not verify the registry's TLS certificate (test registries)");
-    c.app->add_flag("--plain-http", s->o.plain_http, "talk HTTP, not HTTPS (test registries)");
+    add_registry_options(c.app, s->o.ca_file, s->o.insecure, s->o.plain_http);
     c.app->add_option("-j,--jobs", s->o.jobs, "parallel layer downloads (default 4)")->type_name("N");
     c.app->add_flag("--if-missing", s->o.if_missing, "do nothing when the store has an image of that name");
     add_import_options(c.app, s->o);
@@ -209,9 +214,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       push(st.image, st.ref, st.o);
       return 0;
     });
-    c.app->add_option("--ca-file", s->o.ca_file, "trust the CA certificates in FILE too")->type_name("FILE");
-    c.app->add_flag("--insecure", s->o.insecure, "do not verify the registry's TLS certificate (test registries)");
-    c.app->add_flag("--plain-http", s->o.plain_http, "talk HTTP, not HTTPS (test registries)");
+    add_registry_options(c.app, s->o.ca_file, s->o.insecure, s->o.plain_http);
     c.app->add_option("--compression", s->o.compression,
                       "for layers kept uncompressed: gzip (default, every client reads it) or zstd")
         ->type_name("ALG");
@@ -417,9 +420,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     });
     c.app->add_option("-u,--username", s->user, "user name")->type_name("USER");
     c.app->add_flag("--password-stdin", s->password_stdin, "read the password from standard input");
-    c.app->add_option("--ca-file", s->login.ca_file, "trust the CA certificates in FILE too")->type_name("FILE");
-    c.app->add_flag("--insecure", s->login.insecure, "do not verify the registry's TLS certificate (test registries)");
-    c.app->add_flag("--plain-http", s->login.plain_http, "talk HTTP, not HTTPS (test registries)");
+    add_registry_options(c.app, s->login.ca_file, s->login.insecure, s->login.plain_http);
     c.app->add_flag("--no-check", s->no_check, "save without asking the registry first");
     c.app->add_option("registry", s->registry, "registry host[:port], e.g. ghcr.io")->required()->type_name("REGISTRY");
     out.push_back(std::move(c));

@@ -203,9 +203,20 @@ public:
 
 private:
   void write_output(const image::ImageSource& src);
+  // Where the result goes as pull and import deliver an image: the store
+  // and the tag, quiet unless -v.
+  ImportOptions delivery() const {
+    ImportOptions io;
+    io.storage = o_.storage;
+    io.name = o_.tag;
+    io.verbosity = o_.verbosity > 0 ? o_.verbosity : -1;
+    return io;
+  }
   // set-up
   void read_dockerfile();
   void plan_stages();
+  // The stage named `name` (AS NAME, or its index) among those before `before`.
+  Stage* earlier_stage(const std::string& name, int before);
   std::optional<std::string> arg_value(const std::string& name, const std::optional<std::string>& dflt);
   image::Lookup lookup_for(const Stage* s);
   // stages and steps
@@ -313,6 +324,12 @@ image::Lookup Builder::lookup_for(const Stage* s) {
   };
 }
 
+Stage* Builder::earlier_stage(const std::string& name, int before) {
+  for (auto& st : stages_)
+    if (st.index < before && (st.name == lower(name) || std::to_string(st.index) == name)) return &st;
+  return nullptr;
+}
+
 void Builder::plan_stages() {
   const char esc = df_.escape;
   Stage* cur = nullptr;
@@ -350,28 +367,23 @@ void Builder::plan_stages() {
       if (s.name == lower(o_.target)) target = &s;
     if (!target) throw Error("--target: " + file_shown_ + " has no stage `" + o_.target + "`");
   }
-  auto by_name = [&](const std::string& n, int before) -> Stage* {
-    for (auto& s : stages_)
-      if (s.index < before && (s.name == lower(n) || std::to_string(s.index) == n)) return &s;
-    return nullptr;
-  };
   std::function<void(Stage&)> need = [&](Stage& s) {
     if (s.needed) return;
     s.needed = true;
     const image::Lookup look = lookup_for(nullptr);
     auto w = image::split_words(s.from->args, esc, where(*s.from), &look);
-    if (Stage* b = by_name(w[0], s.index)) need(*b);
+    if (Stage* b = earlier_stage(w[0], s.index)) need(*b);
     for (const Instruction* i : s.body)
       for (const auto& [k, v] : i->flags) {
         if (i->keyword == "RUN" && k == "mount")
           for (const auto& part : util::split(v, ','))
             if (part.starts_with("from="))
-              if (Stage* b = by_name(part.substr(5), s.index)) need(*b);
+              if (Stage* b = earlier_stage(part.substr(5), s.index)) need(*b);
         if ((i->keyword == "COPY" || i->keyword == "ADD") && k == "from") {
           if (v.find('$') != std::string::npos)
             throw Error(where(*i) + ": " + i->keyword + " --from=" + v + ": variables are not expanded in --from",
                         "name the stage or image itself (or use ARG in a FROM line and --from that stage)");
-          if (Stage* b = by_name(v, s.index)) need(*b);
+          if (Stage* b = earlier_stage(v, s.index)) need(*b);
         }
       }
   };
@@ -971,9 +983,7 @@ Builder::RunExtras Builder::run_extras(Stage& s, const Instruction& ins) {
       const std::string rel = util::normalize_path("/" + source, "/").substr(1);  // never above the root
       std::string host, digest;
       if (m.count("from")) {
-        Stage* from = nullptr;
-        for (auto& st : stages_)
-          if (st.index < s.index && (st.name == lower(m["from"]) || std::to_string(st.index) == m["from"])) from = &st;
+        Stage* from = earlier_stage(m["from"], s.index);
         if (!from) throw Error(what + ": from= names no earlier stage", "name a stage of this Dockerfile");
         materialize(*from);
         host = from->rootfs + (rel.empty() ? "" : "/" + rel);
@@ -1112,9 +1122,7 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
   std::string src_key = "context";
   if (!from.empty() && inline_src) throw Error(where(ins) + ": --from with heredocs is not supported");
   if (!from.empty()) {
-    Stage* b = nullptr;
-    for (auto& st : stages_)
-      if (st.index < s.index && (st.name == lower(from) || std::to_string(st.index) == from)) b = &st;
+    Stage* b = earlier_stage(from, s.index);
     if (!b) {
       // An image, as FROM would take it: a stage of its own, unnamed.
       auto& img = from_images_[from];
@@ -1344,11 +1352,8 @@ image::ImageSource Builder::result(Stage& s) {
 void Builder::write_output(const image::ImageSource& src) {
   const std::string& out = o_.output;
   if (out.ends_with(".sqfs") || out.ends_with(".squashfs") || out.ends_with(".sqsh")) {
-    ImportOptions io;
-    io.storage = o_.storage;
-    io.name = o_.tag;
+    ImportOptions io = delivery();
     io.squash = out;
-    io.verbosity = o_.verbosity > 0 ? o_.verbosity : -1;
     app::deliver(store_, src, io, false);
     util::note("wrote `" + out + "`");
     return;
@@ -1406,11 +1411,8 @@ std::string Builder::run() {
     store_.commit_image(o_.tag, *target.work);
     target.work.reset();
   } else {
-    ImportOptions io;
-    io.storage = o_.storage;
-    io.name = o_.tag;
+    ImportOptions io = delivery();
     io.format = format;
-    io.verbosity = o_.verbosity > 0 ? o_.verbosity : -1;
     app::deliver(store_, src, io, false);
   }
   if (!o_.output.empty()) write_output(src);

@@ -81,6 +81,52 @@ Target target_of(const std::string& to, const std::string& dst) {
   return Target::Store;
 }
 
+// One tar file of an archive form (Docker archive, OCI archive): entries
+// of text or of a file's bytes, written to `tmp`, then renamed to `dst`
+// once whole and on disk.
+class ArchiveFile {
+public:
+  ArchiveFile(std::string tmp, std::string dst)
+      : tmp_(std::move(tmp)), dst_(std::move(dst)), out_(util::open_fd(tmp_, O_WRONLY | O_CREAT | O_EXCL, 0644)),
+        a_(archive_write_new(), archive_write_free) {
+    archive_write_set_format_pax_restricted(a_.get());
+    if (archive_write_open_fd(a_.get(), out_.get()) != ARCHIVE_OK) throw failed();
+  }
+  void dir(const std::string& name) { header(name, true, 0); }
+  void text(const std::string& name, const std::string& data) {
+    header(name, false, static_cast<int64_t>(data.size()));
+    if (archive_write_data(a_.get(), data.data(), data.size()) != static_cast<la_ssize_t>(data.size())) throw failed();
+  }
+  void file(const std::string& name, const std::string& path) {
+    util::UniqueFd in = util::open_fd(path, O_RDONLY);
+    struct stat st;
+    if (::fstat(in.get(), &st) != 0) throw SysError{errno, "stat", path};
+    header(name, false, st.st_size);
+    std::vector<char> buf(1 << 20);
+    for (size_t n; (n = util::read_some(in.get(), buf.data(), buf.size(), path)) > 0;)
+      if (archive_write_data(a_.get(), buf.data(), n) != static_cast<la_ssize_t>(n)) throw failed();
+  }
+  void commit() {
+    if (archive_write_close(a_.get()) != ARCHIVE_OK) throw failed();
+    if (::fsync(out_.get()) != 0) throw SysError{errno, "fsync", tmp_};
+    if (::rename(tmp_.c_str(), dst_.c_str()) != 0) throw SysError{errno, "rename", tmp_, dst_};
+  }
+
+private:
+  Error failed() const { return Error("cannot write `" + dst_ + "`: " + std::string(archive_error_string(a_.get()))); }
+  void header(const std::string& name, bool dir, int64_t size) {
+    std::unique_ptr<archive_entry, void (*)(archive_entry*)> e(archive_entry_new(), archive_entry_free);
+    archive_entry_set_pathname(e.get(), name.c_str());
+    archive_entry_set_filetype(e.get(), dir ? AE_IFDIR : AE_IFREG);
+    archive_entry_set_perm(e.get(), dir ? 0755 : 0644);
+    archive_entry_set_size(e.get(), size);
+    if (archive_write_header(a_.get(), e.get()) != ARCHIVE_OK) throw failed();
+  }
+  std::string tmp_, dst_;
+  util::UniqueFd out_;
+  std::unique_ptr<struct archive, int (*)(struct archive*)> a_;
+};
+
 // A Docker archive (what `docker load` and `podman load` read): each
 // layer uncompressed as DIFF_ID.tar, the config as DIGEST.json with its
 // diff_ids those layers', manifest.json naming them and `tag`; written
@@ -117,37 +163,11 @@ void write_docker_archive(const image::ImageSource& src, const std::string& dst,
   for (const auto& l : layers) entry_json["Layers"].push_back(l.first.substr(7) + ".tar");
   const nlohmann::json manifest = nlohmann::json::array({entry_json});
 
-  const std::string tmp = work.path("image.tar");
-  util::UniqueFd out = util::open_fd(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-  std::unique_ptr<struct archive, int (*)(struct archive*)> a(archive_write_new(), archive_write_free);
-  archive_write_set_format_pax_restricted(a.get());
-  auto failed = [&] { return Error("cannot write `" + dst + "`: " + std::string(archive_error_string(a.get()))); };
-  if (archive_write_open_fd(a.get(), out.get()) != ARCHIVE_OK) throw failed();
-  auto entry = [&](const std::string& name, int64_t size) {
-    std::unique_ptr<archive_entry, void (*)(archive_entry*)> e(archive_entry_new(), archive_entry_free);
-    archive_entry_set_pathname(e.get(), name.c_str());
-    archive_entry_set_filetype(e.get(), AE_IFREG);
-    archive_entry_set_perm(e.get(), 0644);
-    archive_entry_set_size(e.get(), size);
-    if (archive_write_header(a.get(), e.get()) != ARCHIVE_OK) throw failed();
-  };
-  auto text = [&](const std::string& name, const std::string& data) {
-    entry(name, static_cast<int64_t>(data.size()));
-    if (archive_write_data(a.get(), data.data(), data.size()) != static_cast<la_ssize_t>(data.size())) throw failed();
-  };
-  text(config_name, config_text);
-  for (const auto& [diff_id, file] : layers) {
-    util::UniqueFd in_fd = util::open_fd(file, O_RDONLY);
-    struct stat st;
-    if (::fstat(in_fd.get(), &st) != 0) throw SysError{errno, "stat", file};
-    entry(diff_id.substr(7) + ".tar", st.st_size);
-    for (size_t n; (n = util::read_some(in_fd.get(), buf.data(), buf.size(), file)) > 0;)
-      if (archive_write_data(a.get(), buf.data(), n) != static_cast<la_ssize_t>(n)) throw failed();
-  }
-  text("manifest.json", manifest.dump());
-  if (archive_write_close(a.get()) != ARCHIVE_OK) throw failed();
-  if (::fsync(out.get()) != 0) throw SysError{errno, "fsync", tmp};
-  if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
+  ArchiveFile archive(work.path("image.tar"), dst);
+  archive.text(config_name, config_text);
+  for (const auto& [diff_id, file] : layers) archive.file(diff_id.substr(7) + ".tar", file);
+  archive.text("manifest.json", manifest.dump());
+  archive.commit();
   util::note("wrote the Docker archive `" + dst + "` (" + std::to_string(layers.size()) + " layer" +
              (layers.size() == 1 ? "" : "s") + ")");
 }
@@ -293,40 +313,16 @@ void write_oci(const image::ImageSource& src, const std::string& dst, const std:
     if (util::path_exists(dst)) util::remove_tree(dst);  // --force was checked
     if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
   } else {
-    const std::string tmp = work.path("image.tar");
-    util::UniqueFd out = util::open_fd(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    std::unique_ptr<struct archive, int (*)(struct archive*)> a(archive_write_new(), archive_write_free);
-    archive_write_set_format_pax_restricted(a.get());
-    auto failed = [&] { return Error("cannot write `" + dst + "`: " + std::string(archive_error_string(a.get()))); };
-    if (archive_write_open_fd(a.get(), out.get()) != ARCHIVE_OK) throw failed();
-    auto header = [&](const std::string& name, bool dir, int64_t size) {
-      std::unique_ptr<archive_entry, void (*)(archive_entry*)> e(archive_entry_new(), archive_entry_free);
-      archive_entry_set_pathname(e.get(), name.c_str());
-      archive_entry_set_filetype(e.get(), dir ? AE_IFDIR : AE_IFREG);
-      archive_entry_set_perm(e.get(), dir ? 0755 : 0644);
-      archive_entry_set_size(e.get(), size);
-      if (archive_write_header(a.get(), e.get()) != ARCHIVE_OK) throw failed();
-    };
-    header("blobs/", true, 0);
-    header("blobs/sha256/", true, 0);
-    std::vector<char> buf(1 << 20);
+    ArchiveFile tar(work.path("image.tar"), dst);
+    tar.dir("blobs/");
+    tar.dir("blobs/sha256/");
     for (const auto& i : items) {
-      if (i.file.empty()) {
-        header(i.name, false, static_cast<int64_t>(i.text.size()));
-        if (archive_write_data(a.get(), i.text.data(), i.text.size()) != static_cast<la_ssize_t>(i.text.size()))
-          throw failed();
-        continue;
-      }
-      util::UniqueFd in = util::open_fd(i.file, O_RDONLY);
-      struct stat st;
-      if (::fstat(in.get(), &st) != 0) throw SysError{errno, "stat", i.file};
-      header(i.name, false, st.st_size);
-      for (size_t n; (n = util::read_some(in.get(), buf.data(), buf.size(), i.file)) > 0;)
-        if (archive_write_data(a.get(), buf.data(), n) != static_cast<la_ssize_t>(n)) throw failed();
+      if (i.file.empty())
+        tar.text(i.name, i.text);
+      else
+        tar.file(i.name, i.file);
     }
-    if (archive_write_close(a.get()) != ARCHIVE_OK) throw failed();
-    if (::fsync(out.get()) != 0) throw SysError{errno, "fsync", tmp};
-    if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
+    tar.commit();
   }
   util::note("wrote the OCI " + std::string(archive ? "archive" : "layout") + " `" + dst + "` (" +
              std::to_string(layers.size()) + " layer" + (layers.size() == 1 ? "" : "s") + ", gzip)");
@@ -379,6 +375,14 @@ bool importable(const std::string& path) {
   return S_ISREG(st.st_mode) && !squash::is_squashfs(path);
 }
 
+// Whether SRC names a file or directory rather than a stored image
+// (store::name_kind: a bare name is a path only where the store has no such image).
+bool names_a_path(const std::string& src, const std::string& storage) {
+  const store::NameKind kind = store::name_kind(src);
+  const store::Root* root = kind == store::NameKind::Either ? store::Root::user_if_exists(storage) : nullptr;
+  return kind == store::NameKind::Path || (kind == store::NameKind::Either && !(root && store::find_image(*root, src)));
+}
+
 void tree_to_squashfs(const run::Image& img, const std::string& src, const std::string& dst, const ConvertOptions& o);
 
 }  // namespace
@@ -391,10 +395,7 @@ Exported export_source(const std::string& src, const std::string& near, bool lay
   Exported out;
   // docker-archive, OCI layout, root-filesystem tar: as import reads them.
   // Only where the name is a path (store::name_kind): a bare name never is.
-  const store::NameKind kind = store::name_kind(src);
-  const store::Root* root = kind == store::NameKind::Either ? store::Root::user_if_exists(o.storage) : nullptr;
-  const bool as_path =
-      kind == store::NameKind::Path || (kind == store::NameKind::Either && !(root && store::find_image(*root, src)));
+  const bool as_path = names_a_path(src, o.storage);
   if (as_path && importable(src_path) && !util::is_directory(src_path + "/rootfs")) {
     out.image = app::import_source(src);
     return out;
@@ -463,10 +464,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
     return;
   }
   if (target == Target::Sqfs) {
-    const store::NameKind kind = store::name_kind(src);
-    const store::Root* root = kind == store::NameKind::Either ? store::Root::user_if_exists(o.storage) : nullptr;
-    const bool as_path =
-        kind == store::NameKind::Path || (kind == store::NameKind::Either && !(root && store::find_image(*root, src)));
+    const bool as_path = names_a_path(src, o.storage);
     if (as_path && importable(src_path) && !util::is_directory(src_path + "/rootfs")) {
       ImportOptions io = import_options(o);
       io.squash = dst;

@@ -142,7 +142,7 @@ std::vector<OutLayer> compressed_layers(Store& store, const image::ImageSource& 
         continue;
       }
       note = util::digest_hex(l.expected_blob, "layer") + "." + alg;
-      if (auto text = util::read_regular_if_exists(store.dir().sub(store::kCompressedDir) + "/" + note, 128)) {
+      if (auto text = util::read_owned_at(notes.get(), note, 128)) {
         const std::string digest = util::trim(*text, " \n");
         if (util::is_valid_digest(digest) && store.has_blob(digest)) {
           const std::string file = store.blob_path(digest);

@@ -36,12 +36,7 @@ using image::Descriptor;
 std::string pull(const std::string& ref_text, const PullOptions& o) {
   util::log_init(o.verbosity);
   store::Reference ref = store::parse_reference(ref_text);
-  image::RegistryOptions ro;
-  ro.ca_file = o.ca_file;
-  if (const char* ca = std::getenv("RT_CA_FILE"); ro.ca_file.empty() && ca) ro.ca_file = ca;
-  ro.insecure = o.insecure;
-  ro.plain_http = o.plain_http;
-  image::Registry reg(ref, ro);
+  image::Registry reg(ref, image::registry_options(o.ca_file, o.insecure, o.plain_http));
   const std::string shown = ref.str();
   const std::string name = o.name.empty() ? ref.str() : o.name;
   app::Store store(o.storage);

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "app/export.hpp"
 #include "app/import.hpp"
@@ -37,12 +36,7 @@ std::string push(const std::string& image, const std::string& ref_text, const Pu
   }
   if (ref_text.empty() && !image.starts_with(ref.registry + "/"))
     throw Error("`" + image + "` names no registry to push to", where_to);
-  image::RegistryOptions ro;
-  ro.ca_file = o.ca_file;
-  if (const char* ca = std::getenv("RT_CA_FILE"); ro.ca_file.empty() && ca) ro.ca_file = ca;
-  ro.insecure = o.insecure;
-  ro.plain_http = o.plain_http;
-  image::Registry reg(ref, ro);
+  image::Registry reg(ref, image::registry_options(o.ca_file, o.insecure, o.plain_http));
 
   app::Store store(o.storage);
   ConvertOptions co;

@@ -103,6 +103,15 @@ std::vector<std::string> docker_config_keys(const std::string& registry) {
   return {registry, "https://" + registry, "http://" + registry};
 }
 
+RegistryOptions registry_options(const std::string& ca_file, bool insecure, bool plain_http) {
+  RegistryOptions ro;
+  ro.ca_file = ca_file;
+  if (const char* ca = std::getenv("RT_CA_FILE"); ro.ca_file.empty() && ca) ro.ca_file = ca;
+  ro.insecure = insecure;
+  ro.plain_http = plain_http;
+  return ro;
+}
+
 Challenge parse_challenge(const std::string& header) {
   Challenge c;
   const size_t space = header.find(' ');

@@ -22,6 +22,10 @@ struct RegistryOptions {
   std::string password;
 };
 
+// The options of a command that reaches a registry: its --ca-file (else
+// $RT_CA_FILE), --insecure and --plain-http.
+RegistryOptions registry_options(const std::string& ca_file, bool insecure, bool plain_http);
+
 // What one blob request may take.
 struct BlobLimits {
   int64_t size = -1;    // the declared size: no byte past it is written
