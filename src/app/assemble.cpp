@@ -76,11 +76,14 @@ void assemble_bundle(const std::string& dir, const ImageSource& src, const Assem
                  util::human_bytes(writer.stats().bytes - before) + " unpacked");
   }
   writer.finish();
+  image::AttrMap attrs = writer.attrs();
   for (const auto& d : src.drop) {
     util::UniqueFd root = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
     if (::faccessat(root.get(), d.c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0)
       util::remove_tree_at(root.get(), d, rootfs + "/" + d);
+    std::erase_if(attrs, [&](const auto& a) { return a.first == d || a.first.starts_with(d + "/"); });
   }
+  image::write_attrs(dir, attrs);
 
   write_image_files(dir, with_config(src, image::config_with_diff_ids(src.config_text, diff_ids)),
                     writer.stats().bytes);

@@ -88,6 +88,7 @@ struct Stage {
   std::string rootfs;
   util::UniqueFd root;
   image::TreeSnapshot snap;
+  image::AttrMap attrs;  // what the tree's disk does not hold (image/file_attrs)
 };
 
 std::string now_utc() { return util::utc_time(::time(nullptr)); }
@@ -229,8 +230,9 @@ private:
   void note_step(const Stage& s, const std::string& shown);
   void history(State& st, const std::string& created_by, bool empty);
   void materialize(Stage& s);
-  std::optional<Layer> write_layer(int root, const std::string& shown, image::TreeSnapshot& before);
-  Layer tree_layer(const std::string& dir, const std::string& what);
+  std::optional<Layer> write_layer(int root, const std::string& shown, image::TreeSnapshot& before,
+                                   image::AttrMap* attrs);
+  Layer tree_layer(const std::string& dir, const std::string& what, bool bundle);
   std::optional<json> cached_blob(const std::string& key);
   // instructions
   void do_run(Stage& s, const Instruction& ins);
@@ -275,7 +277,7 @@ private:
   std::map<std::string, std::unique_ptr<Stage>> from_images_;  // COPY --from=IMAGE
   std::optional<image::SourceTree> context_;
   std::map<std::string, std::string> secrets_;  // --secret id=ID: the file holding it
-  std::unique_ptr<app::WorkDir> secret_dir_;     // secrets given from the environment, as files
+  std::unique_ptr<app::WorkDir> secret_dir_;    // secrets given from the environment, as files
   util::UniqueFd cache_dir_;
   int step_no_ = 0, steps_ = 0;
 };
@@ -442,7 +444,9 @@ void Builder::materialize(Stage& s) {
     writer.apply_layer([&](void* buf, size_t size) { return stream.read(buf, size); }, l.blob);
   }
   writer.finish();
+  s.attrs = writer.attrs();
   s.root = util::open_fd(s.rootfs, O_PATH | O_DIRECTORY);
+  image::setid_to_disk(s.root.get(), s.rootfs, s.attrs);
   s.snap = image::TreeSnapshot::take(s.root.get(), s.rootfs);
   util::info("unpacked " + std::to_string(s.state.layers.size()) + " layers (" + std::to_string(s.snap.entries.size()) +
              " entries) in " + seconds_since(t0));
@@ -451,12 +455,13 @@ void Builder::materialize(Stage& s) {
 // The layer of what changed in the tree at `root` since `before` (all of
 // it when `before` is empty), as a blob of the store; nullopt when nothing
 // changed. The blob is an uncompressed tar: its digest is its diff_id.
-std::optional<Layer> Builder::write_layer(int root, const std::string& shown, image::TreeSnapshot& before) {
+std::optional<Layer> Builder::write_layer(int root, const std::string& shown, image::TreeSnapshot& before,
+                                          image::AttrMap* attrs) {
   const auto t0 = std::chrono::steady_clock::now();
   app::WorkDir w(store_.tmp_dir(), "blob");
   const std::string file = w.path() + "/layer.tar";
   util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
-  auto r = image::write_tree_layer(root, shown, before, fd.get());
+  auto r = image::write_tree_layer(root, shown, before, fd.get(), attrs);
   util::info("layer of " + std::to_string(r.changes) + " changes, " + util::human_bytes(r.bytes) + " in " +
              seconds_since(t0));
   if (r.changes == 0) return std::nullopt;
@@ -464,11 +469,13 @@ std::optional<Layer> Builder::write_layer(int root, const std::string& shown, im
   return Layer{r.diff_id, r.diff_id};
 }
 
-// A whole tree as one layer (a base image kept as a tree, or a directory).
-Layer Builder::tree_layer(const std::string& dir, const std::string& what) {
+// A whole tree as one layer (a base image kept as a tree, or a directory);
+// a bundle's rootfs/ with the set-id bits and attributes the bundle keeps.
+Layer Builder::tree_layer(const std::string& dir, const std::string& what, bool bundle) {
   util::UniqueFd root = util::open_fd(dir, O_PATH | O_DIRECTORY);
   image::TreeSnapshot none;
-  auto l = write_layer(root.get(), what, none);
+  image::AttrMap attrs = bundle ? image::read_attrs(dir + "/..") : image::AttrMap{};
+  auto l = write_layer(root.get(), what, none, &attrs);
   if (!l) throw Error("`" + what + "` is empty: nothing to build on");
   return *l;
 }
@@ -509,12 +516,13 @@ void Builder::base_from_store(Stage& s, const std::string& name) {
     // Imported from a tree or archive without its blobs: its tree as one
     // layer, made once per stored version of the image.
     const std::string key =
-        image::sha256_digest("base-tree\n" + *dir + "\n" + s.base_digest + "\n" + meta.value("created", "")).substr(7);
+        image::sha256_digest("base-tree 2\n" + *dir + "\n" + s.base_digest + "\n" + meta.value("created", ""))
+            .substr(7);
     if (auto j = cached_blob(key)) {
       s.state.layers.push_back({(*j)["blob"].get<std::string>(), (*j)["blob"].get<std::string>()});
     } else {
       util::note("taking image `" + name + "` as one layer");
-      Layer l = tree_layer(*dir + "/rootfs", "image `" + name + "`");
+      Layer l = tree_layer(*dir + "/rootfs", "image `" + name + "`", true);
       cache_put(key, {{"blob", l.blob}, {"created", now_utc()}});
       s.state.layers.push_back(l);
     }
@@ -532,7 +540,7 @@ void Builder::base_from_file(Stage& s, const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
   const std::string real = util::normalize_path(path, util::current_dir());
-  const std::string key = image::sha256_digest("base-file\n" + real + "\n" + util::file_stamp(st)).substr(7);
+  const std::string key = image::sha256_digest("base-file 2\n" + real + "\n" + util::file_stamp(st)).substr(7);
   json j = cached_blob(key).value_or(json());
   if (!j.contains("config") || !j["config"].is_string()) {
     util::note("taking `" + path + "` as one layer");
@@ -543,7 +551,7 @@ void Builder::base_from_file(Stage& s, const std::string& path) {
     co.to = "dir";
     convert(real, w.path() + "/bundle", co);
     util::log_init(o_.verbosity);  // convert set its own
-    const Layer l = tree_layer(w.path() + "/bundle/rootfs", path);
+    const Layer l = tree_layer(w.path() + "/bundle/rootfs", path, true);
     auto cfg = util::read_regular_if_exists(w.path() + "/bundle/image-config.json");
     j = {{"blob", l.blob}, {"config", cfg ? *cfg : app::default_config()}, {"created", now_utc()}};
     cache_put(key, j);
@@ -593,7 +601,7 @@ void Builder::set_base(Stage& s, const std::string& what) {
     auto cfg = bundle ? util::read_regular_if_exists(what + "/image-config.json") : std::nullopt;
     s.state.config = image::parse_json(cfg ? *cfg : app::default_config(), "`" + what + "` config");
     s.state.config.erase("history");  // its layers are one now
-    Layer l = tree_layer(bundle ? what + "/rootfs" : what, what);
+    Layer l = tree_layer(bundle ? what + "/rootfs" : what, what, bundle);
     s.state.layers.push_back(l);
     s.base_digest = l.diff_id;
     struct stat st;
@@ -628,7 +636,7 @@ void Builder::fs_step(Stage& s, const std::string& shown, const std::string& key
   }
   materialize(s);
   act();
-  auto layer = write_layer(s.root.get(), s.rootfs, s.snap);
+  auto layer = write_layer(s.root.get(), s.rootfs, s.snap, &s.attrs);
   s.state.created = now_utc();
   json entry = {{"created", s.state.created}, {"step", shown}};
   if (layer) {
@@ -823,8 +831,8 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv, const
   // HOME from the image's passwd, as Docker sets it, unless ENV sets it
   // (given again here: exec would set root's /root over the image's).
   const auto image_env = cfg_env(s.state);
-  const auto home = std::find_if(image_env.begin(), image_env.end(),
-                                 [](const std::string& kv) { return kv.starts_with("HOME="); });
+  const auto home =
+      std::find_if(image_env.begin(), image_env.end(), [](const std::string& kv) { return kv.starts_with("HOME="); });
   e.env_set.push_back(home != image_env.end() ? *home : "HOME=" + as.home);
 
   std::cout.flush();
@@ -940,7 +948,8 @@ Builder::RunExtras Builder::run_extras(Stage& s, const Instruction& ins) {
     const std::string what = where(ins) + ": RUN --mount=" + value;
     auto truthy = [](const std::string& v) { return v == "true" || v == "1"; };
     if (type != "cache" && type != "bind" && type != "tmpfs" && type != "secret")
-      throw Error(what + ": --mount type=" + type + " is not supported", "rt build takes cache, bind, tmpfs and secret");
+      throw Error(what + ": --mount type=" + type + " is not supported",
+                  "rt build takes cache, bind, tmpfs and secret");
     if (type == "secret") {
       const std::string id = m["id"].empty() ? util::base_name(target) : m["id"];
       if (id.empty()) throw Error(what + ": a secret needs id=ID");
@@ -1149,8 +1158,7 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
   note_step(s, shown_step);
   if (!checksum.empty()) {
     // ADD --checksum: the one file it names must hash to it.
-    if (rels.size() != 1 || src->is_dir(rels[0]))
-      throw Error(where(ins) + ": ADD --checksum takes one file");
+    if (rels.size() != 1 || src->is_dir(rels[0])) throw Error(where(ins) + ": ADD --checksum takes one file");
     auto f = util::open_in_root(src->fd(), rels[0], O_RDONLY);
     if (!f.fd) throw SysError(f.err, "open", src->path() + "/" + rels[0], "");
     image::Sha256 h;
@@ -1384,7 +1392,8 @@ std::string Builder::run() {
   read_dockerfile();
   for (const auto& [name, value] : df_.directives)
     if (name == "syntax" || name == "check")
-      util::note(file_shown_ + ": `# " + name + "=" + value + "` read and ignored: rt build reads the Dockerfile itself");
+      util::note(file_shown_ + ": `# " + name + "=" + value +
+                 "` read and ignored: rt build reads the Dockerfile itself");
   read_secrets();
   cache_dir_ = store_.dir().dir(store::kBuildCacheDir, true);
   plan_stages();
@@ -1408,6 +1417,12 @@ std::string Builder::run() {
     for (const auto& [rel, st] : target.snap.entries)
       if (S_ISREG(st.mode)) size += st.size;
     app::write_image_files(target.work->path(), src, size);
+    // A store image holds no set-id bit on disk: kept beside its tree.
+    std::vector<std::string> setid;
+    for (const auto& [rel, st] : target.snap.entries)
+      if (st.mode & (S_ISUID | S_ISGID)) setid.push_back(rel);
+    image::setid_from_disk(target.root.get(), target.rootfs, setid, target.attrs);
+    image::write_attrs(target.work->path(), target.attrs);
     store_.commit_image(o_.tag, *target.work);
     target.work.reset();
   } else {

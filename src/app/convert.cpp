@@ -23,6 +23,7 @@
 #include "app/import.hpp"
 #include "app/store.hpp"
 #include "image/child.hpp"
+#include "image/file_attrs.hpp"
 #include "image/from_layers.hpp"
 #include "image/layer_stream.hpp"
 #include "image/sha256.hpp"
@@ -87,7 +88,9 @@ Target target_of(const std::string& to, const std::string& dst) {
 class ArchiveFile {
 public:
   ArchiveFile(std::string tmp, std::string dst)
-      : tmp_(std::move(tmp)), dst_(std::move(dst)), out_(util::open_fd(tmp_, O_WRONLY | O_CREAT | O_EXCL, 0644)),
+      : tmp_(std::move(tmp)),
+        dst_(std::move(dst)),
+        out_(util::open_fd(tmp_, O_WRONLY | O_CREAT | O_EXCL, 0644)),
         a_(archive_write_new(), archive_write_free) {
     archive_write_set_format_pax_restricted(a_.get());
     if (archive_write_open_fd(a_.get(), out_.get()) != ARCHIVE_OK) throw failed();
@@ -195,13 +198,16 @@ image::ReadFn program_reader(const std::vector<std::string>& argv, const std::st
 // A tree (directory image, or the inside of a SquashFS file) as an image
 // source of one layer, read through `argv`'s tar output.
 image::ImageSource tree_source(const std::string& name, const std::string& what, std::vector<std::string> argv,
-                               std::optional<std::string> config) {
+                               std::optional<std::string> config, image::AttrMap attrs = {}) {
   image::ImageSource src;
   src.name = name;
   src.ref = "convert:" + what;
   src.config_text = config ? *config : app::default_config();
   src.config_digest = image::sha256_digest(src.config_text);
-  src.layers.push_back({what, "", -1, "", [argv, what] { return program_reader(argv, what); }});
+  src.layers.push_back({what, "", -1, "", [argv, what, attrs] {
+                          image::ReadFn tar = program_reader(argv, what);
+                          return attrs.empty() ? tar : image::filtered(std::move(tar), {}, attrs);
+                        }});
   return src;
 }
 
@@ -272,17 +278,16 @@ void write_oci(const image::ImageSource& src, const std::string& dst, const std:
   std::vector<app::OutLayer> layers;
   {
     util::Meter meter("writing `" + dst + "`", app::layer_bytes(src), util::Meter::mode_for(o.verbosity));
-    layers = app::compressed_layers(store, src, image::Compression::Gzip, static_cast<unsigned>(std::max(0, o.jobs)),
-                                    meter);
+    layers =
+        app::compressed_layers(store, src, image::Compression::Gzip, static_cast<unsigned>(std::max(0, o.jobs)), meter);
     meter.done();
   }
   std::vector<std::string> diff_ids;
   for (const auto& l : layers) diff_ids.push_back(l.diff_id);
   const std::string config = app::export_config(src.config_text, diff_ids);
   const std::string manifest = app::oci_manifest(config, layers);
-  nlohmann::json desc = {{"mediaType", image::media::kOciManifest},
-                         {"digest", image::sha256_digest(manifest)},
-                         {"size", manifest.size()}};
+  nlohmann::json desc = {
+      {"mediaType", image::media::kOciManifest}, {"digest", image::sha256_digest(manifest)}, {"size", manifest.size()}};
   if (const size_t colon = tag.rfind(':'); !tag.empty() && colon != std::string::npos)
     desc["annotations"] = {{"org.opencontainers.image.ref.name", tag.substr(colon + 1)}};
   const nlohmann::json index = {{"schemaVersion", 2}, {"mediaType", image::media::kOciIndex}, {"manifests", {desc}}};
@@ -383,6 +388,38 @@ bool names_a_path(const std::string& src, const std::string& storage) {
   return kind == store::NameKind::Path || (kind == store::NameKind::Either && !(root && store::find_image(*root, src)));
 }
 
+// mksquashfs(1) pseudo definitions giving the files of the tree at
+// `rootfs` the set-id bits its bundle keeps (image/file_attrs): "PATH m
+// MODE 0 0", the path quoted. mksquashfs 4.5 cannot add extended
+// attributes that way: said, and left out.
+std::string attr_pseudo_lines(const std::string& rootfs, const std::string& dst) {
+  const image::AttrMap attrs = image::read_attrs(rootfs + "/..");
+  std::string lines;
+  size_t xattrs = 0;
+  std::string first;
+  util::UniqueFd root = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
+  for (const auto& [path, a] : attrs) {
+    if (!a.xattrs.empty() && xattrs++ == 0) first = path;
+    struct stat st;
+    if (!a.setid || path.find('\n') != std::string::npos ||
+        ::fstatat(root.get(), path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISLNK(st.st_mode))
+      continue;
+    std::string quoted = "\"";
+    for (char c : path) {
+      if (c == '"' || c == '\\') quoted += '\\';
+      quoted += c;
+    }
+    char mode[16];
+    std::snprintf(mode, sizeof mode, "%o", (st.st_mode & 01777) | a.setid);
+    lines += quoted + "\" m " + mode + " 0 0\n";
+  }
+  if (xattrs)
+    util::warn("`" + dst + "`: the extended attributes of " + std::to_string(xattrs) + " file" +
+               (xattrs > 1 ? "s" : "") + " (first: " + util::quoted(first) +
+               ") are left out: mksquashfs cannot add them to a tree (pull or import with --squash keeps them)");
+  return lines;
+}
+
 void tree_to_squashfs(const run::Image& img, const std::string& src, const std::string& dst, const ConvertOptions& o);
 
 }  // namespace
@@ -426,14 +463,15 @@ Exported export_source(const std::string& src, const std::string& near, bool lay
       tree = out.scratch->path("root.sqfs");
       copy_span(file, span, tree);
     }
-    out.image = tree_source(util::base_name(near), file, {"sqfs2tar", "--no-xattr", tree}, config);
+    out.image = tree_source(util::base_name(near), file, {"sqfs2tar", tree}, config);
     out.image.drop = {".rt"};
     return out;
   }
   std::optional<std::string> config;
   if (img.config) config = util::read_regular_if_exists(img.rootfs + "/../" + run::kBundleConfig);
-  out.image = tree_source(util::base_name(near), img.rootfs,
-                          {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."}, config);
+  out.image =
+      tree_source(util::base_name(near), img.rootfs, {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."},
+                  config, image::read_attrs(img.rootfs + "/.."));
   return out;
 }
 
@@ -475,12 +513,13 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
     run::warn_if_foreign(img);
     if (!img.squashfs) return tree_to_squashfs(img, src, dst, o);
     const squash::Span span = img.sif ? sif_root_span(img.rootfs) : simg_span_of(img.rootfs);
-    if (img.rootfs == src_path && !img.sif && span.offset == 0) throw Error("`" + src + "` is already a SquashFS image");
+    if (img.rootfs == src_path && !img.sif && span.offset == 0)
+      throw Error("`" + src + "` is already a SquashFS image");
     return copy_file(img.rootfs, dst, span);  // as it is
   }
   const bool layered = target == Target::DockerArchive || target == Target::Oci || target == Target::OciArchive;
-  app::Exported s = app::export_source(src, target == Target::Store ? app::Store(o.storage).tmp_dir() + "/convert" : dst,
-                                       layered, o);
+  app::Exported s =
+      app::export_source(src, target == Target::Store ? app::Store(o.storage).tmp_dir() + "/convert" : dst, layered, o);
   switch (target) {
     case Target::Store:
       return store_source(std::move(s.image), dst, o);
@@ -541,16 +580,20 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
   // so it is the constant `cat`, reading the file on mksquashfs's stdin:
   // no path ever reaches a shell.
   util::UniqueFd config_in;
+  std::string pseudo_lines = attr_pseudo_lines(img.rootfs, dst);
   if (img.config) {
     auto text = util::read_regular_if_exists(img.rootfs + "/../" + run::kBundleConfig);
     if (text) {
       util::UniqueFd c = util::open_fd(config, O_WRONLY | O_CREAT | O_EXCL, 0600);
       util::write_all(c.get(), *text, config);
-      util::UniqueFd p = util::open_fd(pseudo, O_WRONLY | O_CREAT | O_EXCL, 0600);
-      util::write_all(p.get(), "/.rt D 0 755 0 0\n" + std::string(squash::kConfigPath) + " F 0 644 0 0 cat\n", pseudo);
-      argv.insert(argv.end(), {"-pf", pseudo});
+      pseudo_lines += "/.rt D 0 755 0 0\n" + std::string(squash::kConfigPath) + " F 0 644 0 0 cat\n";
       config_in = util::open_fd(config, O_RDONLY);
     }
+  }
+  if (!pseudo_lines.empty()) {
+    util::UniqueFd p = util::open_fd(pseudo, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    util::write_all(p.get(), pseudo_lines, pseudo);
+    argv.insert(argv.end(), {"-pf", pseudo});
   }
   util::info("running:" + [&] {
     std::string s;

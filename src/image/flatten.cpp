@@ -58,6 +58,8 @@ void Flattener::write_header(archive* out, const std::string& key, const Node& n
     archive_entry_set_filetype(e.get(), n.type);
     archive_entry_set_perm(e.get(), n.type == AE_IFLNK ? 0777 : n.perm);
     if (n.type == AE_IFLNK) archive_entry_set_symlink(e.get(), n.link.c_str());
+    for (const auto& [name, value] : n.xattrs)
+      archive_entry_xattr_add_entry(e.get(), name.c_str(), value.data(), value.size());
     archive_entry_set_size(e.get(), n.type == AE_IFREG ? size : 0);
   }
   if (archive_write_header(out, e.get()) != ARCHIVE_OK)

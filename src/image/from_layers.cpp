@@ -83,7 +83,9 @@ std::string write_from_layers(const ImageSource& src, const std::string& out, co
   if (::pipe2(fds, O_CLOEXEC) != 0) throw SysError{errno, "pipe"};
   util::UniqueFd rd(fds[0]), wr(fds[1]);
   int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::string> argv = {"tar2sqfs",     "--quiet",     "--no-keep-time", "--no-xattr",        "--force",
+  // Extended attributes go in as the layers have them (set-id bits with
+  // the modes): a SquashFS file holds what a rootless tree cannot.
+  std::vector<std::string> argv = {"tar2sqfs",     "--quiet",     "--no-keep-time", "--force",
                                    "--compressor", o.compression, "--num-jobs",     std::to_string(jobs)};
   if (o.compression == "zstd" || o.compression == "gzip")
     argv.insert(argv.end(), {"--comp-extra", "level=" + std::to_string(o.level                   ? o.level

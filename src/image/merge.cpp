@@ -173,8 +173,9 @@ MergeStep LayerMerge::apply(const MergeEntry& e, uint64_t index) {
   step.key = child_of(parent, name);
   Node n;
   n.type = type;
-  n.perm = e.perm & 01777;
+  n.perm = e.perm & 07777;
   n.mtime = e.mtime;
+  n.xattrs = e.xattrs;
   n.layer = layer_no_;
   n.index = index;
   if (!e.hardlink.empty()) {
@@ -198,6 +199,7 @@ MergeStep LayerMerge::apply(const MergeEntry& e, uint64_t index) {
   this_layer_.insert(step.key);
   if (old != nodes_.end() && is_dir(old->second.type) && is_dir(n.type)) {
     old->second.perm = n.perm;  // directories merge
+    old->second.xattrs = std::move(n.xattrs);
     old->second.mtime = n.mtime;
     old->second.layer = n.layer;
     old->second.index = n.index;

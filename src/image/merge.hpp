@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "image/file_attrs.hpp"
+
 namespace rt::image {
 
 // Splits a tar entry path into clean components: "./" and "." dropped.
@@ -35,8 +37,9 @@ struct MergeEntry {
   unsigned type = 0;     // AE_IF* (libarchive's file types: S_IF*)
   std::string symlink;   // a symlink's target
   std::string hardlink;  // a hard link's target path, as written; not empty: a hard link
-  unsigned perm = 0644;
+  unsigned perm = 0644;  // with the set-id bits
   int64_t mtime = 0;
+  Xattrs xattrs;
 };
 
 // What an entry does to the tree, in order: remove the subtrees `remove`,
@@ -58,10 +61,11 @@ struct MergeStep {
 class LayerMerge {
 public:
   struct Node {
-    unsigned type = 0;  // AE_IF*; 0: a hard link to `link`
-    std::string link;   // symlink target, or the key a hard link points to
-    unsigned perm = 0755;
+    unsigned type = 0;     // AE_IF*; 0: a hard link to `link`
+    std::string link;      // symlink target, or the key a hard link points to
+    unsigned perm = 0755;  // with the set-id bits
     int64_t mtime = 0;
+    Xattrs xattrs;
     int layer = -1;      // -1: a directory made implicitly
     uint64_t index = 0;  // the entry's place in its layer
   };

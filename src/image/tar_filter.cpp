@@ -1,4 +1,4 @@
-// Dropping top-level names from a tar stream (see tar_filter.hpp).
+// Tar streams through libarchive (see tar_filter.hpp).
 #include "image/tar_filter.hpp"
 
 #include <archive.h>
@@ -14,8 +14,11 @@ namespace {
 
 class Filter {
 public:
-  Filter(ReadFn in, std::vector<std::string> drop)
-      : in_(std::move(in)), drop_(std::move(drop)), r_(archive_read_new(), archive_read_free),
+  Filter(ReadFn in, std::vector<std::string> drop, AttrMap attrs)
+      : in_(std::move(in)),
+        drop_(std::move(drop)),
+        attrs_(std::move(attrs)),
+        r_(archive_read_new(), archive_read_free),
         w_(archive_write_new(), archive_write_free) {
     archive_read_support_format_tar(r_.get());
     if (archive_read_open(r_.get(), this, nullptr, on_read, nullptr) != ARCHIVE_OK) failed(r_.get());
@@ -78,13 +81,17 @@ private:
       return;
     }
     if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) failed(r_.get());
-    keep_ = !dropped(archive_entry_pathname(e) ? archive_entry_pathname(e) : "");
+    const std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
+    keep_ = !dropped(name);
+    if (keep_ && !attrs_.empty() && archive_entry_filetype(e) != AE_IFLNK && !archive_entry_hardlink(e))
+      if (auto a = attrs_.find(attr_key(name)); a != attrs_.end()) add_attrs(e, a->second);
     if (keep_ && archive_write_header(w_.get(), e) != ARCHIVE_OK) failed(w_.get());
     entry_open_ = true;
   }
 
   ReadFn in_;
   std::vector<std::string> drop_;
+  AttrMap attrs_;
   std::unique_ptr<archive, int (*)(archive*)> r_, w_;
   char inbuf_[1 << 16];
   char chunk_[1 << 16];
@@ -95,7 +102,8 @@ private:
 
 class Raw {
 public:
-  Raw(ReadFn in, std::string name) : in_(std::move(in)), name_(std::move(name)), r_(archive_read_new(), archive_read_free) {
+  Raw(ReadFn in, std::string name)
+      : in_(std::move(in)), name_(std::move(name)), r_(archive_read_new(), archive_read_free) {
     archive_read_support_filter_all(r_.get());
     archive_read_support_format_raw(r_.get());
     archive_entry* e = nullptr;
@@ -132,8 +140,10 @@ ReadFn decompressed(ReadFn in, std::string name) {
   return [r](void* buf, size_t size) { return r->read(buf, size); };
 }
 
-ReadFn without_names(ReadFn in, std::vector<std::string> drop) {
-  auto f = std::make_shared<Filter>(std::move(in), std::move(drop));
+ReadFn without_names(ReadFn in, std::vector<std::string> drop) { return filtered(std::move(in), std::move(drop), {}); }
+
+ReadFn filtered(ReadFn in, std::vector<std::string> drop, AttrMap attrs) {
+  auto f = std::make_shared<Filter>(std::move(in), std::move(drop), std::move(attrs));
   return [f](void* buf, size_t size) { return f->read(buf, size); };
 }
 

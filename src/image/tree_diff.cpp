@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <set>
 #include <vector>
 
+#include "image/file_attrs.hpp"
 #include "image/sha256.hpp"
 #include "image/unpack.hpp"
 #include "rt/error.hpp"
@@ -123,16 +125,19 @@ TreeSnapshot TreeSnapshot::take(int rootfd, const std::string& shown) {
   return s;
 }
 
-LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot& before, int out_fd) {
+LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot& before, int out_fd, AttrMap* attrs) {
   TreeSnapshot now = TreeSnapshot::take(rootfd, shown);
+  const bool whole = before.entries.empty();
 
   // What goes in: changed entries, the directories above them, and a
   // whiteout for each entry gone from a directory that is still there.
   std::map<std::string, bool> out;  // path -> whiteout
+  std::set<std::string> made;       // new or changed, not only above what is
   for (const auto& [rel, st] : now.entries) {
     auto old = before.entries.find(rel);
     if (old != before.entries.end() && !changed(old->second, st)) continue;
     out[rel] = false;
+    made.insert(rel);
     for (std::string p = parent_of(rel); !p.empty() && !out.count(p); p = parent_of(p)) out[p] = false;
   }
   for (const auto& [rel, st] : before.entries) {
@@ -181,6 +186,21 @@ LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot
     archive_entry_set_mtime(e.get(), st.mtime_ns / 1000000000, st.mtime_ns % 1000000000);
     archive_entry_set_filetype(e.get(), type);
     archive_entry_set_perm(e.get(), st.mode & 07777);
+    if (type == S_IFREG || type == S_IFDIR) {
+      // What the disk holds, and what is kept beside it for what the step
+      // did not change (or for the whole tree).
+      auto r = util::open_in_root(rootfd, rel, O_PATH, false);
+      FileAttrs fa{st.mode & (S_ISUID | S_ISGID), r.fd ? read_xattrs(r.fd.get()) : Xattrs{}};
+      if (attrs && (whole || !made.count(rel))) {
+        if (auto k = attrs->find(rel); k != attrs->end()) {
+          fa.setid |= k->second.setid;
+          if (fa.xattrs.empty()) fa.xattrs = k->second.xattrs;
+        }
+      }
+      if (attrs && fa.empty()) attrs->erase(rel);
+      if (attrs && !fa.empty()) (*attrs)[rel] = fa;
+      add_attrs(e.get(), fa);
+    }
     std::string target;
     if (type == S_IFLNK) {
       auto r = util::open_in_root(rootfd, rel, O_PATH, false);
@@ -221,6 +241,12 @@ LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot
   }
   if (archive_write_close(a.get()) != ARCHIVE_OK)
     throw Error("cannot write a layer of `" + shown + "`: " + archive_error(a.get()));
+  if (attrs) {
+    std::erase_if(*attrs, [&](const auto& k) {
+      auto it = now.entries.find(k.first);
+      return it == now.entries.end() || !(S_ISREG(it->second.mode) || S_ISDIR(it->second.mode));
+    });
+  }
   before = std::move(now);
   return {sink.hash.digest(), sink.bytes, changes};
 }

@@ -14,6 +14,8 @@
 #include <map>
 #include <string>
 
+#include "image/file_attrs.hpp"
+
 namespace rt::image {
 
 struct TreeStat {
@@ -41,6 +43,13 @@ struct LayerWritten {
 
 // Writes to `out_fd` the layer that takes `before` to the tree as it is
 // now, and sets `before` to the tree now. `before` empty: the whole tree.
-LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot& before, int out_fd);
+// `attrs` (may be null): what is kept beside the tree (image/file_attrs).
+// Entries take their set-id bits and extended attributes from the disk;
+// one the layer holds without a change (a directory above a change, or
+// any entry of a whole tree) takes its kept ones too. The map is updated
+// to the tree now: a changed entry's are what the disk holds, a removed
+// entry's go.
+LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot& before, int out_fd,
+                              AttrMap* attrs = nullptr);
 
 }  // namespace rt::image

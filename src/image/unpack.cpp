@@ -44,8 +44,10 @@ MergeEntry merge_entry_of(archive_entry* e) {
   m.type = archive_entry_filetype(e);
   if (const char* t = archive_entry_symlink(e)) m.symlink = t;
   if (const char* t = archive_entry_hardlink(e)) m.hardlink = t;
-  m.perm = archive_entry_perm(e) & 01777;  // setuid/setgid dropped
+  FileAttrs a = attrs_of(e);
+  m.perm = archive_entry_perm(e) & 07777;
   m.mtime = archive_entry_mtime(e);
+  m.xattrs = std::move(a.xattrs);
   return m;
 }
 
@@ -166,7 +168,7 @@ void TreeWriter::apply_entry(archive* a, archive_entry* e, uint64_t index, const
   const char* n = name.c_str();
   const std::string shown = root_path_ + "/" + step.key;
   const mode_t type = archive_entry_filetype(e);
-  const mode_t perm = archive_entry_perm(e) & 01777;  // setuid/setgid dropped
+  const mode_t perm = archive_entry_perm(e) & 01777;  // set-id bits: in attrs(), not on disk
 
   if (!step.hardlink.empty()) {
     auto t = util::open_in_root(root_.get(), step.hardlink, O_PATH, /*follow_final=*/false);
@@ -279,7 +281,7 @@ void TreeWriter::apply_layer(const ReadFn& read, const std::string& layer) {
 void TreeWriter::finish() {
   std::vector<std::pair<std::string, unsigned>> dirs;
   for (const auto& [key, node] : merge_.nodes())
-    if (node.type == AE_IFDIR) dirs.emplace_back(key, node.perm);
+    if (node.type == AE_IFDIR) dirs.emplace_back(key, node.perm & 01777);
   // Deepest first: a parent losing its x bit must not hide its children.
   std::sort(dirs.begin(), dirs.end(), [](const auto& x, const auto& y) {
     return std::count(x.first.begin(), x.first.end(), '/') > std::count(y.first.begin(), y.first.end(), '/');
@@ -289,6 +291,16 @@ void TreeWriter::finish() {
     if (!r.fd) throw Error("image `" + image_ + "`: directory `" + path + "`: " + std::strerror(r.err));
     if (::fchmod(r.fd.get(), mode) != 0) throw SysError{errno, "chmod", root_path_ + "/" + path};
   }
+}
+
+AttrMap TreeWriter::attrs() const {
+  AttrMap out;
+  for (const auto& [key, node] : merge_.nodes()) {
+    if (node.type == 0 || node.type == AE_IFLNK) continue;  // a hard link's are its file's
+    FileAttrs a{node.perm & (S_ISUID | S_ISGID), node.xattrs};
+    if (!a.empty()) out.emplace(key, std::move(a));
+  }
+  return out;
 }
 
 }  // namespace rt::image

@@ -44,6 +44,10 @@ public:
 
   const UnpackStats& stats() const { return stats_; }
 
+  // What the layers give the final tree's files that the disk does not
+  // hold (set-id bits, extended attributes): a bundle's file-attrs.
+  AttrMap attrs() const;
+
 private:
   void apply_entry(::archive* a, ::archive_entry* e, uint64_t index, const std::string& layer);
   int parent_fd(const std::vector<std::string>& comps, const std::string& layer, const std::string& path);

@@ -2,7 +2,8 @@
 //
 //   ROOT/blobs/sha256/HEX      verified blobs (layers, configs, manifests)
 //   ROOT/images/NAME/          one bundle per image: rootfs/ (or image.sqfs),
-//                              image-config.json, rt-image.json
+//                              image-config.json, rt-image.json, file-attrs
+//                              (set-id bits and xattrs rootfs/ cannot hold)
 //   ROOT/tmp/                  work in progress, each piece with a held lock
 //   ROOT/locks/                one lock per image name
 //   ROOT/mnt/                  where SquashFS servers mount their image

@@ -44,7 +44,8 @@ expect_eq "$(cat "$R/usr/lib/viasymlink")" "lib/viasymlink" "a later layer write
 [ -f "$R/s2f" ] && [ ! -L "$R/s2f" ] && pass "symlink replaced by a file" || fail "s2f"
 expect_eq "$(stat -c %a "$R/ro")" "555" "a 0555 directory keeps its mode"
 [ -f "$R/ro/inside" ] && pass "and was filled" || fail "ro/inside missing"
-expect_eq "$(stat -c %a "$R/suid")" "755" "setuid bit cleared"
+expect_eq "$(stat -c %a "$R/suid")" "755" "no setuid bit on disk"
+expect_eq "$(tr '\0' ' ' <"$R/../file-attrs")" "suid 4000 0 " "... it is kept beside the tree (file-attrs)"
 
 # A whiteout applies to lower layers only: an entry of its own layer stays
 # (OCI image spec, layer.md), in a directory and in a SquashFS file alike.

@@ -211,11 +211,13 @@ if command -v tar2sqfs >/dev/null; then
   "$RT" import -q --squash "$T/layered.sqfs" "$T/lay" 2>/dev/null
   "$RT" import -q --squash "$T/layered2.sqfs" "$T/lay" 2>/dev/null
   cmp -s "$T/layered.sqfs" "$T/layered2.sqfs" && pass "--squash output is reproducible" || fail "--squash outputs differ"
-  tree='cd / && { find a x usr lib f2d d2f s2f ro suid pipe bin ! -type d -exec stat -c "%n %F %a %s %h %N" {} +; find a x usr f2d ro bin -type d -exec stat -c "%n %F %a" {} +; } | sort; find a x usr f2d d2f s2f ro bin -type f -exec md5sum {} + | sort'
+  tree='cd / && { find a x usr lib f2d d2f s2f ro pipe bin ! -type d -exec stat -c "%n %F %a %s %h %N" {} +; find a x usr f2d ro bin -type d -exec stat -c "%n %F %a" {} +; } | sort; find a x usr f2d d2f s2f ro bin -type f -exec md5sum {} + | sort'
   dir=$(cd / && "$RT" exec layered sh -c "$tree" 2>&1)
   sq=$(cd / && "$RT" exec "$T/layered.sqfs" sh -c "$tree" 2>&1)
   expect_eq "$sq" "$dir" "--squash gives the tree that unpacking gives (whiteouts, opaque dirs, replacements, links through symlinks)"
   expect_eq "$("$RT" run "$T/layered.sqfs")" "[layered]" "the config travels in the --squash output"
+  expect_eq "$("$RT" exec layered stat -c %a /suid) $("$RT" exec "$T/layered.sqfs" stat -c %a /suid)" "755 4755" \
+    "the set-id bit a directory image keeps beside its tree is in the --squash file (mounted nosuid)"
   "$RT" import -q --squash "$T/layered-gz.sqfs" --compression gzip --level 9 "$T/lay" 2>/dev/null
   expect_eq "$(cd / && "$RT" exec "$T/layered-gz.sqfs" sh -c "$tree" 2>&1)" "$dir" "--squash with --compression gzip"
   expect_status 125 "an unknown compression is refused" -- "$RT" import --squash "$T/x.sqfs" --compression bogus "$T/lay"

@@ -3,15 +3,17 @@
 by two builders: owners and times left out (a rootless tree has one owner),
 file contents by SHA-256, symlinks by target, hard links as the files they
 name. Paths matching any --exclude regular expression are left out.
+A tar (one tree) or a Docker archive (its layers applied in order, OCI
+whiteouts honoured) lists each entry's extended attributes too.
 With --shadow-days, the day-of-last-change field of etc/shadow and
 etc/shadow- is blanked before hashing: useradd writes the build's date
 there, and two builds of one Dockerfile may straddle midnight.
 
-  tree_listing.py dir ROOT [--no-setid] [--shadow-days] [--exclude RE]...
-  tree_listing.py tar FILE [--no-setid] [--shadow-days] [--exclude RE]...
+  tree_listing.py dir|tar|docker PATH [--no-setid] [--no-xattrs] [--shadow-days] [--exclude RE]...
 """
 import argparse
 import hashlib
+import json
 import os
 import re
 import stat
@@ -54,41 +56,89 @@ def from_dir(root):
     return out
 
 
+def xattrs(m):
+    x = sorted((k[len("SCHILY.xattr."):], v) for k, v in m.pax_headers.items() if k.startswith("SCHILY.xattr."))
+    return " xattrs=" + ",".join(f"{k}:{v.encode('utf-8', 'surrogateescape').hex()}" for k, v in x) if x else ""
+
+
+def entry(t, rel, m, members):
+    if m.issym():
+        return ("l", 0o777, m.linkname)
+    if m.isdir():
+        return ("d", m.mode & 0o7777, xattrs(m))
+    if m.isfile() or m.islnk():
+        target = m
+        if m.islnk():
+            target = members[os.path.normpath(m.linkname.lstrip("/"))]
+        return ("f", target.mode & 0o7777, digest(rel, t.extractfile(target).read()) + xattrs(target))
+    if m.isfifo():
+        return ("p", m.mode & 0o7777, "")
+    return None
+
+
+def members_of(t):
+    members = {}
+    for m in t.getmembers():
+        rel = os.path.normpath(m.name.lstrip("/"))
+        if rel != ".":
+            members[rel] = m
+    return members
+
+
 def from_tar(file):
     out = {}
     with tarfile.open(file) as t:
-        members = {}
-        for m in t.getmembers():
-            rel = os.path.normpath(m.name.lstrip("/"))
-            if rel == ".":
-                continue
-            members[rel] = m
+        members = members_of(t)
         for rel, m in members.items():
-            if m.issym():
-                out[rel] = ("l", 0o777, m.linkname)
-            elif m.isdir():
-                out[rel] = ("d", m.mode & 0o7777, "")
-            elif m.isfile() or m.islnk():
-                target = m
-                if m.islnk():
-                    target = members[os.path.normpath(m.linkname.lstrip("/"))]
-                out[rel] = ("f", m.mode & 0o7777, digest(rel, t.extractfile(target).read()))
-            elif m.isfifo():
-                out[rel] = ("p", m.mode & 0o7777, "")
+            e = entry(t, rel, m, members)
+            if e:
+                out[rel] = e
+    return out
+
+
+def remove_under(out, key, keep=()):
+    for k in [k for k in out if (k == key or k.startswith(key + "/")) and k not in keep]:
+        del out[k]
+
+
+def from_docker(file):
+    out = {}
+    with tarfile.open(file) as archive:
+        manifest = json.load(archive.extractfile("manifest.json"))[0]
+        for layer in manifest["Layers"]:
+            with tarfile.open(fileobj=archive.extractfile(layer)) as t:
+                members = members_of(t)
+                this = set()
+                for rel, m in members.items():
+                    parent, base = os.path.split(rel)
+                    if base == ".wh..wh..opq":
+                        for k in [k for k in out if k.startswith(parent + "/") and k not in this]:
+                            del out[k]
+                    elif base.startswith(".wh."):
+                        remove_under(out, os.path.join(parent, base[4:]), this)
+                    else:
+                        e = entry(t, rel, m, members)
+                        if e is None:
+                            continue
+                        if not (e[0] == "d" and out.get(rel, ("",))[0] == "d"):
+                            remove_under(out, rel, this)
+                        out[rel] = e
+                        this.add(rel)
     return out
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=["dir", "tar"])
+    p.add_argument("kind", choices=["dir", "tar", "docker"])
     p.add_argument("path")
     p.add_argument("--exclude", action="append", default=[])
     p.add_argument("--no-setid", action="store_true", help="leave set-user-id and set-group-id bits out")
+    p.add_argument("--no-xattrs", action="store_true", help="leave extended attributes out")
     p.add_argument("--shadow-days", action="store_true", help="blank the day of last change in etc/shadow")
     a = p.parse_args()
     global MASK_SHADOW_DAYS
     MASK_SHADOW_DAYS = a.shadow_days
-    entries = from_dir(a.path) if a.kind == "dir" else from_tar(a.path)
+    entries = {"dir": from_dir, "tar": from_tar, "docker": from_docker}[a.kind](a.path)
     skip = [re.compile(e) for e in a.exclude]
     for rel in sorted(entries):
         if any(s.search(rel) for s in skip):
@@ -96,6 +146,8 @@ def main():
         kind, mode, what = entries[rel]
         if a.no_setid:
             mode &= ~0o6000
+        if a.no_xattrs:
+            what = what.split(" xattrs=")[0]
         sys.stdout.write(f"{rel} {kind} {mode:04o} {what}\n")
 
 

@@ -15,10 +15,10 @@ using V = std::vector<std::string>;
 
 namespace {
 
-MergeEntry dir(const std::string& p, unsigned perm = 0755) { return {p, S_IFDIR, "", "", perm, 0}; }
-MergeEntry file(const std::string& p) { return {p, S_IFREG, "", "", 0644, 0}; }
-MergeEntry sym(const std::string& p, const std::string& target) { return {p, S_IFLNK, target, "", 0777, 0}; }
-MergeEntry hard(const std::string& p, const std::string& target) { return {p, S_IFREG, "", target, 0644, 0}; }
+MergeEntry dir(const std::string& p, unsigned perm = 0755) { return {p, S_IFDIR, "", "", perm, 0, {}}; }
+MergeEntry file(const std::string& p) { return {p, S_IFREG, "", "", 0644, 0, {}}; }
+MergeEntry sym(const std::string& p, const std::string& target) { return {p, S_IFLNK, target, "", 0777, 0, {}}; }
+MergeEntry hard(const std::string& p, const std::string& target) { return {p, S_IFREG, "", target, 0644, 0, {}}; }
 
 // A merge fed layer by layer; keys() is the final tree.
 struct Merge {
