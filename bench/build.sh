@@ -8,6 +8,11 @@
 # with nothing changed with each (the cold builds wrote their caches:
 # rt build --no-cache, ch-image build --rebuild, podman build --no-cache). Prints medians, ratios and rt's own
 # peak resident memory (its -v report: the RUN steps are other processes).
+# Then cache mounts: a Dockerfile whose RUN installs the same packages with
+# apt's lists and archives under RUN --mount=type=cache, after a COPY of a
+# file each round changes: rt and podman rebuild it (the RUN runs again,
+# its packages come from the cache mount, not the mirror), interleaved.
+# ch-image 0.31 has no cache mounts: it is not in that part.
 # Usage (as root: rt and ch-image run as rt-test, podman as root):
 #   bench/build.sh [ROUNDS]   (default 3)
 # Targets: cold <= 0.7x ch-image; no-change rebuild <= 1 s and <= 0.2x
@@ -79,3 +84,32 @@ ratio() { echo "scale=3; $(echo "${times[$1]}" | median) / $(echo "${times[$2]}"
 echo "  cold:    rt/ch-image $(ratio "rt cold" "ch-image cold")  (target <= 0.7)   rt/podman $(ratio "rt cold" "podman cold")"
 echo "  rebuild: rt/ch-image $(ratio "rt rebuild" "ch-image rebuild")  (target <= 0.2)   rt/podman $(ratio "rt rebuild" "podman rebuild")   rt $(echo "${times[rt rebuild]}" | median) s (target <= 1 s)"
 echo "  rt's own peak resident memory: $(echo "$rss" | tr ' ' '\n' | grep . | sort -n | tail -1) kB (target <= 65536)"
+
+# ---- cache mounts: a changed source before a RUN that apt-gets ----------------
+cm=$work/cache-mount
+mkdir -p "$cm"
+cat >"$cm/Dockerfile" <<'DOCKERFILE'
+ARG BASE=debian
+FROM $BASE
+COPY version.txt /opt/version.txt
+RUN --mount=type=cache,target=/var/cache/apt --mount=type=cache,target=/var/lib/apt/lists \
+    apt-get update && apt-get install -y --no-install-recommends python3-numpy && \
+    python3 -c "import numpy; print(numpy.__version__)" > /opt/numpy.txt
+DOCKERFILE
+echo 0 >"$cm/version.txt"
+chown -R rt-test "$cm"
+# The first builds fill each tool's cache mounts (not timed).
+as_user "$RT" build -q -t cm0 "$cm" >/dev/null
+"${podman[@]}" build -q --isolation=chroot --build-arg BASE=localhost/debian -t cm0 "$cm" >/dev/null
+for i in $(seq "$rounds"); do
+  echo "$i" >"$cm/version.txt"
+  run "rt cache mount" as_user "$RT" build -t "cm$i" "$cm"
+  if grep -q "^Get:.*python3-numpy" "$work/out"; then echo "bench: rt fetched python3-numpy again: the cache mount was not reused" >&2; exit 1; fi
+  run "podman cache mount" "${podman[@]}" build --isolation=chroot --build-arg BASE=localhost/debian -t "cm$i" "$cm"
+  if grep -q "^Get:.*python3-numpy" "$work/out"; then echo "bench: podman fetched python3-numpy again" >&2; exit 1; fi
+done
+echo "cache mounts: a changed COPY source, then RUN apt-get install with apt's lists and archives cached, $rounds rounds"
+for k in "rt cache mount" "podman cache mount"; do
+  printf '  %-18s median %7.3f s   (%s)\n' "$k" "$(echo "${times[$k]}" | median)" "${times[$k]% }"
+done
+echo "  rebuild with cache mounts: rt/podman $(ratio "rt cache mount" "podman cache mount")"

@@ -167,6 +167,38 @@ expect_match "$(unsquashfs -lls "$T/attrs.sqfs" usr/bin/chfn)" "-rwxr-xr-x root/
 expect_match "$(cat "$T/attrs.err")" "extended attributes of 1 file .*usr/local/bin/raw-sender.* left out" \
   "mksquashfs cannot add the attributes: said, naming the file"
 rm -f "$T/attrs.sqfs"
+# rt's Docker archive as podman loads it: rootless podman as this user (one
+# uid mapped, vfs storage, all under $T), then the tree podman makes of it
+# against podman build's own.
+if command -v podman >/dev/null && [ -n "${RT_PODMAN_REFERENCE:-}" ]; then
+  ph=$T/podman-home
+  pr=$(mktemp -d /tmp/rt-pod.XXXXXX)  # podman wants a run root of at most 50 characters
+  mkdir -p "$ph" "$pr/xdg"
+  pod() {
+    env HOME="$ph" XDG_RUNTIME_DIR="$pr/xdg" podman --root "$ph/storage" --runroot "$pr/run" \
+      --storage-driver vfs --storage-opt vfs.ignore_chown_errors=true "$@"
+  }
+  "$RT" convert -q attrs "$T/attrs.docker.tar" || fail "convert attrs to a Docker archive"
+  expect_status 0 "podman load reads rt's Docker archive" -- pod load -i "$T/attrs.docker.tar"
+  c=$(pod create localhost/attrs:latest true 2>/dev/null) && pod export -o "$T/attrs.podman.tar" "$c" ||
+    fail "podman create/export of the loaded image"
+  python3 "$LISTING" tar "$RT_PODMAN_REFERENCE/attrs.tar" --shadow-days "${noise[@]}" >"$T/podman.list"
+  python3 "$LISTING" tar "$T/attrs.podman.tar" --shadow-days "${noise[@]}" >"$T/loaded.list"
+  if ! diff -u "$T/podman.list" "$T/loaded.list" >"$T/tree.diff"; then
+    head -40 "$T/tree.diff" >&2
+    fail "podman load of rt's archive does not give podman build's tree"
+  fi
+  pass "podman load of rt's archive gives podman build's tree, set-id bits and extended attributes included"
+  expect_eq "$(pod image inspect --format '{{json .Config.Cmd}} {{json .Config.Entrypoint}} {{json .Config.Env}}' localhost/attrs:latest)" \
+    "$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["config"]; print(*(json.dumps(c.get(k), separators=(",", ":")) for k in ("Cmd", "Entrypoint", "Env")))' "$RT_STORAGE/images/attrs/image-config.json")" \
+    "... and the config's Cmd, Entrypoint and Env"
+  pod system reset -f >/dev/null 2>&1 || true
+  [ -s "$pr/xdg/libpod/tmp/pause.pid" ] && kill "$(cat "$pr/xdg/libpod/tmp/pause.pid")" 2>/dev/null
+  chmod -R u+w "$pr" 2>/dev/null
+  rm -rf "$pr" "$T/attrs.docker.tar" "$T/attrs.podman.tar"
+elif [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
+  fail "podman or its reference is missing for the podman load round trip"
+fi
 # ONBUILD: recorded in the image; its triggers run when a build starts FROM it.
 mkdir -p ctx/onbuild-parent ctx/onbuild-child
 printf 'FROM debian\nONBUILD RUN echo "triggered in $(pwd)" > /triggered\nONBUILD WORKDIR /srv\n' >ctx/onbuild-parent/Dockerfile

@@ -82,6 +82,18 @@ AttrMap attrs_in(image::ReadFn read) {
   return out;
 }
 
+// The attributes in the layer write_tree_layer makes of the tree at
+// `rootfd` since `before`, written to `file`.
+AttrMap layer_attrs(int rootfd, const std::string& root, image::TreeSnapshot& before, AttrMap& kept,
+                    const std::string& file) {
+  {
+    util::UniqueFd out = util::open_fd(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    image::write_tree_layer(rootfd, root, before, out.get(), &kept);
+  }
+  util::UniqueFd in = util::open_fd(file, O_RDONLY);
+  return attrs_in([&](void* b, size_t n) { return util::read_some(in.get(), b, n, file); });
+}
+
 // A map as text, for comparisons Catch can show.
 std::string shown(const AttrMap& m) {
   std::string out;
@@ -176,13 +188,7 @@ TEST_CASE("a build's tree: set-id bits on its disk, attributes kept for what no 
   REQUIRE(::chmod((root + "/bin/new").c_str(), 02755) == 0);
   REQUIRE(::chmod((root + "/bin/su").c_str(), 0755) == 0);
   std::filesystem::remove(root + "/bin/ping");
-  const std::string layer = t.path + "/l.tar";
-  {
-    util::UniqueFd out = util::open_fd(layer, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    image::write_tree_layer(rootfd.get(), root, before, out.get(), &attrs);
-  }
-  util::UniqueFd in = util::open_fd(layer, O_RDONLY);
-  CHECK(shown(attrs_in([&](void* b, size_t n) { return util::read_some(in.get(), b, n, layer); })) ==
+  CHECK(shown(layer_attrs(rootfd.get(), root, before, attrs, t.path + "/l.tar")) ==
         shown(AttrMap{{"bin/new", {S_ISGID, {}}}}));
   CHECK(shown(attrs) == shown(AttrMap{{"bin/new", {S_ISGID, {}}}}));  // ping's went with it
 
@@ -193,11 +199,7 @@ TEST_CASE("a build's tree: set-id bits on its disk, attributes kept for what no 
 
   SECTION("a whole tree as one layer takes the records for every entry") {
     image::TreeSnapshot none;
-    const std::string whole = t.path + "/w.tar";
-    util::UniqueFd out = util::open_fd(whole, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    image::write_tree_layer(rootfd.get(), root, none, out.get(), &attrs);
-    util::UniqueFd win = util::open_fd(whole, O_RDONLY);
-    CHECK(shown(attrs_in([&](void* b, size_t n) { return util::read_some(win.get(), b, n, whole); })) ==
+    CHECK(shown(layer_attrs(rootfd.get(), root, none, attrs, t.path + "/w.tar")) ==
           shown(AttrMap{{"bin/new", {S_ISGID, {}}}}));
   }
 }
