@@ -34,6 +34,7 @@
 #include "squash/sif.hpp"
 #include "squash/sqfs.hpp"
 #include "squash/verify.hpp"
+#include "store/layout.hpp"
 #include "store/lookup.hpp"
 #include "store/ref.hpp"
 #include "store/root.hpp"
@@ -209,6 +210,16 @@ image::ImageSource tree_source(const std::string& name, const std::string& what,
                           return attrs.empty() ? tar : image::filtered(std::move(tar), {}, attrs);
                         }});
   return src;
+}
+
+// What a layer made from the tree of `file` (a SquashFS file, a bundle's
+// rt-image.json) was made from: its path, inode, size and times, and how
+// rt makes such a layer (its version here). Empty when it cannot be read.
+std::string tree_stamp(const std::string& file) {
+  struct stat st;
+  if (::stat(file.c_str(), &st) != 0) return "";
+  return "tree layer 2\n" + util::normalize_path(file, util::current_dir()) + "\n" + util::file_stamp(st) + ":" +
+         std::to_string(static_cast<long long>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec);
 }
 
 // Unpacks `src` into the bundle directory `dst`, built beside it and
@@ -389,17 +400,12 @@ bool names_a_path(const std::string& src, const std::string& storage) {
 }
 
 // mksquashfs(1) pseudo definitions giving the files of the tree at
-// `rootfs` the set-id bits its bundle keeps (image/file_attrs): "PATH m
-// MODE 0 0", the path quoted. mksquashfs 4.5 cannot add extended
-// attributes that way: said, and left out.
-std::string attr_pseudo_lines(const std::string& rootfs, const std::string& dst) {
-  const image::AttrMap attrs = image::read_attrs(rootfs + "/..");
+// `rootfs` the set-id bits `attrs` keeps for them (image/file_attrs):
+// "PATH m MODE 0 0", the path quoted.
+std::string setid_pseudo_lines(const std::string& rootfs, const image::AttrMap& attrs) {
   std::string lines;
-  size_t xattrs = 0;
-  std::string first;
   util::UniqueFd root = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
   for (const auto& [path, a] : attrs) {
-    if (!a.xattrs.empty() && xattrs++ == 0) first = path;
     struct stat st;
     if (!a.setid || path.find('\n') != std::string::npos ||
         ::fstatat(root.get(), path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISLNK(st.st_mode))
@@ -413,10 +419,6 @@ std::string attr_pseudo_lines(const std::string& rootfs, const std::string& dst)
     std::snprintf(mode, sizeof mode, "%o", (st.st_mode & 01777) | a.setid);
     lines += quoted + "\" m " + mode + " 0 0\n";
   }
-  if (xattrs)
-    util::warn("`" + dst + "`: the extended attributes of " + std::to_string(xattrs) + " file" +
-               (xattrs > 1 ? "s" : "") + " (first: " + util::quoted(first) +
-               ") are left out: mksquashfs cannot add them to a tree (pull or import with --squash keeps them)");
   return lines;
 }
 
@@ -465,6 +467,7 @@ Exported export_source(const std::string& src, const std::string& near, bool lay
     }
     out.image = tree_source(util::base_name(near), file, {"sqfs2tar", tree}, config);
     out.image.drop = {".rt"};
+    out.image.tree_stamp = tree_stamp(file);
     return out;
   }
   std::optional<std::string> config;
@@ -472,6 +475,9 @@ Exported export_source(const std::string& src, const std::string& near, bool lay
   out.image =
       tree_source(util::base_name(near), img.rootfs, {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."},
                   config, image::read_attrs(img.rootfs + "/.."));
+  // A store image's tree changes only with its rt-image.json (a new one);
+  // a directory elsewhere may change under it at any time.
+  if (img.config && !as_path) out.image.tree_stamp = tree_stamp(img.rootfs + "/../" + store::kMetaFile);
   return out;
 }
 
@@ -560,6 +566,20 @@ uint64_t read_chars(const std::string& io) {
 }
 
 void tree_to_squashfs(const run::Image& img, const std::string& src, const std::string& dst, const ConvertOptions& o) {
+  // mksquashfs 4.5 cannot give files extended attributes they do not have
+  // on disk: a tree that keeps some beside it goes as its tar, with them,
+  // through tar2sqfs, as --squash writes layers.
+  const image::AttrMap attrs = image::read_attrs(img.rootfs + "/..");
+  if (std::any_of(attrs.begin(), attrs.end(), [](const auto& a) { return !a.second.xattrs.empty(); })) {
+    std::optional<std::string> config;
+    if (img.config) config = util::read_regular_if_exists(img.rootfs + "/../" + run::kBundleConfig);
+    util::info("`" + src + "` keeps extended attributes: its tree goes through tar2sqfs");
+    image::write_from_layers(tree_source(util::base_name(src), img.rootfs,
+                                         {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."}, config, attrs),
+                             dst, {o.compression, o.level, o.jobs, 0});
+    util::note("wrote `" + dst + "`");
+    return;
+  }
   // Work next to the destination; rename into place only when complete, so
   // an interrupted convert never leaves a half-written image under DST.
   util::TempDirBeside work(dst);
@@ -580,7 +600,7 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
   // so it is the constant `cat`, reading the file on mksquashfs's stdin:
   // no path ever reaches a shell.
   util::UniqueFd config_in;
-  std::string pseudo_lines = attr_pseudo_lines(img.rootfs, dst);
+  std::string pseudo_lines = setid_pseudo_lines(img.rootfs, attrs);
   if (img.config) {
     auto text = util::read_regular_if_exists(img.rootfs + "/../" + run::kBundleConfig);
     if (text) {

@@ -126,18 +126,39 @@ std::vector<OutLayer> compressed_layers(Store& store, const image::ImageSource& 
     const image::LayerInput& l = src.layers[i];
     const bool stored = util::is_valid_digest(l.expected_blob) && store.has_blob(l.expected_blob);
     std::string note;  // where a compressed form of this layer is remembered
+    // One layer made from a tree: remembered by what it was made from, the
+    // note holding the blob's digest and the tar's.
+    const bool stamped = !stored && src.layers.size() == 1 && !src.tree_stamp.empty();
+    if (stamped) {
+      note = image::sha256_digest(src.tree_stamp).substr(7) + "." + alg;
+      if (auto text = util::read_owned_at(notes.get(), note, 256)) {
+        const auto words = util::split(util::trim(*text, " \n"), ' ');
+        if (words.size() == 2 && util::is_valid_digest(words[0]) && util::is_valid_digest(words[1]) &&
+            store.has_blob(words[0])) {
+          const std::string file = store.blob_path(words[0]);
+          out.push_back(
+              {{image::layer_media_type(c), words[0], static_cast<int64_t>(file_size(file)), {}, {}}, words[1], file});
+          meter.add(file_size(file));
+          continue;
+        }
+      }
+    }
     if (stored) {
       const std::string path = store.blob_path(l.expected_blob);
       const Magic m = magic_of(path);
       if (m != Magic::Other) {  // compressed already (pulled): as it came
         const uint64_t size = file_size(path);
-        std::string diff_id = !l.expected_diff_id.empty()                                  ? l.expected_diff_id
+        std::string diff_id = !l.expected_diff_id.empty()                   ? l.expected_diff_id
                               : config_diff_ids.size() == src.layers.size() ? config_diff_ids[i]
-                                                                                           : diff_id_of(path);
+                                                                            : diff_id_of(path);
         out.push_back({{m == Magic::Gzip ? image::layer_media_type(image::Compression::Gzip)
                                          : image::layer_media_type(image::Compression::Zstd),
-                        l.expected_blob, static_cast<int64_t>(size), {}, {}},
-                       diff_id, path});
+                        l.expected_blob,
+                        static_cast<int64_t>(size),
+                        {},
+                        {}},
+                       diff_id,
+                       path});
         meter.add(size);
         continue;
       }
@@ -147,7 +168,8 @@ std::vector<OutLayer> compressed_layers(Store& store, const image::ImageSource& 
         if (util::is_valid_digest(digest) && store.has_blob(digest)) {
           const std::string file = store.blob_path(digest);
           out.push_back({{image::layer_media_type(c), digest, static_cast<int64_t>(file_size(file)), {}, {}},
-                         l.expected_blob, file});
+                         l.expected_blob,
+                         file});
           meter.add(file_size(path));
           continue;
         }
@@ -158,11 +180,13 @@ std::vector<OutLayer> compressed_layers(Store& store, const image::ImageSource& 
     const image::CompressedLayer z =
         image::compress_layer(tar_of(l, src.drop), tmp, c, threads, [&meter](uint64_t n) { meter.add(n); });
     if (stored && z.diff_id != l.expected_blob)
-      throw Error("image `" + src.name + "`: layer " + l.expected_blob + " is corrupt (its tar hashes to " +
-                  z.diff_id + ")");
+      throw Error("image `" + src.name + "`: layer " + l.expected_blob + " is corrupt (its tar hashes to " + z.diff_id +
+                  ")");
     store.commit_blob(z.digest, tmp);
-    if (!note.empty()) util::write_file_atomic_at(notes.get(), note, z.digest + "\n");
-    out.push_back({{image::layer_media_type(c), z.digest, static_cast<int64_t>(z.size), {}, {}}, z.diff_id,
+    if (!note.empty())
+      util::write_file_atomic_at(notes.get(), note, z.digest + (stamped ? " " + z.diff_id : "") + "\n");
+    out.push_back({{image::layer_media_type(c), z.digest, static_cast<int64_t>(z.size), {}, {}},
+                   z.diff_id,
                    store.blob_path(z.digest)});
   }
   return out;

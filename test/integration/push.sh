@@ -126,6 +126,15 @@ expect_status 0 "push a SquashFS file" -- "$RT" push --ca-file "$REG_CA" "$T/app
 out=$("$RT" exec sqback sh -c 'cat /app/hello; echo; echo $APP; test -e /.rt && echo has-rt; true')
 expect_eq "$out" $'hi\n1' "its one layer is the tree, its config the image's (no /.rt)"
 expect_eq "$(tree_listing "$(rootfs_of sqback)")" "$(tree_listing "$(rootfs_of app)")" "the same tree as the image's"
+# Its tree layer is remembered by the file's path, inode, size and times:
+# pushed again, nothing is compressed (no note is written anew).
+notes() { (cd "$RT_STORAGE/compressed" && stat -c '%n %i' * | sort); }
+before=$(notes)
+expect_status 0 "push the SquashFS file again" -- "$RT" push --ca-file "$REG_CA" "$T/app.sqfs" "$REG/test/sq:v2"
+expect_eq "$(notes)" "$before" "... its tree layer is not compressed again"
+touch "$T/app.sqfs"
+"$RT" push -q --ca-file "$REG_CA" "$T/app.sqfs" "$REG/test/sq:v3" || fail "push after touch"
+expect_eq "$(notes | wc -l)" "$(($(echo "$before" | wc -l) + 1))" "a file that changed is compressed anew"
 
 # --- rt build --push and -o ------------------------------------------------------------
 expect_status 0 "rt build --push REF -o oci-archive:FILE" -- \
