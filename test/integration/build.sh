@@ -171,13 +171,7 @@ rm -f "$T/attrs.sqfs"
 # uid mapped, vfs storage, all under $T), then the tree podman makes of it
 # against podman build's own.
 if command -v podman >/dev/null && [ -n "${RT_PODMAN_REFERENCE:-}" ]; then
-  ph=$T/podman-home
-  pr=$(mktemp -d /tmp/rt-pod.XXXXXX)  # podman wants a run root of at most 50 characters
-  mkdir -p "$ph" "$pr/xdg"
-  pod() {
-    env HOME="$ph" XDG_RUNTIME_DIR="$pr/xdg" podman --root "$ph/storage" --runroot "$pr/run" \
-      --storage-driver vfs --storage-opt vfs.ignore_chown_errors=true "$@"
-  }
+  rootless_podman
   "$RT" convert -q attrs "$T/attrs.docker.tar" || fail "convert attrs to a Docker archive"
   expect_status 0 "podman load reads rt's Docker archive" -- pod load -i "$T/attrs.docker.tar"
   c=$(pod create localhost/attrs:latest true 2>/dev/null) && pod export -o "$T/attrs.podman.tar" "$c" ||
@@ -192,10 +186,8 @@ if command -v podman >/dev/null && [ -n "${RT_PODMAN_REFERENCE:-}" ]; then
   expect_eq "$(pod image inspect --format '{{json .Config.Cmd}} {{json .Config.Entrypoint}} {{json .Config.Env}}' localhost/attrs:latest)" \
     "$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["config"]; print(*(json.dumps(c.get(k), separators=(",", ":")) for k in ("Cmd", "Entrypoint", "Env")))' "$RT_STORAGE/images/attrs/image-config.json")" \
     "... and the config's Cmd, Entrypoint and Env"
-  pod system reset -f >/dev/null 2>&1 || true
-  [ -s "$pr/xdg/libpod/tmp/pause.pid" ] && kill "$(cat "$pr/xdg/libpod/tmp/pause.pid")" 2>/dev/null
-  chmod -R u+w "$pr" 2>/dev/null
-  rm -rf "$pr" "$T/attrs.docker.tar" "$T/attrs.podman.tar"
+  rootless_podman_done
+  rm -f "$T/attrs.docker.tar" "$T/attrs.podman.tar"
 elif [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
   fail "podman or its reference is missing for the podman load round trip"
 fi

@@ -25,8 +25,34 @@ unshare -Urm true 2>/dev/null || skip "unprivileged user namespaces are not avai
 
 mkdir -p "${RT_TEST_TMP:-/tmp}"
 T=$(mktemp -d "${RT_TEST_TMP:-/tmp}/rt-test.XXXXXX")
-cleanup() { chmod -R u+w "$T" 2>/dev/null || true; rm -rf "$T"; }
+cleanup() {
+  [ -z "${POD_RUN:-}" ] || rootless_podman_done
+  chmod -R u+w "$T" 2>/dev/null || true
+  rm -rf "$T"
+}
 trap cleanup EXIT
+
+# Debian's podman as this user, rootless, to read what rt writes: one uid
+# mapped (no subordinate ids), vfs storage under $T, and a short private
+# run directory (podman takes a run root of at most 50 characters).
+# rootless_podman starts it, `pod ARGS` runs it, rootless_podman_done (also
+# on exit) removes its store and ends its pause process.
+rootless_podman() {
+  POD_HOME=$T/podman-home
+  POD_RUN=$(mktemp -d /tmp/rt-pod.XXXXXX)
+  mkdir -p "$POD_HOME" "$POD_RUN/xdg"
+}
+pod() {
+  env HOME="$POD_HOME" XDG_RUNTIME_DIR="$POD_RUN/xdg" podman --root "$POD_HOME/storage" --runroot "$POD_RUN/run" \
+    --storage-driver vfs --storage-opt vfs.ignore_chown_errors=true "$@"
+}
+rootless_podman_done() {
+  pod system reset -f >/dev/null 2>&1 || true
+  [ -s "$POD_RUN/xdg/libpod/tmp/pause.pid" ] && kill "$(cat "$POD_RUN/xdg/libpod/tmp/pause.pid")" 2>/dev/null
+  chmod -R u+w "$POD_RUN" 2>/dev/null
+  rm -rf "$POD_RUN"
+  POD_RUN=
+}
 export HOME=${HOME:-/tmp}
 # A SquashFS image's server exits as soon as its last container has (tests
 # look for leftover processes); squash.sh tests the default linger itself.

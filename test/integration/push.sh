@@ -68,6 +68,22 @@ stored=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["layers
 gzip -dc <"$T/copied/$first" | cmp - "$RT_STORAGE/blobs/sha256/$stored" &&
   pass "skopeo copies it; gunzip gives the stored layer back" || fail "the compressed layer is not the stored tar"
 "$RT" pull -q --ca-file "$REG_CA" "$REG/test/app:v1" back
+# podman pulls what rt pushed (rootless, TLS and basic auth) and makes the
+# same tree of it.
+if command -v podman >/dev/null; then
+  rootless_podman
+  expect_status 0 "podman pull of what rt pushed" -- pod pull -q --cert-dir "$REG_CERTS" --creds "$creds" "$REG/test/app:v1"
+  c=$(pod create "$REG/test/app:v1" true 2>/dev/null) && pod export -o "$T/podman.tar" "$c" || fail "podman create/export"
+  expect_eq "$(python3 "$RT_SOURCE_DIR/test/integration/tree_listing.py" tar "$T/podman.tar")" \
+    "$(python3 "$RT_SOURCE_DIR/test/integration/tree_listing.py" dir "$(rootfs_of app)")" "... podman makes the image's tree of it"
+  expect_eq "$(pod image inspect --format '{{json .Config.Cmd}} {{json .Config.Env}}' "$REG/test/app:v1")" \
+    '["/bin/rt-probe","argv","from-cmd"] ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","APP=1"]' \
+    "... and reads its Cmd and Env"
+  rootless_podman_done
+  rm -f "$T/podman.tar"
+elif [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
+  fail "podman is missing for the podman pull round trip"
+fi
 expect_eq "$(tree_listing "$(rootfs_of back)")" "$(tree_listing "$(rootfs_of app)")" "rt pull gives the same tree"
 expect_eq "$("$RT" run back)" "[from-cmd]" "and the same CMD"
 
