@@ -287,8 +287,12 @@ bool add_archive(const SourceTree& src, const std::string& rel, int tree, const 
   // libarchive's filters.
   unsigned char magic[6] = {};
   const bool other = ::pread(f.fd.get(), magic, sizeof magic, 0) == sizeof magic &&
-                     (std::memcmp(magic, "\xfd" "7zXZ\0", 6) == 0 || std::memcmp(magic, "BZh", 3) == 0 ||
-                      std::memcmp(magic, "\x5d\0\0", 3) == 0 || std::memcmp(magic, "\x04\x22\x4d\x18", 4) == 0);
+                     (std::memcmp(magic,
+                                  "\xfd"
+                                  "7zXZ\0",
+                                  6) == 0 ||
+                      std::memcmp(magic, "BZh", 3) == 0 || std::memcmp(magic, "\x5d\0\0", 3) == 0 ||
+                      std::memcmp(magic, "\x04\x22\x4d\x18", 4) == 0);
   auto tar = [&]() -> ReadFn {
     if (other) return decompressed(reader(), shown);
     auto s = std::make_shared<LayerStream>(reader(), shown);
@@ -307,6 +311,14 @@ bool add_archive(const SourceTree& src, const std::string& rel, int tree, const 
   w.apply_layer(tar(), rel);
   w.finish();
   copy_into(SourceTree(scratch), "", tree, dest, true, options, where);
+  // The archive's set-id bits, onto the build's tree as its steps keep
+  // them (image/file_attrs); the extended attributes are not carried.
+  AttrMap attrs = w.attrs();
+  if (!attrs.empty() && !options.chmod) {
+    auto d = util::open_in_root(tree, dest, O_PATH | O_DIRECTORY);
+    if (!d.fd) throw SysError(d.err, "open", dest, "");
+    setid_to_disk(d.fd.get(), dest, attrs);
+  }
   return true;
 }
 
