@@ -212,6 +212,15 @@ image::ImageSource tree_source(const std::string& name, const std::string& what,
   return src;
 }
 
+// A directory image (rootfs/ beside its config, or a bare tree) as one
+// layer of its tree, with the set-id bits and xattrs its bundle keeps.
+image::ImageSource dir_tree_source(const run::Image& img, const std::string& name) {
+  std::optional<std::string> config;
+  if (img.config) config = util::read_regular_if_exists(img.rootfs + "/../" + run::kBundleConfig);
+  return tree_source(name, img.rootfs, {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."}, config,
+                     image::read_attrs(img.rootfs + "/.."));
+}
+
 // What a layer made from the tree of `file` (a SquashFS file, a bundle's
 // rt-image.json) was made from: its path, inode, size and times, and how
 // rt makes such a layer (its version here). Empty when it cannot be read.
@@ -470,11 +479,7 @@ Exported export_source(const std::string& src, const std::string& near, bool lay
     out.image.tree_stamp = tree_stamp(file);
     return out;
   }
-  std::optional<std::string> config;
-  if (img.config) config = util::read_regular_if_exists(img.rootfs + "/../" + run::kBundleConfig);
-  out.image =
-      tree_source(util::base_name(near), img.rootfs, {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."},
-                  config, image::read_attrs(img.rootfs + "/.."));
+  out.image = dir_tree_source(img, util::base_name(near));
   // A store image's tree changes only with its rt-image.json (a new one);
   // a directory elsewhere may change under it at any time.
   if (img.config && !as_path) out.image.tree_stamp = tree_stamp(img.rootfs + "/../" + store::kMetaFile);
@@ -496,12 +501,24 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
   if (target == Target::Sif) {
     // The SquashFS image first, beside DST, then wrapped: SIF's header and
     // descriptor table, the image after them.
+    // A SquashFS file is wrapped as it is.
     util::TempDirBeside work(dst);
-    const std::string sqfs = work.path("image.sqfs"), sif = work.path("image.sif");
-    ConvertOptions so = o;
-    so.to = "sqfs";
-    so.verbosity = o.verbosity > 0 ? o.verbosity : -1;
-    convert(src, sqfs, so);
+    std::string sqfs = work.path("image.sqfs");
+    const std::string sif = work.path("image.sif");
+    bool plain = false;
+    if (names_a_path(src, o.storage) && !util::is_directory(src_path)) {
+      char magic[4] = {};
+      util::UniqueFd f(::open(src_path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+      plain = f && ::pread(f.get(), magic, sizeof magic, 0) == sizeof magic && std::memcmp(magic, "hsqs", 4) == 0;
+    }
+    if (plain) {
+      sqfs = src_path;
+    } else {
+      ConvertOptions so = o;
+      so.to = "sqfs";
+      so.verbosity = o.verbosity > 0 ? o.verbosity : -1;
+      convert(src, sqfs, so);
+    }
     write_sif(sqfs, sif);
     if (::rename(sif.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", sif, dst};
     util::note("wrote `" + dst + "`");
@@ -571,12 +588,8 @@ void tree_to_squashfs(const run::Image& img, const std::string& src, const std::
   // through tar2sqfs, as --squash writes layers.
   const image::AttrMap attrs = image::read_attrs(img.rootfs + "/..");
   if (std::any_of(attrs.begin(), attrs.end(), [](const auto& a) { return !a.second.xattrs.empty(); })) {
-    std::optional<std::string> config;
-    if (img.config) config = util::read_regular_if_exists(img.rootfs + "/../" + run::kBundleConfig);
     util::info("`" + src + "` keeps extended attributes: its tree goes through tar2sqfs");
-    image::write_from_layers(tree_source(util::base_name(src), img.rootfs,
-                                         {"tar", "-C", img.rootfs, "--numeric-owner", "-cf", "-", "."}, config, attrs),
-                             dst, {o.compression, o.level, o.jobs, 0});
+    image::write_from_layers(dir_tree_source(img, util::base_name(src)), dst, {o.compression, o.level, o.jobs, 0});
     util::note("wrote `" + dst + "`");
     return;
   }

@@ -165,3 +165,21 @@ assert j["labels"] == '{"maintainer": "caf\\xe9"}', j["labels"]
 assert any(o.get("name") == "root\\xff" for o in j["objects"]), j["objects"]
 PY
 pass "... each shown with its bytes escaped"
+
+# The SIF files rt writes, as the SIF reference library reads them: a Go
+# program (sifread) built here against Debian's golang-github-sylabs-sif-dev.
+if command -v go >/dev/null; then
+  GOPATH=/usr/share/gocode GO111MODULE=off GOCACHE="$T/gocache" GOFLAGS= \
+    go build -o "$T/sifread" "$RT_SOURCE_DIR/test/integration/sifread/main.go" || fail "building sifread"
+  expect_status 0 "rt convert FILE.sqfs FILE.sif (wrapped as it is)" -- "$RT" convert "$T/root.sqfs" "$T/rt.sif"
+  expect_status 0 "the reference library reads it" -- "$T/sifread" "$T/rt.sif"
+  expect_eq "$OUT" "FS $(stat -c %s "$T/root.sqfs") Squashfs *System $(go env GOARCH)
+primary $(sha256sum <"$T/root.sqfs" | cut -c1-64)" "... one primary system partition: the SquashFS file's bytes"
+  expect_status 0 "rt convert IMAGE FILE.sif from the store" -- "$RT" convert fromsif "$T/store.sif"
+  expect_status 0 "the reference library reads that too" -- "$T/sifread" "$T/store.sif"
+  expect_match "$OUT" "^FS [0-9]+ Squashfs \*System $(go env GOARCH)" "... its partition"
+  expect_eq "$(sed -n 's/^primary //p' <<<"$OUT")" "$("$RT" convert -q fromsif "$T/store.sqfs" && sha256sum <"$T/store.sqfs" | cut -c1-64)" \
+    "... holding what rt convert makes of the image as SquashFS"
+elif [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
+  fail "go is missing: the SIF reference library cannot read rt's SIF files (test/install-deps.sh installs golang-go)"
+fi
