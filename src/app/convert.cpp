@@ -27,6 +27,7 @@
 #include "image/from_layers.hpp"
 #include "image/layer_stream.hpp"
 #include "image/sha256.hpp"
+#include "image/sif_definition.hpp"
 #include "image/tar_filter.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
@@ -353,15 +354,23 @@ void write_oci(const image::ImageSource& src, const std::string& dst, const std:
              std::to_string(layers.size()) + " layer" + (layers.size() == 1 ? "" : "s") + ", gzip)");
 }
 
-// The SquashFS image `sqfs` as the primary partition of the new SIF file `to`.
-void write_sif(const std::string& sqfs, const std::string& to) {
+// The SquashFS image `sqfs` as the primary partition of the new SIF file
+// `to`; before it a definition and the labels, from the image's config
+// when the SquashFS image holds rt's (`from`: the image's name).
+void write_sif(const std::string& sqfs, const std::string& to, const std::string& from) {
   struct stat st;
   if (::stat(sqfs.c_str(), &st) != 0) throw SysError{errno, "stat", sqfs};
   std::string id(16, '\0');
   if (::getrandom(id.data(), id.size(), 0) != static_cast<ssize_t>(id.size())) throw SysError{errno, "getrandom"};
   id[6] = static_cast<char>((id[6] & 0x0f) | 0x40);  // a version 4 UUID
   id[8] = static_cast<char>((id[8] & 0x3f) | 0x80);
-  copy_span(sqfs, {}, to, squash::sif_prefix(static_cast<uint64_t>(st.st_size), id, ::time(nullptr)));
+  std::vector<squash::SifInput> objects;
+  if (auto config = squash::Image(sqfs).read_file(squash::kConfigPath)) {
+    const image::SifMetadata m = image::sif_metadata(*config, from + ":" + squash::kConfigPath, from);
+    objects.push_back({squash::SifData::Deffile, "", m.definition});
+    objects.push_back({squash::SifData::Labels, "", m.labels});
+  }
+  copy_span(sqfs, {}, to, squash::sif_prefix(static_cast<uint64_t>(st.st_size), id, ::time(nullptr), objects));
 }
 
 // A Singularity 2 image's SquashFS (a "#!" line before it); {} for a plain one.
@@ -519,7 +528,7 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
       so.verbosity = o.verbosity > 0 ? o.verbosity : -1;
       convert(src, sqfs, so);
     }
-    write_sif(sqfs, sif);
+    write_sif(sqfs, sif, src);
     if (::rename(sif.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", sif, dst};
     util::note("wrote `" + dst + "`");
     return;

@@ -83,9 +83,11 @@ const char* own_arch() {
 
 }  // namespace
 
-std::string sif_prefix(uint64_t size, const std::string& id, int64_t now) {
-  constexpr uint64_t kDescriptors = 48, kTableAt = 4096;  // as Apptainer lays them out
+std::string sif_prefix(uint64_t size, const std::string& id, int64_t now, const std::vector<SifInput>& objects) {
+  constexpr uint64_t kDescriptors = 48, kTableAt = 4096, kAlign = 4096;  // as Apptainer lays them out
   static_assert(kTableAt + kDescriptors * kDescriptorSize <= kSifDataStart);
+  if (objects.size() + 1 > kDescriptors)
+    throw Error("too many SIF data objects (" + std::to_string(objects.size()) + ")");
   std::string s(kSifDataStart, '\0');
   static const char launch[] = "#!/usr/bin/env run-singularity\n";
   std::memcpy(s.data(), launch, sizeof launch - 1);
@@ -93,27 +95,40 @@ std::string sif_prefix(uint64_t size, const std::string& id, int64_t now) {
   std::memcpy(s.data() + 42, "01", 2);
   std::memcpy(s.data() + 45, own_arch(), 2);
   std::memcpy(s.data() + 48, id.data(), std::min<size_t>(id.size(), 16));
+  // One descriptor, used, in group 1 (with the group mask), its data at
+  // `at`; returns where its type-specific fields start.
+  uint32_t next_id = 1;
+  auto describe = [&](SifData type, uint64_t at, uint64_t n, const std::string& name) {
+    const size_t d = kTableAt + (next_id - 1) * kDescriptorSize;
+    put_le(s, d, static_cast<uint32_t>(type), 4);
+    s[d + 4] = 1;
+    put_le(s, d + 5, next_id++, 4);
+    put_le(s, d + 9, 0xf0000001u, 4);
+    put_le(s, d + 17, at, 8);
+    put_le(s, d + 25, n, 8);
+    put_le(s, d + 33, n, 8);  // size with padding
+    put_le(s, d + 41, static_cast<uint64_t>(now), 8);
+    put_le(s, d + 49, static_cast<uint64_t>(now), 8);
+    std::memcpy(s.data() + d + kNameAt, name.data(), std::min<size_t>(name.size(), 127));
+    return d + kExtraAt;
+  };
+  for (const auto& o : objects) {
+    describe(o.type, s.size(), o.data.size(), o.name);
+    s += o.data;
+  }
+  s.resize((s.size() + kAlign - 1) / kAlign * kAlign, '\0');
+  const size_t extra = describe(SifData::Partition, s.size(), size, "");
+  put_le(s, extra, static_cast<uint32_t>(SifFs::Squash), 4);
+  put_le(s, extra + 4, static_cast<uint32_t>(SifPart::PrimarySystem), 4);
+  std::memcpy(s.data() + extra + 8, own_arch(), 2);
   put_le(s, 64, static_cast<uint64_t>(now), 8);
   put_le(s, 72, static_cast<uint64_t>(now), 8);
-  put_le(s, 80, kDescriptors - 1, 8);  // free
-  put_le(s, 88, kDescriptors, 8);      // total
+  put_le(s, 80, kDescriptors - objects.size() - 1, 8);  // free
+  put_le(s, 88, kDescriptors, 8);                       // total
   put_le(s, 96, kTableAt, 8);
   put_le(s, 104, kDescriptors * kDescriptorSize, 8);
   put_le(s, 112, kSifDataStart, 8);
-  put_le(s, 120, size, 8);
-  const size_t d = kTableAt;  // the one descriptor: the root filesystem
-  put_le(s, d, static_cast<uint32_t>(SifData::Partition), 4);
-  s[d + 4] = 1;                         // used
-  put_le(s, d + 5, 1, 4);               // id
-  put_le(s, d + 9, 0xf0000001u, 4);     // group 1 (with the group mask)
-  put_le(s, d + 17, kSifDataStart, 8);  // offset
-  put_le(s, d + 25, size, 8);
-  put_le(s, d + 33, size, 8);  // size with padding
-  put_le(s, d + 41, static_cast<uint64_t>(now), 8);
-  put_le(s, d + 49, static_cast<uint64_t>(now), 8);
-  put_le(s, d + kExtraAt, static_cast<uint32_t>(SifFs::Squash), 4);
-  put_le(s, d + kExtraAt + 4, static_cast<uint32_t>(SifPart::PrimarySystem), 4);
-  std::memcpy(s.data() + d + kExtraAt + 8, own_arch(), 2);
+  put_le(s, 120, s.size() - kSifDataStart + size, 8);
   return s;
 }
 

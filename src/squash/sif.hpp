@@ -66,12 +66,22 @@ SifFile read_sif(int fd, const std::string& path);
 // an ext3 one.
 SifObject sif_root_partition(const SifFile& sif, const std::string& path);
 
-// The start of a SIF file holding one SquashFS image of `size` bytes as
-// its primary system partition, for this machine's architecture: header,
-// descriptor table and padding, kSifDataStart bytes; the image follows.
+// A data object to write before the root filesystem: a definition file,
+// labels (JSON).
+struct SifInput {
+  SifData type;
+  std::string name;  // at most 127 bytes
+  std::string data;
+};
+
+// The start of a SIF file holding `objects` (in this order, ids from 1)
+// and then one SquashFS image of `size` bytes as its primary system
+// partition, for this machine's architecture: header, descriptor table,
+// the objects' data and padding; the image follows, at the returned
+// string's size (a multiple of 4096, at least kSifDataStart).
 // `id`: 16 bytes (a UUID); `now`: the creation time, in Unix seconds.
 inline constexpr uint64_t kSifDataStart = 32768;
-std::string sif_prefix(uint64_t size, const std::string& id, int64_t now);
+std::string sif_prefix(uint64_t size, const std::string& id, int64_t now, const std::vector<SifInput>& objects = {});
 
 // Names for `rt inspect`.
 std::string sif_type_name(int32_t type);

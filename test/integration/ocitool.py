@@ -2,6 +2,7 @@
 """Builds OCI image layouts and hostile layers for rt's tests.
 
   ocitool.py layout OUT [--tag T] [--platform OS/ARCH] [--env K=V]... [--cmd ARG]... [--user U]
+                        [--entrypoint ARG]... [--label K=V]...
                         [--bad-diff-id N] [--media-type N=TYPE] LAYER...
       LAYER: a .tar, .tar.gz or .tar.zst file (compressed as given)
   ocitool.py index OUT TAG LAYOUT1 LAYOUT2 ...   multi-platform index of single-image layouts
@@ -43,6 +44,7 @@ def finish_layout(out, descriptor):
 
 def layout(args):
     out, tag, plat, env, cmd, bad, mtypes, layers, user = args[0], None, "linux/amd64", [], [], -1, {}, [], None
+    entrypoint, labels = [], {}
     i = 1
     while i < len(args):
         a = args[i]
@@ -51,6 +53,9 @@ def layout(args):
         elif a == "--env": env.append(args[i + 1]); i += 2
         elif a == "--cmd": cmd.append(args[i + 1]); i += 2
         elif a == "--user": user = args[i + 1]; i += 2
+        elif a == "--entrypoint": entrypoint.append(args[i + 1]); i += 2
+        elif a == "--label":
+            k, v = args[i + 1].split("=", 1); labels[k] = v; i += 2
         elif a == "--bad-diff-id": bad = int(args[i + 1]); i += 2
         elif a == "--media-type":
             n, t = args[i + 1].split("=", 1); mtypes[int(n)] = t; i += 2
@@ -71,6 +76,10 @@ def layout(args):
                           for n in range(len(layers))]}
     if user:
         config["config"]["User"] = user
+    if entrypoint:
+        config["config"]["Entrypoint"] = entrypoint
+    if labels:
+        config["config"]["Labels"] = labels
     cdata = json.dumps(config).encode()
     manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
                 "config": {"mediaType": "application/vnd.oci.image.config.v1+json",

@@ -177,9 +177,40 @@ if command -v go >/dev/null; then
 primary $(sha256sum <"$T/root.sqfs" | cut -c1-64)" "... one primary system partition: the SquashFS file's bytes"
   expect_status 0 "rt convert IMAGE FILE.sif from the store" -- "$RT" convert fromsif "$T/store.sif"
   expect_status 0 "the reference library reads that too" -- "$T/sifread" "$T/store.sif"
-  expect_match "$OUT" "^FS [0-9]+ Squashfs \*System $(go env GOARCH)" "... its partition"
+  expect_match "$OUT" "(^|
+)FS [0-9]+ Squashfs \*System $(go env GOARCH)" "... its partition"
   expect_eq "$(sed -n 's/^primary //p' <<<"$OUT")" "$("$RT" convert -q fromsif "$T/store.sqfs" && sha256sum <"$T/store.sqfs" | cut -c1-64)" \
     "... holding what rt convert makes of the image as SquashFS"
+  # An image with a config: a definition and the labels before the
+  # partition, both made from it.
+  tar -C "$IMG" -cf "$T/busybox.tar" .
+  python3 "$RT_SOURCE_DIR/test/integration/ocitool.py" layout "$T/labelled" --env "GREETING=it's \"here\"" \
+    --env PATH=/bin:/usr/bin --entrypoint echo --cmd default --label maintainer="rt tests" \
+    --label org.opencontainers.image.title=labelled "$T/busybox.tar" >/dev/null
+  expect_status 0 "rt convert OCI-LAYOUT FILE.sif (a config with labels)" -- "$RT" convert "$T/labelled" "$T/labelled.sif"
+  expect_status 0 "the reference library reads it" -- "$T/sifread" "$T/labelled.sif"
+  python3 - "$OUT" "$T/def" <<'PY' || fail "what the reference library reads: $OUT"
+import ast, json, sys
+lines = sys.argv[1].splitlines()
+kinds = [l.split(" ", 1)[0] for l in lines]
+assert kinds == ["Def.FILE", "JSON.Labels", "FS", "primary"], kinds
+def text(kind):
+    return ast.literal_eval(next(l for l in lines if l.startswith(kind + " ")).split(" ", 2)[2])
+assert json.loads(text("JSON.Labels")) == {"maintainer": "rt tests", "org.opencontainers.image.title": "labelled"}
+open(sys.argv[2], "w").write(text("Def.FILE"))
+PY
+  pass "... a definition file, the labels, then the partition"
+  expect_status 0 "rt inspect shows the same definition" -- "$RT" inspect "$T/labelled.sif"
+  expect_eq "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["definition"], end="")' "$OUT")" \
+    "$(cat "$T/def")" "... as the library read it"
+  # The definition's sections, run in the image by its /bin/sh as Apptainer
+  # runs them: the config's Env, then Entrypoint with Cmd or the arguments.
+  section() { sed -n "/^%$1\$/,/^%/{/^%/d;p}" "$T/def"; }
+  expect_status 0 "%environment and %runscript run in the image" -- "$RT" exec "$T/labelled.sif" /bin/sh -c \
+    "$(section environment)"$'\n''printf "%s|" "$GREETING" "$PATH"'$'\n'"$(section runscript)" sh
+  expect_eq "$OUT" "it's \"here\"|/bin:/usr/bin|default" "... the config's environment, Entrypoint and Cmd"
+  expect_status 0 "... and with arguments" -- "$RT" exec "$T/labelled.sif" /bin/sh -c "$(section runscript)" sh one two
+  expect_eq "$OUT" "one two" "... which replace Cmd"
 elif [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
   fail "go is missing: the SIF reference library cannot read rt's SIF files (test/install-deps.sh installs golang-go)"
 fi

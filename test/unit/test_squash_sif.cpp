@@ -154,3 +154,25 @@ TEST_CASE("sif_prefix writes what read_sif reads back: one primary SquashFS part
   CHECK_THROWS_AS(read_sif(fd, "short.sif"), rt::Error);
   ::close(fd);
 }
+
+TEST_CASE("sif_prefix puts data objects before the partition, which starts on a page", "[squash][sif]") {
+  const std::string def = "Bootstrap: docker\nFrom: x\n", labels = "{\"a\": \"b\"}\n";
+  std::string b = sif_prefix(4096, "0123456789abcdef", 1700000000,
+                             {{SifData::Deffile, "", def}, {SifData::Labels, "labels", labels}});
+  REQUIRE(b.size() == kSifDataStart + 4096);  // the objects' bytes, padded to a page
+  b.append(4096, 'x');
+  const SifFile f = parse(b);
+  REQUIRE(f.objects.size() == 3);
+  CHECK(f.objects[0].type == static_cast<int32_t>(SifData::Deffile));
+  CHECK(f.objects[0].id == 1);
+  CHECK(f.objects[0].offset == kSifDataStart);
+  CHECK(b.substr(f.objects[0].offset, f.objects[0].size) == def);
+  CHECK(f.objects[1].type == static_cast<int32_t>(SifData::Labels));
+  CHECK(f.objects[1].name == "labels");
+  CHECK(b.substr(f.objects[1].offset, f.objects[1].size) == labels);
+  REQUIRE(f.primary());
+  CHECK(f.primary()->id == 3);
+  CHECK(f.primary()->offset == kSifDataStart + 4096);
+  CHECK(f.primary()->size == 4096);
+  CHECK(sif_root_partition(f, "t.sif").id == 3);
+}

@@ -1,7 +1,8 @@
 // sifread: a SIF file as the SIF reference library (Debian's
 // golang-github-sylabs-sif-dev) reads it: one line per data object, its
 // type, size and (for a partition) file system, partition type and
-// architecture, then the SHA-256 of the primary system partition's bytes.
+// architecture, (for a definition file or labels) its bytes, quoted as Go
+// quotes strings; then the SHA-256 of the primary system partition's bytes.
 //
 //	sifread FILE
 package main
@@ -40,6 +41,13 @@ func main() {
 				os.Exit(1)
 			}
 			line += fmt.Sprintf(" %v %v %s", fs, pt, arch)
+		} else if d.DataType() == sif.DataDeffile || d.DataType() == sif.DataLabels {
+			b, err := d.GetData()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "sifread:", err)
+				os.Exit(1)
+			}
+			line += fmt.Sprintf(" %q", b)
 		}
 		fmt.Println(line)
 	}
