@@ -43,8 +43,9 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
   std::string dest = words.back();
   const std::string dest_given = dest;
   words.pop_back();
-  // COPY <<NAME DEST: files of the heredocs' bodies, as they are written
-  // (no expansion), mode 0644, from a scratch directory of their own.
+  // COPY <<NAME DEST: files of the heredocs' bodies, mode 0644, from a
+  // scratch directory of their own; variables expanded as in the
+  // instruction's words unless the word is quoted (<<"NAME", <<'NAME').
   std::optional<app::WorkDir> inline_dir;
   std::optional<image::SourceTree> inline_src;
   if (!ins.heredocs.empty()) {
@@ -60,7 +61,7 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
         throw Error(where(ins) + ": `" + w + "` is not a heredoc of this line");
       const std::string file = inline_dir->path() + "/" + name;
       util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0644);
-      util::write_all(fd.get(), d->body, file);
+      util::write_all(fd.get(), d->quoted ? d->body : image::substitute(d->body, look, df_.escape, where(ins)), file);
       w = name;
     }
     inline_src.emplace(inline_dir->path());

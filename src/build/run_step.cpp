@@ -15,6 +15,13 @@
 #include <iostream>
 
 namespace rt::builder {
+namespace {
+
+// Where RUN <<EOF of a #! script finds it (a file bound read-only for the
+// step; the empty mount point is removed after it, as --mount targets are).
+constexpr const char* kHeredocScript = "/.rt-heredoc";
+
+}  // namespace
 
 Builder::RunAs Builder::run_as(Stage& s, const std::string& user_given, const std::string& where) {
   const std::string user = user_given.empty() ? "0" : user_given;
@@ -384,6 +391,8 @@ Builder::RunExtras Builder::run_extras(Stage& s, const Instruction& ins) {
 
 void Builder::do_run(Stage& s, const Instruction& ins) {
   std::vector<std::string> argv;
+  std::optional<app::WorkDir> script_dir;  // RUN <<EOF of a #! script: the file run
+  std::string script_key;
   if (ins.exec_form) {
     argv = ins.argv;
   } else if (!ins.heredocs.empty()) {
@@ -393,14 +402,22 @@ void Builder::do_run(Stage& s, const Instruction& ins) {
     std::string marker = util::trim(ins.args);
     for (const char* q : {"\"", "'"}) marker.erase(std::remove(marker.begin(), marker.end(), q[0]), marker.end());
     const bool alone = ins.heredocs.size() == 1 && (marker == "<<" + first.word || marker == "<<-" + first.word);
-    if (alone && first.body.starts_with("#!"))
-      throw Error(where(ins) + ": a RUN heredoc that starts with #! is not supported",
-                  "name the interpreter on the RUN line: RUN python3 <<" + first.word);
-    std::string script = alone ? first.body : ins.args + "\n";
-    if (!alone)
-      for (const auto& d : ins.heredocs) script += d.body + d.word + "\n";
-    argv = s.state.shell;
-    argv.push_back(script);
+    if (alone && first.body.starts_with("#!")) {
+      // A script of its own (#!/usr/bin/python3 ...): a file the step
+      // runs, as Docker does; bound read-only below / for the step.
+      script_dir.emplace(store_.tmp_dir(), "heredoc");
+      const std::string file = script_dir->path() + "/script";
+      util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0755);
+      util::write_all(fd.get(), first.body, file);
+      argv = {std::string(kHeredocScript)};
+      script_key = "\nscript:" + first.body;
+    } else {
+      std::string script = alone ? first.body : ins.args + "\n";
+      if (!alone)
+        for (const auto& d : ins.heredocs) script += d.body + d.word + "\n";
+      argv = s.state.shell;
+      argv.push_back(script);
+    }
   } else {
     argv = s.state.shell;
     argv.push_back(ins.args);
@@ -410,20 +427,22 @@ void Builder::do_run(Stage& s, const Instruction& ins) {
   for (auto it = ins.flags.rbegin(); it != ins.flags.rend(); ++it)
     shown = "RUN --" + it->first + "=" + it->second + shown.substr(3);
   note_step(s, shown);
-  const RunExtras extras = run_extras(s, ins);
+  RunExtras extras = run_extras(s, ins);
+  if (script_dir) extras.binds.push_back({script_dir->path() + "/script", kHeredocScript, true});
   json args = json::object();
   for (const auto& [k, v] : s.args)
     if (v) args[k] = *v;
-  fs_step(s, shown, args.dump() + "\n" + json(argv).dump() + (ins.flags.empty() ? "" : "\n" + extras.key), [&] {
-    int status = run_container(s, argv, &extras);
-    if (status != 0) {
-      std::string tail;
-      for (const auto& l : last_lines_) tail += "\n  | " + l;
-      throw Error(where(ins) + ": `" + shown + "` failed with status " + std::to_string(status) +
-                      (tail.empty() ? " (it printed nothing)" : "; its last lines:" + tail),
-                  "the steps before it are cached", 1);
-    }
-  });
+  fs_step(s, shown, args.dump() + "\n" + json(argv).dump() + (ins.flags.empty() ? "" : "\n" + extras.key) + script_key,
+          [&] {
+            int status = run_container(s, argv, &extras);
+            if (status != 0) {
+              std::string tail;
+              for (const auto& l : last_lines_) tail += "\n  | " + l;
+              throw Error(where(ins) + ": `" + shown + "` failed with status " + std::to_string(status) +
+                              (tail.empty() ? " (it printed nothing)" : "; its last lines:" + tail),
+                          "the steps before it are cached", 1);
+            }
+          });
 }
 
 }  // namespace rt::builder

@@ -29,9 +29,10 @@ expect_eq "$(cat "$R/one") / $(cat "$R/two") / $(cat "$R/three")" 'one / two /ro
   "RUN <<EOF runs the body; RUN CMD <<'X' feeds it, unexpanded"
 expect_eq "$(cat "$R/etc/demo/conf.txt")|$(cat "$R/etc/demo/other")|$(stat -c %a "$R/etc/demo/conf.txt")" "a=1|b=2|644" \
   "COPY <<NAME writes the files (<<- without the tabs)"
-printf 'FROM debian\nRUN <<EOF\n#!/usr/bin/python3\nprint(1)\nEOF\n' >ctx/Dockerfile.shebang
-expect_status 125 "a RUN heredoc with #! is refused" -- "$RT" build -t x -f ctx/Dockerfile.shebang ctx
-expect_match "$ERR" "Dockerfile.shebang:2: .*#!.*RUN python3 <<EOF" "naming the line and the way"
+expect_eq "$(cat "$R/etc/demo/expanded")|$(cat "$R/etc/demo/kept")" 'builder at here, $PLACE|${WHO} at $PLACE' \
+  "COPY <<NAME expands ARG and ENV values, <<\"NAME\" keeps the text"
+expect_eq "$(cat "$R/five")" "perl /.rt-heredoc here" "RUN <<EOF of a #! script runs it with its interpreter"
+[ ! -e "$R/.rt-heredoc" ] || fail "the script's mount point is left in the image"
 
 # --- RUN --mount and --network ----------------------------------------------------------
 cp "$D/mounts.Dockerfile" ctx/Dockerfile

@@ -13,3 +13,15 @@ a=1
 conf.txt
 	b=2
 other
+ARG WHO=builder
+ENV PLACE=here
+COPY <<expanded <<"kept" /etc/demo/
+${WHO} at $PLACE, \$PLACE
+expanded
+${WHO} at $PLACE
+kept
+RUN <<PL
+#!/usr/bin/perl
+open(my $f, ">", "/five") or die;
+print $f "perl $0 $ENV{PLACE}\n";
+PL
