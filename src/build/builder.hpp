@@ -151,8 +151,12 @@ private:
     std::vector<BindSpec> binds;
     std::vector<std::string> tmpfs;
     bool net_none = false;
-    std::string key;  // what of them the step's cache key holds (never a secret)
+    std::string key;                                     // what of them the step's cache key holds (never a secret)
+    std::vector<std::unique_ptr<app::WorkDir>> scratch;  // copies bound read-write
   };
+  std::string mount_source(Stage& s, std::map<std::string, std::string>& m, const std::string& what,
+                           std::string* digest);
+  void copy_for_step(const std::string& from, const std::string& to, const std::string& what);
   void read_secrets();
   RunExtras run_extras(Stage& s, const Instruction& ins);
   int run_container(Stage& s, const std::vector<std::string>& argv, const RunExtras* extras = nullptr);

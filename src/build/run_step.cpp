@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "image/child.hpp"
+
 namespace rt::builder {
 namespace {
 
@@ -296,6 +298,39 @@ void Builder::read_secrets() {
   }
 }
 
+// What RUN --mount's from= and source= name: a path in an earlier stage's
+// tree or (without from=) in the context, its symlinks kept inside it;
+// `digest` (when given) gets what the step's key holds of it.
+std::string Builder::mount_source(Stage& s, std::map<std::string, std::string>& m, const std::string& what,
+                                  std::string* digest) {
+  const std::string source = m.count("source") ? m["source"] : m.count("src") ? m["src"] : ".";
+  const std::string rel = util::normalize_path("/" + source, "/").substr(1);  // never above the root
+  std::string host;
+  if (m.count("from")) {
+    Stage* from = earlier_stage(m["from"], s.index);
+    if (!from) throw Error(what + ": from= names no earlier stage", "name a stage of this Dockerfile");
+    materialize(*from);
+    host = from->rootfs + (rel.empty() ? "" : "/" + rel);
+    if (digest) *digest = from->state.key;
+  } else {
+    host = context_->path() + (rel.empty() ? "" : "/" + rel);
+    if (digest) *digest = context_->digest(context_->match(rel.empty() ? "." : rel, what));
+  }
+  char real[PATH_MAX], top[PATH_MAX];
+  const std::string root = m.count("from") ? host.substr(0, host.size() - rel.size()) : context_->path();
+  if (!::realpath(host.c_str(), real) || !::realpath(root.c_str(), top))
+    throw Error(what + ": `" + source + "` is not there");
+  if (std::string(real) != top && !std::string(real).starts_with(std::string(top) + "/"))
+    throw Error(what + ": `" + source + "` leads out of where it lies");
+  return real;
+}
+
+// `from` copied to `to` as it is (cp -a: modes, times, links), for a step.
+void Builder::copy_for_step(const std::string& from, const std::string& to, const std::string& what) {
+  if (image::run_program({"cp", "-a", "--reflink=auto", "--", from, to}) != 0)
+    throw Error(what + ": copying `" + from + "` for the step failed");
+}
+
 // RUN --mount=type=cache|bind|tmpfs|secret,... and --network=none|host|default.
 Builder::RunExtras Builder::run_extras(Stage& s, const Instruction& ins) {
   RunExtras x;
@@ -347,42 +382,36 @@ Builder::RunExtras Builder::run_extras(Stage& s, const Instruction& ins) {
       x.tmpfs.push_back(target);
       key.push_back("tmpfs:" + target);
     } else if (type == "cache") {
-      if (m.count("from") || m.count("source"))
-        throw Error(what + ": a cache seeded from=/source= is not supported", "use an empty cache (id= and target=)");
       // One directory per user and cache id (default: the target), kept
-      // in the store across builds, never in a layer.
+      // in the store across builds, never in a layer; a new one seeded
+      // from= a stage (its source= directory) when asked.
       const std::string id = m.count("id") ? m["id"] : target;
       const std::string rel = std::string(store::kRunCacheDir) + "/" + image::sha256_digest(id).substr(7, 32);
       store_.dir().dir(store::kRunCacheDir, true);
       const std::string dir = store_.dir().sub(rel);
-      if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", dir};
+      std::optional<std::string> seed;
+      if (m.count("from")) seed = mount_source(s, m, what, nullptr);
+      if (::mkdir(dir.c_str(), 0755) == 0) {
+        if (seed) copy_for_step(*seed + (util::is_directory(*seed) ? "/." : ""), dir, what);
+      } else if (errno != EEXIST) {
+        throw SysError{errno, "mkdir", dir};
+      }
       x.binds.push_back({dir, target, m.count("readonly") || m.count("ro")});
       key.push_back("cache:" + id + ":" + target);
     } else {  // bind
-      if (m.count("rw") || m.count("readwrite"))
-        throw Error(what + ": read-write bind mounts are not supported", "bind it read-only and copy what you change");
-      const std::string source = m.count("source") ? m["source"] : m.count("src") ? m["src"] : ".";
-      const std::string rel = util::normalize_path("/" + source, "/").substr(1);  // never above the root
-      std::string host, digest;
-      if (m.count("from")) {
-        Stage* from = earlier_stage(m["from"], s.index);
-        if (!from) throw Error(what + ": from= names no earlier stage", "name a stage of this Dockerfile");
-        materialize(*from);
-        host = from->rootfs + (rel.empty() ? "" : "/" + rel);
-        digest = from->state.key;
-      } else {
-        host = context_->path() + (rel.empty() ? "" : "/" + rel);
-        digest = context_->digest(context_->match(rel.empty() ? "." : rel, what));
+      std::string digest;
+      std::string host = mount_source(s, m, what, &digest);
+      const bool rw = m.count("rw") || m.count("readwrite");
+      if (rw) {
+        // Writable for the step, its writes dropped after it (as Docker
+        // does): a private copy is bound.
+        x.scratch.push_back(std::make_unique<app::WorkDir>(store_.tmp_dir(), "bind"));
+        const std::string copy = x.scratch.back()->path() + "/copy";
+        copy_for_step(host, copy, what);
+        host = copy;
       }
-      // Its symlinks may not lead out of where it lies.
-      char real[PATH_MAX], top[PATH_MAX];
-      const std::string root = m.count("from") ? host.substr(0, host.size() - rel.size()) : context_->path();
-      if (!::realpath(host.c_str(), real) || !::realpath(root.c_str(), top))
-        throw Error(what + ": `" + source + "` is not there");
-      if (std::string(real) != top && !std::string(real).starts_with(std::string(top) + "/"))
-        throw Error(what + ": `" + source + "` leads out of where it lies");
-      x.binds.push_back({real, target, true});
-      key.push_back("bind:" + target + ":" + digest);
+      x.binds.push_back({host, target, !rw});
+      key.push_back("bind:" + target + ":" + digest + (rw ? ":rw" : ""));
     }
   }
   x.key = key.dump();

@@ -1,7 +1,8 @@
 #!/bin/bash
 # rt build on the syntax of newer Dockerfiles, as an unprivileged user, on
 # the Debian test image (no mirror needed): heredocs in RUN and COPY,
-# RUN --mount=type=cache|tmpfs|bind|secret and --network=none, COPY
+# RUN --mount=type=cache|tmpfs|bind|secret (a cache seeded from a stage, a
+# rw bind) and --network=none, COPY
 # --parents, ADD of .tar.xz and .tar.bz2, ADD --checksum, ENV HOME in RUN,
 # # syntax= lines. podman 4.3 (Debian 12) reads neither heredocs nor
 # --parents, so what each does is checked here, not against it.
@@ -50,6 +51,9 @@ for p in var/cache/demo scratch req ctx o run/secrets ev; do
 done
 pass "no mount target is left in the image"
 [ ! -e ctx/new ] || fail "a bind mount wrote into the context"
+expect_eq "$(cat "$R/bind-rw-wrote")|$(cat ctx/req.txt)" "scribbled|from-req" \
+  "a rw bind mount is writable in the step, its writes dropped after it"
+expect_eq "$(cat "$R/seeded-saw")" "seed-content" "a new cache mount seeded from= a stage's directory"
 expect_eq "$(grep -c ':' "$R/net-dev")" 1 "--network=none: loopback alone"
 if grep -rlF s3cr3t "$RT_STORAGE/blobs" "$RT_STORAGE/images/mounts" "$RT_STORAGE/build-cache" 2>/dev/null; then
   fail "a secret reached the store"
@@ -60,7 +64,7 @@ sed -i "s|> /seen'|> /seen; true'|" ctx/Dockerfile
 "$RT" build -q -t mounts "${secrets[@]}" ctx
 expect_eq "$(cat "$(rootfs mounts)/seen")" 2 "a cache mount is kept across builds"
 # rt prune takes the cache with the rest.
-expect_match "$("$RT" prune)" "^removed [0-9]+ cached build steps, 1 RUN cache, " "rt prune removes the RUN cache"
+expect_match "$("$RT" prune)" "^removed [0-9]+ cached build steps, 2 RUN caches, " "rt prune removes the RUN cache"
 [ -z "$(ls "$RT_STORAGE/run-cache")" ] || fail "rt prune left $(ls "$RT_STORAGE/run-cache")"
 # The bound file is part of the step's key: an edit reruns it.
 echo changed >ctx/req.txt
