@@ -157,6 +157,8 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_option("--push", s->o.push, "then push it to REF, as rt push does")->type_name("REF");
     c.app->add_option("--secret", s->o.secrets, "a secret for RUN --mount=type=secret: from a file or a variable")
         ->type_name("id=ID,src=FILE|env=VAR");
+    c.app->add_option("--ssh", s->o.ssh, "an SSH agent for RUN --mount=type=ssh: default ($SSH_AUTH_SOCK) or ID=SOCKET")
+        ->type_name("default|ID=SOCKET");
     c.app->add_option("context", s->o.context, "the directory COPY and ADD read from")
         ->required()
         ->type_name("CONTEXT");
@@ -215,11 +217,14 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       return 0;
     });
     add_registry_options(c.app, s->o.ca_file, s->o.insecure, s->o.plain_http);
-    c.app->add_option("--compression", s->o.compression,
-                      "for layers kept uncompressed: gzip (default, every client reads it) or zstd")
+    c.app
+        ->add_option("--compression", s->o.compression,
+                     "for layers kept uncompressed: gzip (default, every client reads it) or zstd")
         ->type_name("ALG");
     c.app->add_option("-j,--jobs", s->o.jobs, "compression threads (default: all processors)")->type_name("N");
-    c.app->add_option("image", s->image, "stored image (or any image rt convert reads)")->required()->type_name("IMAGE");
+    c.app->add_option("image", s->image, "stored image (or any image rt convert reads)")
+        ->required()
+        ->type_name("IMAGE");
     c.app->add_option("ref", s->ref, "where to: REGISTRY/REPOSITORY[:TAG] (default: IMAGE's own name)")
         ->type_name("REF");
     out.push_back(std::move(c));

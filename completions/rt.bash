@@ -76,7 +76,7 @@ _rt() {
     import)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash --format --compression --level" -- "$cur")); else _filedir; fi ;;
     build)
-      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -t --tag -f --file --build-arg --target --no-cache --from-host --format -o --output --push --secret" -- "$cur"))
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -t --tag -f --file --build-arg --target --no-cache --from-host --format -o --output --push --secret --ssh" -- "$cur"))
       else _filedir -d; fi ;;
     convert)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --to --format --compression --level -j --jobs -f --force" -- "$cur"))

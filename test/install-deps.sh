@@ -16,10 +16,11 @@ PACKAGES=(
 # multi-node cluster, libslurm-dev for rt's Slurm plugin), both MPIs, the
 # tools rt is compared with (podman: rt build's reference builder), and the
 # SIF reference library (its test images, in golang-github-sylabs-sif-dev,
-# and the Go compiler to build a reader of rt's SIF files against it).
+# and the Go compiler to build a reader of rt's SIF files against it),
+# ssh-agent for RUN --mount=type=ssh.
 TEST_PACKAGES=(
   catch2 sudo python3 openssl zstd zsh fish
-  golang-github-sylabs-sif-dev golang-go curl
+  golang-github-sylabs-sif-dev golang-go openssh-client curl
   docker-registry skopeo apache2-utils mmdebstrap time
   charliecloud hyperfine podman
   openmpi-bin libopenmpi-dev mpich libmpich-dev

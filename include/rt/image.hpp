@@ -87,6 +87,7 @@ struct BuildOptions : StoreOptions {
   std::string output;                   // -o: also write the image there, in any form rt convert writes
   std::string push;                     // --push: then push it there (rt push's defaults)
   std::vector<std::string> secrets;     // --secret id=ID,src=FILE | id=ID[,env=VAR]: for RUN --mount=type=secret
+  std::vector<std::string> ssh;         // --ssh default | ID=SOCKET: SSH agents for RUN --mount=type=ssh
   bool host_paths = false;              // --from-host: FROM and COPY --from may name host paths
 };
 // rt build: runs a Dockerfile's instructions without root (RUN under root
@@ -113,8 +114,8 @@ struct PruneReport {
   uint64_t blob_bytes = 0;
   size_t facts = 0;  // remembered facts of SquashFS files changed or gone
   uint64_t fact_bytes = 0;
-  size_t debris = 0;     // work of interrupted runs
-  size_t instances = 0;  // records of instances whose processes have all exited
+  size_t debris = 0;       // work of interrupted runs
+  size_t instances = 0;    // records of instances whose processes have all exited
   size_t build_cache = 0;  // rt build's cached steps (their layers go with the blobs)
   size_t run_caches = 0;   // rt build's RUN --mount=type=cache directories
   size_t staged = 0;       // jobs' staged images (rt stage) whose jobs have ended

@@ -169,6 +169,7 @@ std::string Builder::run() {
       util::note(file_shown_ + ": `# " + name + "=" + value +
                  "` read and ignored: rt build reads the Dockerfile itself");
   read_secrets();
+  read_agents();
   cache_dir_ = store_.dir().dir(store::kBuildCacheDir, true);
   plan_stages();
   const auto t0 = std::chrono::steady_clock::now();

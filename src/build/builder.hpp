@@ -151,6 +151,7 @@ private:
     std::vector<BindSpec> binds;
     std::vector<std::string> tmpfs;
     bool net_none = false;
+    std::vector<std::string> env;                        // SSH_AUTH_SOCK=... of an ssh mount
     std::string key;                                     // what of them the step's cache key holds (never a secret)
     std::vector<std::unique_ptr<app::WorkDir>> scratch;  // copies bound read-write
   };
@@ -158,6 +159,7 @@ private:
                            std::string* digest);
   void copy_for_step(const std::string& from, const std::string& to, const std::string& what);
   void read_secrets();
+  void read_agents();
   RunExtras run_extras(Stage& s, const Instruction& ins);
   int run_container(Stage& s, const std::vector<std::string>& argv, const RunExtras* extras = nullptr);
   void relay_output(int out, int err);
@@ -188,6 +190,7 @@ private:
   std::map<std::string, std::unique_ptr<Stage>> from_images_;  // COPY --from=IMAGE
   std::optional<image::SourceTree> context_;
   std::map<std::string, std::string> secrets_;  // --secret id=ID: the file holding it
+  std::map<std::string, std::string> agents_;   // --ssh ID=SOCKET: the agent's socket
   std::unique_ptr<app::WorkDir> secret_dir_;    // secrets given from the environment, as files
   util::UniqueFd cache_dir_;
   int step_no_ = 0, steps_ = 0;

@@ -200,6 +200,7 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv, const
   for (const auto& [k, v] : s.args)
     if (v) env.push_back(k + "=" + *v);
   if (const char* term = std::getenv("TERM")) env.push_back(std::string("TERM=") + term);
+  if (extras) env.insert(env.end(), extras->env.begin(), extras->env.end());
   // Inside only: rt's own environment would let an argument steer rt
   // (ARG PMIX_SERVER_TMPDIR=/home/USER binds the home).
   e.base_env = std::move(env);
@@ -331,10 +332,38 @@ void Builder::copy_for_step(const std::string& from, const std::string& to, cons
     throw Error(what + ": copying `" + from + "` for the step failed");
 }
 
-// RUN --mount=type=cache|bind|tmpfs|secret,... and --network=none|host|default.
+// --ssh default | ID=SOCKET: SSH agents RUN --mount=type=ssh binds for a
+// step. An agent's socket must be the caller's own: one another user made
+// could answer with keys of theirs.
+void Builder::read_agents() {
+  for (const auto& spec : o_.ssh) {
+    const size_t eq = spec.find('=');
+    const std::string id = spec.substr(0, eq);
+    std::string socket = eq == std::string::npos ? "" : spec.substr(eq + 1);
+    if (id.empty()) throw Error("--ssh " + spec + ": it needs an ID (default, or ID=SOCKET)");
+    if (socket.empty()) {
+      const char* env = std::getenv("SSH_AUTH_SOCK");
+      if (!env || !*env)
+        throw Error("--ssh " + spec + ": no agent socket given and SSH_AUTH_SOCK is not set",
+                    "start one (eval $(ssh-agent); ssh-add) or give --ssh " + id + "=SOCKET");
+      socket = env;
+    }
+    struct stat st;
+    if (::stat(socket.c_str(), &st) != 0) throw SysError{errno, "stat", "--ssh " + id + ": " + socket};
+    if (!S_ISSOCK(st.st_mode))
+      throw Error("--ssh " + id + ": `" + socket + "` is not a socket",
+                  "give an SSH agent's socket; keys go to the agent with ssh-add");
+    if (st.st_uid != ::getuid())
+      throw Error("--ssh " + id + ": `" + socket + "` belongs to uid " + std::to_string(st.st_uid) + ", not to you");
+    agents_[id] = socket;
+  }
+}
+
+// RUN --mount=type=cache|bind|tmpfs|secret|ssh,... and --network=none|host|default.
 Builder::RunExtras Builder::run_extras(Stage& s, const Instruction& ins) {
   RunExtras x;
   json key = json::array();
+  int agents = 0;  // ssh mounts without a target: /run/buildkit/ssh_agent.N
   for (const auto& [flag, value] : ins.flags) {
     if (flag == "network") {
       if (value == "none")
@@ -355,9 +384,25 @@ Builder::RunExtras Builder::run_extras(Stage& s, const Instruction& ins) {
     std::string target = m.count("target") ? m["target"] : m.count("dst") ? m["dst"] : m["destination"];
     const std::string what = where(ins) + ": RUN --mount=" + value;
     auto truthy = [](const std::string& v) { return v == "true" || v == "1"; };
-    if (type != "cache" && type != "bind" && type != "tmpfs" && type != "secret")
+    if (type != "cache" && type != "bind" && type != "tmpfs" && type != "secret" && type != "ssh")
       throw Error(what + ": --mount type=" + type + " is not supported",
-                  "rt build takes cache, bind, tmpfs and secret");
+                  "rt build takes cache, bind, tmpfs, secret and ssh");
+    if (type == "ssh") {
+      const std::string id = m.count("id") ? m["id"] : "default";
+      auto given = agents_.find(id);
+      if (given == agents_.end()) {
+        if (m.count("required") && truthy(m["required"]))
+          throw Error(what + ": no SSH agent `" + id + "` was given",
+                      "give it with --ssh " + (id == "default" ? std::string("default") : id + "=SOCKET"));
+        continue;  // not given, not required: nothing mounted, as Docker does
+      }
+      if (target.empty()) target = "/run/buildkit/ssh_agent." + std::to_string(agents++);
+      target = util::normalize_path(target, "/");
+      x.binds.push_back({given->second, target, false});
+      if (x.env.empty()) x.env.push_back("SSH_AUTH_SOCK=" + target);
+      key.push_back("ssh:" + id + ":" + target);  // which agent, never what it holds
+      continue;
+    }
     if (type == "secret") {
       const std::string id = m["id"].empty() ? util::base_name(target) : m["id"];
       if (id.empty()) throw Error(what + ": a secret needs id=ID");

@@ -1,8 +1,8 @@
 #!/bin/bash
 # rt build on the syntax of newer Dockerfiles, as an unprivileged user, on
 # the Debian test image (no mirror needed): heredocs in RUN and COPY,
-# RUN --mount=type=cache|tmpfs|bind|secret (a cache seeded from a stage, a
-# rw bind) and --network=none, COPY
+# RUN --mount=type=cache|tmpfs|bind|secret|ssh (a cache seeded from a stage,
+# a rw bind, a real ssh-agent) and --network=none, COPY
 # --parents, ADD of .tar.xz and .tar.bz2, ADD --checksum, ENV HOME in RUN,
 # # syntax= lines. podman 4.3 (Debian 12) reads neither heredocs nor
 # --parents, so what each does is checked here, not against it.
@@ -73,9 +73,56 @@ expect_eq "$(cat "$(rootfs mounts)/from-bind")" changed "an edited bind source r
 printf 'FROM debian\nRUN --mount=type=secret,id=none,required=true true\n' >ctx/Dockerfile.req
 expect_status 125 "a required secret not given" -- "$RT" build -t x -f ctx/Dockerfile.req ctx
 expect_match "$ERR" "no secret .none. was given.*--secret id=none" "says how to give it"
-printf 'FROM debian\nRUN --mount=type=ssh true\n' >ctx/Dockerfile.ssh
-expect_status 125 "an ssh mount" -- "$RT" build -t x -f ctx/Dockerfile.ssh ctx
-expect_match "$ERR" "Dockerfile.ssh:2: .*type=ssh is not supported" "is refused naming the line"
+
+# --- RUN --mount=type=ssh: a real ssh-agent holding a key ------------------------------
+if command -v ssh-agent >/dev/null; then
+  ssh-keygen -q -t ed25519 -N '' -C rt-test-key -f "$T/id"
+  ssh-agent -D -a "$T/agent.sock" >/dev/null &
+  STOP_PIDS="$STOP_PIDS $!"
+  for _ in $(seq 100); do [ -S "$T/agent.sock" ] && break; sleep 0.05; done
+  SSH_AUTH_SOCK=$T/agent.sock ssh-add -q "$T/id" 2>/dev/null || fail "ssh-add"
+  # What the agent lists, asked as ssh does (SSH_AGENTC_REQUEST_IDENTITIES).
+  cat >ctx/agent.py <<'PY'
+import os, socket, struct, sys
+path = os.environ.get("SSH_AUTH_SOCK")
+if not path:
+    print("no agent")
+    sys.exit(0)
+s = socket.socket(socket.AF_UNIX)
+s.connect(path)
+s.sendall(struct.pack(">IB", 1, 11))
+n = struct.unpack(">I", s.recv(4))[0]
+d = b""
+while len(d) < n:
+    d += s.recv(n - len(d))
+count = struct.unpack(">I", d[1:5])[0]
+blob = struct.unpack(">I", d[5:9])[0]
+comment = d[13 + blob:13 + blob + struct.unpack(">I", d[9 + blob:13 + blob])[0]].decode()
+print(path, d[0], count, comment)
+PY
+  {
+    echo 'FROM debian'
+    echo 'RUN --mount=type=ssh --mount=type=bind,source=agent.py,target=/a.py --network=none python3 /a.py > /ssh-seen'
+    echo 'RUN --mount=type=ssh,id=work,target=/agent,required --mount=type=bind,source=agent.py,target=/a.py python3 /a.py > /ssh-work'
+    echo 'RUN --mount=type=bind,source=agent.py,target=/a.py python3 /a.py > /ssh-none'
+  } >ctx/Dockerfile.ssh
+  expect_status 0 "RUN --mount=type=ssh with --ssh default and --ssh ID=SOCKET" -- env SSH_AUTH_SOCK="$T/agent.sock" \
+    "$RT" build -t sshed --ssh default --ssh work="$T/agent.sock" -f ctx/Dockerfile.ssh ctx
+  R=$(rootfs sshed)
+  expect_eq "$(cat "$R/ssh-seen")" "/run/buildkit/ssh_agent.0 12 1 rt-test-key" \
+    "the step reaches the agent at SSH_AUTH_SOCK (with --network=none too) and sees its key"
+  expect_eq "$(cat "$R/ssh-work")|$(cat "$R/ssh-none")" "/agent 12 1 rt-test-key|no agent" \
+    "an agent by id at a target; a step without the mount has none"
+  [ ! -e "$R/run/buildkit" ] && [ ! -e "$R/agent" ] || fail "an agent's mount point is left in the image"
+  ! grep -q SSH_AUTH_SOCK "$RT_STORAGE/images/sshed/image-config.json" || fail "SSH_AUTH_SOCK reached the config"
+  pass "no mount point or SSH_AUTH_SOCK left in the image"
+  expect_status 125 "a required agent not given" -- "$RT" build -t x -f ctx/Dockerfile.ssh --ssh default="$T/agent.sock" ctx
+  expect_match "$ERR" "Dockerfile.ssh:3: .*no SSH agent .work. was given.*--ssh work=SOCKET" "names the line and the way"
+  expect_status 125 "--ssh of a file that is no socket" -- "$RT" build -t x --ssh work="$T/id" -f ctx/Dockerfile.ssh ctx
+  expect_match "$ERR" "is not a socket" "is refused"
+elif [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
+  fail "ssh-agent is missing (test/install-deps.sh installs openssh-client)"
+fi
 
 # --- COPY --parents, ADD of xz and bzip2, ADD --checksum, ENV HOME -------------------------
 sum=$(sha256sum ctx/b.tar.bz2 | cut -d' ' -f1)

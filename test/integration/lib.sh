@@ -25,8 +25,10 @@ unshare -Urm true 2>/dev/null || skip "unprivileged user namespaces are not avai
 
 mkdir -p "${RT_TEST_TMP:-/tmp}"
 T=$(mktemp -d "${RT_TEST_TMP:-/tmp}/rt-test.XXXXXX")
+STOP_PIDS=  # processes a test started, ended on exit
 cleanup() {
   [ -z "${POD_RUN:-}" ] || rootless_podman_done
+  [ -z "$STOP_PIDS" ] || kill $STOP_PIDS 2>/dev/null
   chmod -R u+w "$T" 2>/dev/null || true
   rm -rf "$T"
 }
