@@ -6,7 +6,8 @@
 # the same plain tar), so both compress the layer with gzip on the way.
 # One interleaved run; each round gives each tool a fresh registry and
 # pushes twice: first (rt's remembered compression and skopeo's blob-info
-# cache cleared) and again with nothing changed.
+# cache cleared) and again with nothing changed; then an image of five
+# layers (the Debian one and four of 40 MB of random bytes each) once.
 # Usage (as root, or as any user with the packages): bench/push.sh [ROUNDS]
 # Target: first push <= skopeo's; the second push near-instant.
 set -euo pipefail
@@ -22,6 +23,10 @@ mkdir -p "$T/ctx" "$T/home"
 printf 'FROM debian\nENV BENCH=1\n' >"$T/ctx/Dockerfile"
 "$RT" build -q -t debx "$T/ctx"
 "$RT" convert -q debx "$T/debx.tar"
+mkdir -p "$T/ctx5"
+{ echo 'FROM debian'; for i in 1 2 3 4; do echo "RUN head -c 40000000 /dev/urandom > /random$i"; done; } >"$T/ctx5/Dockerfile"
+"$RT" build -q -t deb5 "$T/ctx5"
+"$RT" convert -q deb5 "$T/deb5.tar"
 export HOME=$T/home
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/key.pem" -out "$T/cert.pem" -days 2 -subj /CN=127.0.0.1 \
   -addext subjectAltName=IP:127.0.0.1 2>/dev/null
@@ -48,21 +53,29 @@ rt_round() {
   rm -rf "$RT_STORAGE/compressed"
   timeit "rt push" "$RT" push -q --ca-file "$T/cert.pem" debx "$REG/bench/debian:v1"
   timeit "rt push again" "$RT" push -q --ca-file "$T/cert.pem" debx "$REG/bench/debian:v1"
+  fresh_registry
+  rm -rf "$RT_STORAGE/compressed"
+  timeit "rt push 5 layers" "$RT" push -q --ca-file "$T/cert.pem" deb5 "$REG/bench/five:v1"
 }
 skopeo_round() {
   fresh_registry
   rm -rf "$HOME/.local/share/containers"
   timeit "skopeo copy" skopeo copy -q --dest-cert-dir "$T/certs" "docker-archive:$T/debx.tar" "docker://$REG/bench/debian:v1"
   timeit "skopeo copy again" skopeo copy -q --dest-cert-dir "$T/certs" "docker-archive:$T/debx.tar" "docker://$REG/bench/debian:v1"
+  fresh_registry
+  rm -rf "$HOME/.local/share/containers"
+  timeit "skopeo copy 5 layers" skopeo copy -q --dest-cert-dir "$T/certs" "docker-archive:$T/deb5.tar" "docker://$REG/bench/five:v1"
 }
 for r in $(seq "$rounds"); do
   if [ $((r % 2)) = 1 ]; then rt_round; skopeo_round; else skopeo_round; rt_round; fi
 done
 echo "Debian image, one layer of $(( $(stat -c %s "$T/debx.tar") / 1000000 )) MB, $(nproc) processors, $rounds rounds"
-for l in "rt push" "skopeo copy" "rt push again" "skopeo copy again"; do
-  printf '%-18s median %6d ms  (%s)\n' "$l" "$(echo "${t[$l]}" | median)" "${t[$l]}"
+for l in "rt push" "skopeo copy" "rt push again" "skopeo copy again" "rt push 5 layers" "skopeo copy 5 layers"; do
+  printf '%-20s median %6d ms  (%s)\n' "$l" "$(echo "${t[$l]}" | median)" "${t[$l]}"
 done
 awk -v a="$(echo "${t[rt push]}" | median)" -v b="$(echo "${t[skopeo copy]}" | median)" \
   'BEGIN {printf "rt push / skopeo copy             = %.2f\n", a / b}'
 awk -v a="$(echo "${t[rt push again]}" | median)" -v b="$(echo "${t[skopeo copy again]}" | median)" \
   'BEGIN {printf "rt push again / skopeo copy again = %.2f\n", a / b}'
+awk -v a="$(echo "${t[rt push 5 layers]}" | median)" -v b="$(echo "${t[skopeo copy 5 layers]}" | median)" \
+  'BEGIN {printf "5 layers: rt push / skopeo copy   = %.2f\n", a / b}'

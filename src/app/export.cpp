@@ -113,7 +113,8 @@ std::string export_config(const std::string& config_text, const std::vector<std:
 }
 
 std::vector<OutLayer> compressed_layers(Store& store, const image::ImageSource& src, image::Compression c,
-                                        unsigned threads, util::Meter& meter) {
+                                        unsigned threads, util::Meter& meter,
+                                        const std::function<void(const OutLayer&)>& ready) {
   std::vector<std::string> config_diff_ids;
   try {
     config_diff_ids = image::parse_diff_ids(util::parse_json_object(src.config_text, "the image config"), src.name);
@@ -122,6 +123,10 @@ std::vector<OutLayer> compressed_layers(Store& store, const image::ImageSource& 
   const char* alg = image::compression_name(c);
   util::UniqueFd notes = store.dir().dir(store::kCompressedDir, true);
   std::vector<OutLayer> out;
+  auto add = [&](OutLayer l) {
+    out.push_back(std::move(l));
+    if (ready) ready(out.back());
+  };
   for (size_t i = 0; i < src.layers.size(); ++i) {
     const image::LayerInput& l = src.layers[i];
     const bool stored = util::is_valid_digest(l.expected_blob) && store.has_blob(l.expected_blob);
@@ -136,8 +141,7 @@ std::vector<OutLayer> compressed_layers(Store& store, const image::ImageSource& 
         if (words.size() == 2 && util::is_valid_digest(words[0]) && util::is_valid_digest(words[1]) &&
             store.has_blob(words[0])) {
           const std::string file = store.blob_path(words[0]);
-          out.push_back(
-              {{image::layer_media_type(c), words[0], static_cast<int64_t>(file_size(file)), {}, {}}, words[1], file});
+          add({{image::layer_media_type(c), words[0], static_cast<int64_t>(file_size(file)), {}, {}}, words[1], file});
           meter.add(file_size(file));
           continue;
         }
@@ -151,14 +155,14 @@ std::vector<OutLayer> compressed_layers(Store& store, const image::ImageSource& 
         std::string diff_id = !l.expected_diff_id.empty()                   ? l.expected_diff_id
                               : config_diff_ids.size() == src.layers.size() ? config_diff_ids[i]
                                                                             : diff_id_of(path);
-        out.push_back({{m == Magic::Gzip ? image::layer_media_type(image::Compression::Gzip)
-                                         : image::layer_media_type(image::Compression::Zstd),
-                        l.expected_blob,
-                        static_cast<int64_t>(size),
-                        {},
-                        {}},
-                       diff_id,
-                       path});
+        add({{m == Magic::Gzip ? image::layer_media_type(image::Compression::Gzip)
+                               : image::layer_media_type(image::Compression::Zstd),
+              l.expected_blob,
+              static_cast<int64_t>(size),
+              {},
+              {}},
+             diff_id,
+             path});
         meter.add(size);
         continue;
       }
@@ -167,9 +171,9 @@ std::vector<OutLayer> compressed_layers(Store& store, const image::ImageSource& 
         const std::string digest = util::trim(*text, " \n");
         if (util::is_valid_digest(digest) && store.has_blob(digest)) {
           const std::string file = store.blob_path(digest);
-          out.push_back({{image::layer_media_type(c), digest, static_cast<int64_t>(file_size(file)), {}, {}},
-                         l.expected_blob,
-                         file});
+          add({{image::layer_media_type(c), digest, static_cast<int64_t>(file_size(file)), {}, {}},
+               l.expected_blob,
+               file});
           meter.add(file_size(path));
           continue;
         }
@@ -185,9 +189,9 @@ std::vector<OutLayer> compressed_layers(Store& store, const image::ImageSource& 
     store.commit_blob(z.digest, tmp);
     if (!note.empty())
       util::write_file_atomic_at(notes.get(), note, z.digest + (stamped ? " " + z.diff_id : "") + "\n");
-    out.push_back({{image::layer_media_type(c), z.digest, static_cast<int64_t>(z.size), {}, {}},
-                   z.diff_id,
-                   store.blob_path(z.digest)});
+    add({{image::layer_media_type(c), z.digest, static_cast<int64_t>(z.size), {}, {}},
+         z.diff_id,
+         store.blob_path(z.digest)});
   }
   return out;
 }

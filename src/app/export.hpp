@@ -2,6 +2,7 @@
 // forms and rt push share. A stored image's layers go out as its blobs,
 // those kept uncompressed compressed once and remembered.
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,9 +39,12 @@ struct OutLayer {
 
 // The layers of `src` as compressed blobs in `store`: blobs already gzip or
 // zstd as they are; others compressed with `c` once (STORE/compressed
-// remembers them). `meter` counts the bytes read.
+// remembers them). `meter` counts the bytes read; `ready` (when given) gets
+// each layer as soon as it is there, in order (what it throws ends the
+// work).
 std::vector<OutLayer> compressed_layers(Store& store, const image::ImageSource& src, image::Compression c,
-                                        unsigned threads, util::Meter& meter);
+                                        unsigned threads, util::Meter& meter,
+                                        const std::function<void(const OutLayer&)>& ready = {});
 
 // An image rt convert reads (a store name, a bundle or root-filesystem
 // directory, a SquashFS or SIF file, an archive or OCI layout) as layers;

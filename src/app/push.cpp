@@ -5,6 +5,14 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "app/export.hpp"
 #include "app/import.hpp"
@@ -20,6 +28,52 @@
 #include "util/strings.hpp"
 
 namespace rt {
+namespace {
+
+// Blobs sent at once (Docker's default for uploads is five, skopeo's
+// copies run layers side by side too).
+constexpr size_t kSenders = 4;
+
+// The blobs ready to send, taken by the senders in order. pop() waits for
+// one; it returns nothing once the queue is closed and empty, or stopped
+// (a sender failed, or the push is being left).
+class BlobQueue {
+public:
+  bool push(app::OutLayer b) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (stopped_) return false;
+      items_.push_back(std::move(b));
+    }
+    cv_.notify_one();
+    return true;
+  }
+  std::optional<app::OutLayer> pop() {
+    std::unique_lock<std::mutex> g(mu_);
+    cv_.wait(g, [this] { return stopped_ || closed_ || !items_.empty(); });
+    if (stopped_ || items_.empty()) return std::nullopt;
+    app::OutLayer b = std::move(items_.front());
+    items_.pop_front();
+    return b;
+  }
+  void close() { set(closed_); }
+  void stop() { set(stopped_); }
+
+private:
+  void set(bool& flag) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      flag = true;
+    }
+    cv_.notify_all();
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<app::OutLayer> items_;
+  bool closed_ = false, stopped_ = false;
+};
+
+}  // namespace
 
 std::string push(const std::string& image, const std::string& ref_text, const PushOptions& o) {
   util::log_init(o.verbosity);
@@ -45,17 +99,6 @@ std::string push(const std::string& image, const std::string& ref_text, const Pu
   // Access (a HEAD of the empty blob) before the layers are compressed: a
   // refusal should not wait for them.
   reg.has_blob(image::sha256_digest(""));
-  std::vector<app::OutLayer> layers;
-  {
-    util::Meter meter("compressing the layers of `" + image + "`", app::layer_bytes(src.image),
-                      util::Meter::mode_for(o.verbosity));
-    layers = app::compressed_layers(store, src.image, compression, static_cast<unsigned>(std::max(0, o.jobs)), meter);
-    meter.done();
-  }
-  std::vector<std::string> diff_ids;
-  for (const auto& l : layers) diff_ids.push_back(l.diff_id);
-  const std::string config = app::export_config(src.image.config_text, diff_ids);
-  const std::string manifest = app::oci_manifest(config, layers);
 
   // A repository of the same registry the image came from: blobs may be
   // mounted from there instead of sent.
@@ -68,6 +111,85 @@ std::string push(const std::string& image, const std::string& ref_text, const Pu
   } catch (const Error&) {  // a path, or an import's "import:PATH": none
   }
 
+  // Each layer is sent as soon as it is compressed, while the next ones
+  // are: several at once, each sender with a connection (and token) of its
+  // own, as other clients send them. The config goes when all are there.
+  const std::string shown = ref.str();
+  BlobQueue queue;
+  std::atomic<size_t> sent{0}, had{0}, mounted{0};
+  std::atomic<uint64_t> done_bytes{0};
+  std::atomic<util::Meter*> send_meter{nullptr};  // once compression is over
+  std::mutex failed_mu;
+  std::exception_ptr failed;
+  auto send = [&](image::Registry& r) {
+    try {
+      while (auto b = queue.pop()) {
+        const std::string what = b->diff_id.empty() ? "config" : "layer " + b->blob.digest.substr(0, 19);
+        const auto size = static_cast<uint64_t>(b->blob.size);
+        if (r.has_blob(b->blob.digest)) {
+          util::info(what + ": the registry has it");
+          ++had;
+        } else if (!from.empty() && r.mount_blob(b->blob.digest, from)) {
+          util::info(what + ": mounted from " + from);
+          ++mounted;
+        } else {
+          uint64_t counted = 0;
+          r.upload_blob(b->blob, b->file, [&](uint64_t n) {
+            if (util::Meter* m = send_meter.load()) {
+              m->add(n);
+              counted += n;
+            }
+          });
+          util::note("sent " + what + " " + util::human_bytes(size));
+          ++sent;
+          done_bytes += size;
+          if (util::Meter* m = send_meter.load(); m && size > counted) m->add(size - counted);
+          continue;
+        }
+        done_bytes += size;
+        if (util::Meter* m = send_meter.load()) m->add(size);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> g(failed_mu);
+      if (!failed) failed = std::current_exception();
+      queue.stop();  // the others stop after their current blob
+    }
+  };
+  std::vector<std::unique_ptr<image::Registry>> regs;
+  for (size_t i = 1; i < kSenders; ++i)
+    regs.push_back(
+        std::make_unique<image::Registry>(ref, image::registry_options(o.ca_file, o.insecure, o.plain_http)));
+  regs.insert(regs.begin(), nullptr);  // the first sender uses `reg`
+  std::vector<std::jthread> threads;
+  struct Stop {  // on the way out, before the threads are joined
+    BlobQueue& q;
+    ~Stop() { q.stop(); }
+  } stop{queue};
+  for (size_t i = 0; i < kSenders; ++i)
+    threads.emplace_back([&send, &regs, &reg, i] { send(i == 0 ? reg : *regs[i]); });
+
+  std::vector<app::OutLayer> layers;
+  uint64_t total = 0;
+  {
+    util::Meter meter("compressing the layers of `" + image + "`", app::layer_bytes(src.image),
+                      util::Meter::mode_for(o.verbosity));
+    try {
+      layers = app::compressed_layers(store, src.image, compression, static_cast<unsigned>(std::max(0, o.jobs)), meter,
+                                      [&](const app::OutLayer& l) {
+                                        if (!queue.push(l)) throw Error("a sender stopped");  // its error follows
+                                        total += static_cast<uint64_t>(l.blob.size);
+                                      });
+    } catch (...) {
+      std::lock_guard<std::mutex> g(failed_mu);
+      if (failed) std::rethrow_exception(failed);  // what stopped it
+      throw;
+    }
+    meter.done();
+  }
+  std::vector<std::string> diff_ids;
+  for (const auto& l : layers) diff_ids.push_back(l.diff_id);
+  const std::string config = app::export_config(src.image.config_text, diff_ids);
+  const std::string manifest = app::oci_manifest(config, layers);
   // The config as a blob file too: uploads go from files.
   app::WorkDir work(store.tmp_dir(), "push");
   const std::string config_file = work.path() + "/config.json";
@@ -75,36 +197,29 @@ std::string push(const std::string& image, const std::string& ref_text, const Pu
     util::UniqueFd fd = util::open_fd(config_file, O_WRONLY | O_CREAT | O_EXCL, 0600);
     util::write_all(fd.get(), config, config_file);
   }
-  std::vector<app::OutLayer> blobs = layers;
-  blobs.push_back({{"application/vnd.oci.image.config.v1+json", image::sha256_digest(config),
-                    static_cast<int64_t>(config.size()), {}, {}},
-                   "", config_file});
-  uint64_t total = 0;
-  for (const auto& b : blobs) total += static_cast<uint64_t>(b.blob.size);
-  const std::string shown = ref.str();
+  queue.push({{"application/vnd.oci.image.config.v1+json",
+               image::sha256_digest(config),
+               static_cast<int64_t>(config.size()),
+               {},
+               {}},
+              "",
+              config_file});
+  total += config.size();
   util::Meter meter("pushing `" + image + "` to `" + shown + "`", total, util::Meter::mode_for(o.verbosity));
-  size_t sent = 0, had = 0, mounted = 0;
-  for (const auto& b : blobs) {
-    const std::string what = b.diff_id.empty() ? "config" : "layer " + b.blob.digest.substr(0, 19);
-    if (reg.has_blob(b.blob.digest)) {
-      util::info(what + ": the registry has it");
-      ++had;
-    } else if (!from.empty() && reg.mount_blob(b.blob.digest, from)) {
-      util::info(what + ": mounted from " + from);
-      ++mounted;
-    } else {
-      reg.upload_blob(b.blob, b.file, [&meter](uint64_t n) { meter.add(n); });
-      util::note("sent " + what + " " + util::human_bytes(static_cast<uint64_t>(b.blob.size)));
-      ++sent;
-      continue;
-    }
-    meter.add(static_cast<uint64_t>(b.blob.size));
+  meter.add(done_bytes.load());
+  send_meter = &meter;
+  queue.close();
+  for (auto& t : threads) t.join();
+  send_meter = nullptr;
+  {
+    std::lock_guard<std::mutex> g(failed_mu);
+    if (failed) std::rethrow_exception(failed);
   }
   meter.done();
   const std::string digest = reg.put_manifest(ref.manifest_ref(), manifest, image::media::kOciManifest);
-  util::note("pushed `" + image + "` to `" + shown + "` (" + digest.substr(0, 19) + "; " + std::to_string(sent) +
+  util::note("pushed `" + image + "` to `" + shown + "` (" + digest.substr(0, 19) + "; " + std::to_string(sent.load()) +
              " blob" + (sent == 1 ? "" : "s") + " sent, " + std::to_string(had + mounted) + " already there" +
-             (mounted ? " (" + std::to_string(mounted) + " mounted)" : "") + ")");
+             (mounted ? " (" + std::to_string(mounted.load()) + " mounted)" : "") + ")");
   return digest;
 }
 
