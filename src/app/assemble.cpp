@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "image/layer_stream.hpp"
@@ -14,6 +15,7 @@
 #include "image/sha256.hpp"
 #include "rt/error.hpp"
 #include "store/lookup.hpp"
+#include "util/digest.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
@@ -44,7 +46,39 @@ ImageSource with_config(const ImageSource& src, const std::string& config) {
 
 void assemble_image(app::Store& store, const ImageSource& src, const AssembleOptions& opts) {
   app::WorkDir work(store.tmp_dir(), "image");
-  assemble_bundle(work.path(), src, opts);
+  // Compressed layer blobs the store lacks (an imported OCI layout's or
+  // archive's) are kept as pulled ones are: copied as they are read and
+  // committed once their digest has been checked, so that the image goes
+  // out again as these layers (rt push, rt convert). Uncompressed ones
+  // would double the image's size on disk: those are not kept.
+  ImageSource teed = src;
+  std::vector<std::string> copies(src.layers.size());
+  for (size_t i = 0; i < teed.layers.size(); ++i) {
+    LayerInput& l = teed.layers[i];
+    if (!util::is_valid_digest(l.expected_blob) || store.has_blob(l.expected_blob)) continue;
+    copies[i] = work.path() + "/blob." + std::to_string(i);
+    l.open = [open = l.open, file = copies[i]] {
+      auto out = std::make_shared<util::UniqueFd>(util::open_fd(file, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+      return image::ReadFn([read = open(), out, file](void* buf, size_t size) {
+        const size_t n = read(buf, size);
+        util::write_all(out->get(), std::string_view(static_cast<const char*>(buf), n), file);
+        return n;
+      });
+    };
+  }
+  assemble_bundle(work.path(), teed, opts);
+  for (size_t i = 0; i < copies.size(); ++i) {
+    if (copies[i].empty()) continue;
+    unsigned char magic[4] = {};
+    util::UniqueFd fd = util::open_fd(copies[i], O_RDONLY);
+    const bool compressed = ::pread(fd.get(), magic, sizeof magic, 0) == sizeof magic &&
+                            ((magic[0] == 0x1f && magic[1] == 0x8b) ||
+                             (magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd));
+    if (compressed && !store.has_blob(src.layers[i].expected_blob))
+      store.commit_blob(src.layers[i].expected_blob, copies[i]);
+    else if (::unlink(copies[i].c_str()) != 0)
+      throw SysError{errno, "unlink", copies[i]};
+  }
   store.commit_image(src.name, work);
 }
 

@@ -106,9 +106,18 @@ push "$T/lay:v1" "test/lay:v1" "$creds"
 expect_status 0 "a pulled image to a third repository" -- "$RT" push --ca-file "$REG_CA" laid "$REG/third/lay:v1"
 skopeo inspect --raw --cert-dir "$REG_CERTS" --creds "$creds" "docker://$REG/test/lay:v1" >"$T/m1.json"
 skopeo inspect --raw --cert-dir "$REG_CERTS" --creds "$creds" "docker://$REG/third/lay:v1" >"$T/m2.json"
-expect_eq "$(python3 -c 'import json,sys; print([l["digest"] for l in json.load(open(sys.argv[1]))["layers"]])' "$T/m2.json")" \
-  "$(python3 -c 'import json,sys; print([l["digest"] for l in json.load(open(sys.argv[1]))["layers"]])' "$T/m1.json")" \
-  "its layers keep their digests"
+layers() { python3 -c 'import json,sys; print([l["digest"] for l in json.load(open(sys.argv[1]))["layers"]])' "$1"; }
+expect_eq "$(layers "$T/m2.json")" "$(layers "$T/m1.json")" "its layers keep their digests"
+# An imported OCI layout keeps its compressed layers as a pull does: they
+# go out as they came, compressed by nobody.
+$OCI tar "$L/fresh.tar" file:fresh/y:0644:y && gzip -k "$L/fresh.tar"
+m=$($OCI layout "$T/lay2" --tag v2 "$L/base.tar.gz" "$L/fresh.tar.gz")
+"$RT" import -q "$T/lay2:v2" imported
+notes=$(ls "$RT_STORAGE/compressed" | wc -l)
+expect_status 0 "an imported OCI layout" -- "$RT" push --ca-file "$REG_CA" imported "$REG/fourth/lay:v2"
+skopeo inspect --raw --cert-dir "$REG_CERTS" --creds "$creds" "docker://$REG/fourth/lay:v2" >"$T/m3.json"
+expect_eq "$(layers "$T/m3.json")" "$(layers "$T/lay2/blobs/sha256/${m#sha256:}")" "its layers keep the layout's digests"
+expect_eq "$(ls "$RT_STORAGE/compressed" | wc -l)" "$notes" "... and nothing was compressed for it"
 
 # --- a killed push, run again ----------------------------------------------------
 # Killed early (compressing) and later (sending): each time the same command
