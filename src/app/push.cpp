@@ -155,18 +155,17 @@ std::string push(const std::string& image, const std::string& ref_text, const Pu
       queue.stop();  // the others stop after their current blob
     }
   };
-  std::vector<std::unique_ptr<image::Registry>> regs;
+  std::vector<std::unique_ptr<image::Registry>> more;  // the other senders' connections
   for (size_t i = 1; i < kSenders; ++i)
-    regs.push_back(
+    more.push_back(
         std::make_unique<image::Registry>(ref, image::registry_options(o.ca_file, o.insecure, o.plain_http)));
-  regs.insert(regs.begin(), nullptr);  // the first sender uses `reg`
   std::vector<std::jthread> threads;
   struct Stop {  // on the way out, before the threads are joined
     BlobQueue& q;
     ~Stop() { q.stop(); }
   } stop{queue};
-  for (size_t i = 0; i < kSenders; ++i)
-    threads.emplace_back([&send, &regs, &reg, i] { send(i == 0 ? reg : *regs[i]); });
+  threads.emplace_back([&send, &reg] { send(reg); });
+  for (auto& r : more) threads.emplace_back([&send, r = r.get()] { send(*r); });
 
   std::vector<app::OutLayer> layers;
   uint64_t total = 0;
