@@ -138,7 +138,7 @@ private:
   void history(State& st, const std::string& created_by, bool empty);
   void materialize(Stage& s);
   std::optional<Layer> write_layer(int root, const std::string& shown, image::TreeSnapshot& before,
-                                   image::AttrMap* attrs);
+                                   image::AttrMap* attrs, const image::AttrMap* given = nullptr);
   Layer tree_layer(const std::string& dir, const std::string& what, bool bundle);
   std::optional<json> cached_blob(const std::string& key);
   // instructions
@@ -190,8 +190,9 @@ private:
   std::map<std::string, std::unique_ptr<Stage>> from_images_;  // COPY --from=IMAGE
   std::optional<image::SourceTree> context_;
   std::map<std::string, std::string> secrets_;  // --secret id=ID: the file holding it
-  std::map<std::string, std::string> agents_;   // --ssh ID=SOCKET: the agent's socket
-  std::unique_ptr<app::WorkDir> secret_dir_;    // secrets given from the environment, as files
+  image::AttrMap step_xattrs_;  // the step's ADD archives' extended attributes (the disk cannot hold them)
+  std::map<std::string, std::string> agents_;  // --ssh ID=SOCKET: the agent's socket
+  std::unique_ptr<app::WorkDir> secret_dir_;   // secrets given from the environment, as files
   util::UniqueFd cache_dir_;
   int step_no_ = 0, steps_ = 0;
 };

@@ -60,8 +60,10 @@ void Builder::fs_step(Stage& s, const std::string& shown, const std::string& key
     return;
   }
   materialize(s);
+  step_xattrs_.clear();
   act();
-  auto layer = write_layer(s.root.get(), s.rootfs, s.snap, &s.attrs);
+  auto layer = write_layer(s.root.get(), s.rootfs, s.snap, &s.attrs, &step_xattrs_);
+  step_xattrs_.clear();
   s.state.created = now_utc();
   json entry = {{"created", s.state.created}, {"step", shown}};
   if (layer) {

@@ -136,7 +136,7 @@ void Builder::do_copy(Stage& s, const Instruction& ins) {
       // ADD unpacks a local tar archive (plain, gzip or zstd) into DEST.
       if (add && !src->is_dir(r)) {
         app::WorkDir scratch(store_.tmp_dir(), "build");
-        if (image::add_archive(*src, r, s.root.get(), dest, scratch.path(), copt, where(ins))) continue;
+        if (image::add_archive(*src, r, s.root.get(), dest, scratch.path(), copt, where(ins), &step_xattrs_)) continue;
       }
       // --parents: the source's own directories come along below DEST.
       const std::string parent = util::dir_name("/" + r);

@@ -164,12 +164,12 @@ void Builder::materialize(Stage& s) {
 // it when `before` is empty), as a blob of the store; nullopt when nothing
 // changed. The blob is an uncompressed tar: its digest is its diff_id.
 std::optional<Layer> Builder::write_layer(int root, const std::string& shown, image::TreeSnapshot& before,
-                                          image::AttrMap* attrs) {
+                                          image::AttrMap* attrs, const image::AttrMap* given) {
   const auto t0 = std::chrono::steady_clock::now();
   app::WorkDir w(store_.tmp_dir(), "blob");
   const std::string file = w.path() + "/layer.tar";
   util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
-  auto r = image::write_tree_layer(root, shown, before, fd.get(), attrs);
+  auto r = image::write_tree_layer(root, shown, before, fd.get(), attrs, given);
   util::info("layer of " + std::to_string(r.changes) + " changes, " + util::human_bytes(r.bytes) + " in " +
              seconds_since(t0));
   if (r.changes == 0) return std::nullopt;

@@ -272,7 +272,7 @@ std::string SourceTree::digest(const std::vector<std::string>& rels) const {
 }
 
 bool add_archive(const SourceTree& src, const std::string& rel, int tree, const std::string& dest,
-                 const std::string& scratch, const CopyOptions& options, const std::string& where) {
+                 const std::string& scratch, const CopyOptions& options, const std::string& where, AttrMap* xattrs) {
   // Opened once, inside the source's root: every read is of that file.
   auto f = util::open_in_root(src.fd(), rel, O_RDONLY);
   if (!f.fd) throw SysError(f.err, "open", src.path() + "/" + rel, "");
@@ -312,12 +312,25 @@ bool add_archive(const SourceTree& src, const std::string& rel, int tree, const 
   w.finish();
   copy_into(SourceTree(scratch), "", tree, dest, true, options, where);
   // The archive's set-id bits, onto the build's tree as its steps keep
-  // them (image/file_attrs); the extended attributes are not carried.
+  // them (image/file_attrs); its extended attributes to the caller, by
+  // where the entries now are in the image (DEST with its symlinks
+  // resolved inside the tree).
   AttrMap attrs = w.attrs();
-  if (!attrs.empty() && !options.chmod) {
-    auto d = util::open_in_root(tree, dest, O_PATH | O_DIRECTORY);
-    if (!d.fd) throw SysError(d.err, "open", dest, "");
-    setid_to_disk(d.fd.get(), dest, attrs);
+  if (attrs.empty()) return true;
+  auto d = util::open_in_root(tree, dest, O_PATH | O_DIRECTORY);
+  if (!d.fd) throw SysError(d.err, "open", dest, "");
+  if (!options.chmod) setid_to_disk(d.fd.get(), dest, attrs);
+  if (xattrs) {
+    auto real = [](int fd) {
+      char buf[PATH_MAX];
+      const ssize_t n = ::readlink(util::fd_path(fd).c_str(), buf, sizeof buf - 1);
+      if (n < 0) throw SysError{errno, "readlink", util::fd_path(fd)};
+      return std::string(buf, static_cast<size_t>(n));
+    };
+    const std::string top = real(tree), at = real(d.fd.get());
+    const std::string base = at.size() > top.size() ? at.substr(top.size() + 1) + "/" : "";
+    for (const auto& [path, a] : attrs)
+      if (!a.xattrs.empty()) (*xattrs)[base + path].xattrs = a.xattrs;
   }
   return true;
 }

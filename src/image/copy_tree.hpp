@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "image/dockerfile.hpp"
+#include "image/file_attrs.hpp"
 #include "util/fd.hpp"
 
 namespace rt::image {
@@ -58,9 +59,13 @@ uint64_t copy_into(const SourceTree& src, const std::string& rel, int tree, cons
 // ADD's archives: when `rel` of `src` is a tar (plain, gzip or zstd),
 // unpacks it into `scratch` (an empty directory) with the tree writer's
 // hardening, copies that into the image's directory `dest` and returns
-// true; returns false for any other file.
+// true; returns false for any other file. The archive's set-id bits go
+// onto the disk; its extended attributes into `xattrs` (when given), by
+// the entries' paths in the image (as write_tree_layer's `given` takes
+// them: the disk cannot hold security.*).
 bool add_archive(const SourceTree& src, const std::string& rel, int tree, const std::string& dest,
-                 const std::string& scratch, const CopyOptions& options, const std::string& where);
+                 const std::string& scratch, const CopyOptions& options, const std::string& where,
+                 AttrMap* xattrs = nullptr);
 
 // True when the image has a directory at `path` (symlinks followed inside it).
 bool dir_in_tree(int tree, const std::string& path);

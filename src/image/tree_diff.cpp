@@ -125,7 +125,8 @@ TreeSnapshot TreeSnapshot::take(int rootfd, const std::string& shown) {
   return s;
 }
 
-LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot& before, int out_fd, AttrMap* attrs) {
+LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot& before, int out_fd, AttrMap* attrs,
+                              const AttrMap* given) {
   TreeSnapshot now = TreeSnapshot::take(rootfd, shown);
   const bool whole = before.entries.empty();
 
@@ -191,6 +192,8 @@ LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot
       // did not change (or for the whole tree).
       auto r = util::open_in_root(rootfd, rel, O_PATH, false);
       FileAttrs fa{st.mode & (S_ISUID | S_ISGID), r.fd ? read_xattrs(r.fd.get()) : Xattrs{}};
+      if (given && fa.xattrs.empty())
+        if (auto g = given->find(rel); g != given->end()) fa.xattrs = g->second.xattrs;
       if (attrs && (whole || !made.count(rel))) {
         if (auto k = attrs->find(rel); k != attrs->end()) {
           fa.setid |= k->second.setid;

@@ -48,8 +48,10 @@ struct LayerWritten {
 // one the layer holds without a change (a directory above a change, or
 // any entry of a whole tree) takes its kept ones too. The map is updated
 // to the tree now: a changed entry's are what the disk holds, a removed
-// entry's go.
+// entry's go. `given` (may be null): extended attributes the step gave
+// entries that their disk cannot hold (an ADD archive's capabilities),
+// taken for a changed entry whose disk holds none.
 LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot& before, int out_fd,
-                              AttrMap* attrs = nullptr);
+                              AttrMap* attrs = nullptr, const AttrMap* given = nullptr);
 
 }  // namespace rt::image

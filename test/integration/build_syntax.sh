@@ -124,9 +124,22 @@ elif [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
   fail "ssh-agent is missing (test/install-deps.sh installs openssh-client)"
 fi
 
-# --- COPY --parents, ADD of xz and bzip2, ADD --checksum, ENV HOME -------------------------
+# --- COPY --parents, ADD of xz and bzip2 and xattrs, ADD --checksum, ENV HOME -------------
 sum=$(sha256sum ctx/b.tar.bz2 | cut -d' ' -f1)
 sed "s|@SUM@|$sum|" "$D/misc.Dockerfile" >ctx/Dockerfile
+# An archive whose file has a capability (cap_net_raw, as setcap writes
+# it) and a user xattr, ADDed below a symlink (/lib -> usr/lib).
+cap='\x01\x00\x00\x02\x00\x20\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'
+python3 -c '
+import sys, tarfile
+cap = sys.argv[2].encode().decode("unicode_escape").encode("latin-1")
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT, errors="surrogateescape") as t:
+    i = tarfile.TarInfo("tool/bin/ping")
+    i.size, i.mode = 3, 0o755
+    i.pax_headers = {"SCHILY.xattr.user.origin": "tarball",
+                     "SCHILY.xattr.security.capability": cap.decode("utf-8", "surrogateescape")}
+    import io
+    t.addfile(i, io.BytesIO(b"hi\n"))' ctx/caps.tar "$cap"
 expect_status 0 "COPY --parents, ADD .tar.xz, ADD --checksum of a .tar.bz2" -- "$RT" build -q -t misc ctx
 R=$(rootfs misc)
 expect_eq "$(cat "$R/p/sub/dir/f.txt")|$(cat "$R/xz/a/xz.txt")|$(cat "$R/bz/a/bz.txt")" "nested|in-xz|in-bz2" \
@@ -134,8 +147,22 @@ expect_eq "$(cat "$R/p/sub/dir/f.txt")|$(cat "$R/xz/a/xz.txt")|$(cat "$R/bz/a/bz
 expect_eq "$(cat "$R/home-seen")" /custom "ENV HOME is RUN's HOME"
 expect_eq "$(stat -c %i "$R/l/a")" "$(stat -c %i "$R/l/b")" "COPY keeps hard links as hard links"
 links=$(python3 -c 'import json,sys; print("\n".join(l[7:] for l in json.load(open(sys.argv[1]))["layers"]))' \
-  "$RT_STORAGE/images/misc/rt-image.json" | while read -r b; do tar -tvf "$RT_STORAGE/blobs/sha256/$b"; done | grep -c 'l/b link to .*l/a')
+  "$RT_STORAGE/images/misc/rt-image.json" | while read -r b; do tar --warning=no-unknown-keyword -tvf "$RT_STORAGE/blobs/sha256/$b"; done | grep -c 'l/b link to .*l/a')
 expect_eq "$links" 1 "and its layer holds one as a tar hard link"
+# The ADD layer holds the archive's extended attributes (the disk cannot:
+# an unprivileged user writes no security.capability).
+python3 -c '
+import json, sys, tarfile
+store, cap = sys.argv[1], sys.argv[2].encode().decode("unicode_escape").encode("latin-1")
+found = []
+for l in json.load(open(store + "/images/misc/rt-image.json"))["layers"]:
+    with tarfile.open(store + "/blobs/sha256/" + l[7:], errors="surrogateescape") as t:
+        for m in t:
+            if m.name == "usr/lib/captest/tool/bin/ping":
+                found.append({k: v.encode("utf-8", "surrogateescape") for k, v in m.pax_headers.items() if k.startswith("SCHILY.xattr.")})
+assert found == [{"SCHILY.xattr.user.origin": b"tarball", "SCHILY.xattr.security.capability": cap}], found
+' "$RT_STORAGE" "$cap" || fail "the ADD layer lacks the archive's xattrs"
+pass "ADD of an archive keeps its capability and user xattr in the layer (below a symlinked destination)"
 printf 'FROM debian\nADD --checksum=sha256:%s b.tar.bz2 /x/\n' "$(printf %064d 0)" >ctx/Dockerfile.sum
 expect_status 125 "a wrong --checksum" -- "$RT" build -t x -f ctx/Dockerfile.sum ctx
 expect_match "$ERR" "Dockerfile.sum:2: .b.tar.bz2. hashes to sha256:$sum, not the --checksum" "names both"
