@@ -354,22 +354,41 @@ void write_oci(const image::ImageSource& src, const std::string& dst, const std:
              std::to_string(layers.size()) + " layer" + (layers.size() == 1 ? "" : "s") + ", gzip)");
 }
 
+// Apptainer's files for an image rt made (/.singularity.d: the config's
+// environment as a script, the runscript, the labels and the definition;
+// empty actions/ and libs/ for Apptainer to mount on), appended to the
+// SquashFS image `sqfs` (a private copy) with mksquashfs.
+void append_apptainer_files(const std::string& sqfs, const image::SifMetadata& m, const std::string& scratch) {
+  const std::string d = scratch + "/.singularity.d";
+  for (const std::string& dir : {d, d + "/env", d + "/actions", d + "/libs"})
+    if (::mkdir(dir.c_str(), 0755) != 0) throw SysError{errno, "mkdir", dir};
+  auto put = [](const std::string& path, const std::string& text, mode_t mode) {
+    util::UniqueFd fd = util::open_fd(path, O_WRONLY | O_CREAT | O_EXCL, mode);
+    util::write_all(fd.get(), text, path);
+    if (::fchmod(fd.get(), mode) != 0) throw SysError{errno, "chmod", path};
+  };
+  put(d + "/env/" + run::kRtEnvScript, m.environment, 0644);
+  put(d + "/runscript", m.runscript, 0755);
+  put(d + "/labels.json", m.labels, 0644);
+  put(d + "/Singularity", m.definition, 0644);
+  const std::vector<std::string> argv = {"mksquashfs",   d,        sqfs,          "-keep-as-directory", "-all-root",
+                                         "-no-recovery", "-quiet", "-no-progress"};
+  util::UniqueFd null = util::open_fd("/dev/null", O_WRONLY);  // it tells of appending even with -quiet
+  image::Child c(argv, {.out = null.get()});
+  if (const int rc = c.wait(); rc != 0)
+    throw Error("mksquashfs could not add Apptainer's files to `" + sqfs + "` (exit status " + std::to_string(rc) +
+                ")");
+}
+
 // The SquashFS image `sqfs` as the primary partition of the new SIF file
-// `to`; before it a definition and the labels, from the image's config
-// when the SquashFS image holds rt's (`from`: the image's name).
-void write_sif(const std::string& sqfs, const std::string& to, const std::string& from) {
+// `to`, after the data objects `objects`.
+void write_sif(const std::string& sqfs, const std::string& to, const std::vector<squash::SifInput>& objects) {
   struct stat st;
   if (::stat(sqfs.c_str(), &st) != 0) throw SysError{errno, "stat", sqfs};
   std::string id(16, '\0');
   if (::getrandom(id.data(), id.size(), 0) != static_cast<ssize_t>(id.size())) throw SysError{errno, "getrandom"};
   id[6] = static_cast<char>((id[6] & 0x0f) | 0x40);  // a version 4 UUID
   id[8] = static_cast<char>((id[8] & 0x3f) | 0x80);
-  std::vector<squash::SifInput> objects;
-  if (auto config = squash::Image(sqfs).read_file(squash::kConfigPath)) {
-    const image::SifMetadata m = image::sif_metadata(*config, from + ":" + squash::kConfigPath, from);
-    objects.push_back({squash::SifData::Deffile, "", m.definition});
-    objects.push_back({squash::SifData::Labels, "", m.labels});
-  }
   copy_span(sqfs, {}, to, squash::sif_prefix(static_cast<uint64_t>(st.st_size), id, ::time(nullptr), objects));
 }
 
@@ -528,7 +547,30 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
       so.verbosity = o.verbosity > 0 ? o.verbosity : -1;
       convert(src, sqfs, so);
     }
-    write_sif(sqfs, sif, src);
+    // An image with rt's config: a definition and the labels before the
+    // partition, and in it Apptainer's files, unless it has its own.
+    std::vector<squash::SifInput> objects;
+    std::optional<std::string> config;
+    bool apptainer = false;
+    {
+      squash::Image image(sqfs);
+      config = image.read_file(squash::kConfigPath);
+      apptainer = image.has("/.singularity.d");
+    }
+    if (config) {
+      const image::SifMetadata m = image::sif_metadata(*config, src + ":" + squash::kConfigPath, src);
+      objects = {{squash::SifData::Deffile, "", m.definition}, {squash::SifData::Labels, "", m.labels}};
+      if (!apptainer) {
+        if (plain) {
+          sqfs = work.path("image.sqfs");
+          copy_span(src_path, {}, sqfs);
+        }
+        const std::string scratch = work.path("apptainer");
+        if (::mkdir(scratch.c_str(), 0700) != 0) throw SysError{errno, "mkdir", scratch};
+        append_apptainer_files(sqfs, m, scratch);
+      }
+    }
+    write_sif(sqfs, sif, objects);
     if (::rename(sif.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", sif, dst};
     util::note("wrote `" + dst + "`");
     return;

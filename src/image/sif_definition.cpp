@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rt/error.hpp"
+#include "util/strings.hpp"
 
 namespace rt::image {
 namespace {
@@ -60,20 +61,13 @@ SifMetadata sif_metadata(const std::string& config, const std::string& shown, co
     for (const auto& [k, v] : it->items())
       if (v.is_string()) labels[k] = v;
 
-  std::string d = "Bootstrap: docker\nFrom: " + one_line(from) + "\n";
-  d += "# Written by rt convert from the image's configuration.\n";
-  if (!labels.empty()) {
-    d += "\n%labels\n";
-    for (const auto& [k, v] : labels.items()) d += "    " + one_line(k) + " " + one_line(v.get<std::string>()) + "\n";
-  }
-  const std::vector<std::string> env = strings(c, "Env");
-  if (!env.empty()) {
-    d += "\n%environment\n";
-    for (const auto& kv : env) {
-      const size_t eq = kv.find('=');
-      if (eq == std::string::npos || !sh_name(kv.substr(0, eq))) continue;
-      d += "    export " + kv.substr(0, eq) + "=" + sh_word(kv.substr(eq + 1)) + "\n";
-    }
+  // The environment and the runscript as Apptainer's own files hold
+  // them; the definition shows them indented in its sections.
+  std::string environment, runscript;
+  for (const auto& kv : strings(c, "Env")) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || !sh_name(kv.substr(0, eq))) continue;
+    environment += "export " + kv.substr(0, eq) + "=" + sh_word(kv.substr(eq + 1)) + "\n";
   }
   // As Apptainer runs a Docker image: arguments replace Cmd, Entrypoint
   // stays; with neither, a shell.
@@ -81,10 +75,23 @@ SifMetadata sif_metadata(const std::string& config, const std::string& shown, co
   const std::string given = entry.empty() ? "\"$@\"" : entry + " \"$@\"";
   const std::string fallback =
       entry.empty() && cmd.empty() ? "/bin/sh" : entry + (entry.empty() || cmd.empty() ? "" : " ") + cmd;
-  d += "\n%runscript\n";
-  d += "    if [ $# -gt 0 ]; then\n        exec " + given + "\n    fi\n";
-  d += "    exec " + fallback + "\n";
-  return {d, labels.dump(2) + "\n"};
+  runscript = "if [ $# -gt 0 ]; then\n    exec " + given + "\nfi\nexec " + fallback + "\n";
+  auto indented = [](const std::string& text) {
+    std::string out;
+    for (const auto& line : util::split(text, '\n'))
+      if (!line.empty()) out += "    " + line + "\n";
+    return out;
+  };
+
+  std::string d = "Bootstrap: docker\nFrom: " + one_line(from) + "\n";
+  d += "# Written by rt convert from the image's configuration.\n";
+  if (!labels.empty()) {
+    d += "\n%labels\n";
+    for (const auto& [k, v] : labels.items()) d += "    " + one_line(k) + " " + one_line(v.get<std::string>()) + "\n";
+  }
+  if (!environment.empty()) d += "\n%environment\n" + indented(environment);
+  d += "\n%runscript\n" + indented(runscript);
+  return {d, labels.dump(2) + "\n", environment, "#!/bin/sh\n" + runscript};
 }
 
 }  // namespace rt::image

@@ -1,6 +1,8 @@
 // What a SIF file rt writes says of its image beside the root filesystem
 // (host): a definition file, as `apptainer inspect --deffile` shows it,
-// and the labels, as JSON, both made from the image's OCI configuration.
+// and the labels, as JSON; and inside it, as Apptainer's own images hold
+// them in /.singularity.d, an environment script and the runscript. All
+// made from the image's OCI configuration.
 #pragma once
 #include <string>
 
@@ -8,7 +10,9 @@ namespace rt::image {
 
 struct SifMetadata {
   std::string definition;
-  std::string labels;  // a JSON object of strings
+  std::string labels;       // a JSON object of strings
+  std::string environment;  // export lines, for /bin/sh (an environment script)
+  std::string runscript;    // #!/bin/sh, then the %runscript section's lines
 };
 
 // `config`: the image's configuration document, named `shown` in errors;

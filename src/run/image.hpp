@@ -38,14 +38,24 @@ inline constexpr const char* kApptainerEnvDir = "/.singularity.d/env";
 inline constexpr const char* kApptainerRunscript = "/.singularity.d/runscript";
 inline constexpr const char* kApptainerStartscript = "/.singularity.d/startscript";
 inline constexpr const char* kApptainerTest = "/.singularity.d/test";
+// The environment script of a SIF file rt writes (rt convert IMAGE
+// FILE.sif), made from the image's config like its runscript: rt, which
+// reads that config, uses neither (no /bin/sh to start, nothing twice).
+inline constexpr const char* kRtEnvScript = "10-rt-image-config.sh";
 
 // Looks for them in `tree`, anything with has(PATH) and list(DIR).
 template <class Tree>
 ApptainerFiles apptainer_files(Tree& tree) {
   ApptainerFiles a;
   if (!tree.has("/.singularity.d")) return a;
-  for (const auto& name : tree.list(kApptainerEnvDir)) a.env_scripts |= name.ends_with(".sh");
-  a.runscript = tree.has(kApptainerRunscript);
+  bool from_config = false;
+  for (const auto& name : tree.list(kApptainerEnvDir)) {
+    if (name == kRtEnvScript)
+      from_config = true;
+    else
+      a.env_scripts |= name.ends_with(".sh");
+  }
+  a.runscript = !from_config && tree.has(kApptainerRunscript);
   a.startscript = tree.has(kApptainerStartscript);
   return a;
 }

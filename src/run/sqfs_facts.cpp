@@ -22,7 +22,7 @@ namespace {
 // "-" when the image lacks the file) on a line, followed by its bytes. The
 // last fact is Apptainer's files, as letters: e(nv), r(unscript),
 // s(tartscript).
-constexpr char kVersion[] = "rt-sqfs-facts 2";
+constexpr char kVersion[] = "rt-sqfs-facts 3";
 constexpr size_t kLimit = 1 << 22;  // per file, as read from the image
 
 // The facts as text, Apptainer's as letters in `apptainer`.

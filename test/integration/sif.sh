@@ -203,14 +203,26 @@ PY
   expect_status 0 "rt inspect shows the same definition" -- "$RT" inspect "$T/labelled.sif"
   expect_eq "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["definition"], end="")' "$OUT")" \
     "$(cat "$T/def")" "... as the library read it"
-  # The definition's sections, run in the image by its /bin/sh as Apptainer
-  # runs them: the config's Env, then Entrypoint with Cmd or the arguments.
-  section() { sed -n "/^%$1\$/,/^%/{/^%/d;p}" "$T/def"; }
-  expect_status 0 "%environment and %runscript run in the image" -- "$RT" exec "$T/labelled.sif" /bin/sh -c \
-    "$(section environment)"$'\n''printf "%s|" "$GREETING" "$PATH"'$'\n'"$(section runscript)" sh
+  # Inside, Apptainer's files as its own images hold them, run by the
+  # image's /bin/sh as Apptainer's actions run them: the environment script,
+  # then the runscript (Entrypoint with Cmd, or with the arguments).
+  env_script=/.singularity.d/env/10-rt-image-config.sh
+  expect_status 0 "the environment script and runscript run in the image" -- "$RT" exec "$T/labelled.sif" /bin/sh -c \
+    '. "$1"; printf "%s|" "$GREETING" "$PATH"; exec /.singularity.d/runscript' sh "$env_script"
   expect_eq "$OUT" "it's \"here\"|/bin:/usr/bin|default" "... the config's environment, Entrypoint and Cmd"
-  expect_status 0 "... and with arguments" -- "$RT" exec "$T/labelled.sif" /bin/sh -c "$(section runscript)" sh one two
+  expect_status 0 "... and with arguments" -- "$RT" exec "$T/labelled.sif" /.singularity.d/runscript one two
   expect_eq "$OUT" "one two" "... which replace Cmd"
+  expect_eq "$("$RT" exec "$T/labelled.sif" cat /.singularity.d/Singularity)" "$(cat "$T/def")" \
+    "/.singularity.d/Singularity is the definition"
+  expect_eq "$("$RT" exec "$T/labelled.sif" cat /.singularity.d/labels.json | python3 -c 'import json,sys; print(sorted(json.load(sys.stdin).items()))')" \
+    "[('maintainer', 'rt tests'), ('org.opencontainers.image.title', 'labelled')]" "/.singularity.d/labels.json the labels"
+  # rt itself reads the config: the same, with no shell started for it.
+  expect_status 0 "rt run FILE.sif of rt's" -- "$RT" run -v "$T/labelled.sif" via-rt
+  expect_eq "$OUT" "via-rt" "runs Entrypoint with the arguments"
+  [[ "$ERR" != *"/.singularity.d/env"* ]] || fail "rt sourced the environment script it made: $ERR"
+  pass "... without sourcing the environment script rt made"
+  expect_status 0 "rt convert FILE.sif FILE.sif" -- "$RT" convert "$T/labelled.sif" "$T/again.sif"
+  expect_eq "$("$RT" exec "$T/again.sif" ls /.singularity.d/env)" "10-rt-image-config.sh" "adds Apptainer's files once"
 elif [ "${RT_TEST_REQUIRE_USERNS:-0}" = 1 ]; then
   fail "go is missing: the SIF reference library cannot read rt's SIF files (test/install-deps.sh installs golang-go)"
 fi

@@ -1,6 +1,9 @@
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "rt/error.hpp"
+#include "run/image.hpp"
 #include "run/launch.hpp"
 
 using namespace rt::run;
@@ -50,4 +53,37 @@ TEST_CASE("Apptainer's environment scripts run before the program, whose argumen
   CHECK(argv[2].find("/.singularity.d/env/*.sh") != std::string::npos);
   CHECK(argv[2].ends_with("exec \"$@\""));
   CHECK(V(argv.begin() + 4, argv.end()) == V{"prog", "a b", "$(x);"});
+}
+
+namespace {
+
+// A tree of paths, as apptainer_files reads one.
+struct FakeTree {
+  std::vector<std::string> paths;
+  bool has(const std::string& p) const { return std::find(paths.begin(), paths.end(), p) != paths.end(); }
+  std::vector<std::string> list(const std::string& dir) const {
+    std::vector<std::string> out;
+    for (const auto& p : paths)
+      if (p.starts_with(dir + "/")) out.push_back(p.substr(dir.size() + 1));
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Apptainer's files are found; those rt made from the config are left to it") {
+  FakeTree apptainer{{"/.singularity.d", "/.singularity.d/env/90-environment.sh", "/.singularity.d/runscript"}};
+  ApptainerFiles a = apptainer_files(apptainer);
+  CHECK(a.env_scripts);
+  CHECK(a.runscript);
+  CHECK_FALSE(a.startscript);
+  // rt convert IMAGE FILE.sif: its environment script and runscript say
+  // what the config says, which rt reads itself.
+  FakeTree rt_made{
+      {"/.singularity.d", std::string("/.singularity.d/env/") + kRtEnvScript, "/.singularity.d/runscript"}};
+  a = apptainer_files(rt_made);
+  CHECK_FALSE(a.env_scripts);
+  CHECK_FALSE(a.runscript);
+  FakeTree plain{{"/etc/passwd"}};
+  CHECK_FALSE(apptainer_files(plain).env_scripts);
 }
