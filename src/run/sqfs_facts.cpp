@@ -18,7 +18,7 @@
 namespace rt::run {
 namespace {
 
-// "rt-sqfs-facts 2\n" PATH "\n" STAMP "\n", then per fact its length (or
+// "rt-sqfs-facts 3\n" PATH "\n" STAMP "\n", then per fact its length (or
 // "-" when the image lacks the file) on a line, followed by its bytes. The
 // last fact is Apptainer's files, as letters: e(nv), r(unscript),
 // s(tartscript).
