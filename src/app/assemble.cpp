@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "app/export.hpp"
 #include "image/layer_stream.hpp"
 #include "image/manifest.hpp"
 #include "image/sha256.hpp"
@@ -69,12 +70,7 @@ void assemble_image(app::Store& store, const ImageSource& src, const AssembleOpt
   assemble_bundle(work.path(), teed, opts);
   for (size_t i = 0; i < copies.size(); ++i) {
     if (copies[i].empty()) continue;
-    unsigned char magic[4] = {};
-    util::UniqueFd fd = util::open_fd(copies[i], O_RDONLY);
-    const bool compressed = ::pread(fd.get(), magic, sizeof magic, 0) == sizeof magic &&
-                            ((magic[0] == 0x1f && magic[1] == 0x8b) ||
-                             (magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd));
-    if (compressed && !store.has_blob(src.layers[i].expected_blob))
+    if (magic_of(copies[i]) != Magic::Other && !store.has_blob(src.layers[i].expected_blob))
       store.commit_blob(src.layers[i].expected_blob, copies[i]);
     else if (::unlink(copies[i].c_str()) != 0)
       throw SysError{errno, "unlink", copies[i]};

@@ -20,9 +20,6 @@
 #include "util/strings.hpp"
 
 namespace rt::app {
-namespace {
-
-enum class Magic { Gzip, Zstd, Other };
 
 Magic magic_of(const std::string& file) {
   util::UniqueFd fd = util::open_fd(file, O_RDONLY);
@@ -32,6 +29,8 @@ Magic magic_of(const std::string& file) {
   if (n == 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) return Magic::Zstd;
   return Magic::Other;
 }
+
+namespace {
 
 uint64_t file_size(const std::string& file) {
   struct stat st;

@@ -31,6 +31,10 @@ std::string archive_tag(const std::string& name);
 // `diff_ids`, one history entry per layer, no empty "created".
 std::string export_config(const std::string& config_text, const std::vector<std::string>& diff_ids);
 
+// How the blob in `file` is compressed, by its first bytes.
+enum class Magic { Gzip, Zstd, Other };
+Magic magic_of(const std::string& file);
+
 struct OutLayer {
   image::Descriptor blob;  // media type, digest, size
   std::string diff_id;

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <future>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "app/assemble.hpp"
 #include "app/import.hpp"

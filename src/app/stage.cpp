@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdlib>
+#include <ctime>
 #include <optional>
 
 #include "app/lock.hpp"
@@ -158,8 +158,9 @@ void on_every_node(const std::vector<std::string>& args, const StoreOptions& o) 
 std::string job_of_allocation() {
   const store::SlurmPlace where = store::slurm_place();
   if (where.job.empty())
-    throw Error("rt stage copies images to the nodes of a Slurm job: run it in a job script (sbatch) or an "
-                "allocation (salloc), before the steps (srun) that use them");
+    throw Error(
+        "rt stage copies images to the nodes of a Slurm job: run it in a job script (sbatch) or an "
+        "allocation (salloc), before the steps (srun) that use them");
   return where.job;
 }
 
@@ -177,9 +178,9 @@ void stage(const std::vector<std::string>& images, const StageOptions& o) {
   std::vector<Source> sources;
   for (const auto& image : images) {
     const store::NameKind kind = store::name_kind(image);
-    const bool is_path = kind == store::NameKind::Path ||
-                         (kind == store::NameKind::Either && !store::find_image(store.dir(), image) &&
-                          util::path_exists(util::normalize_path(image, util::current_dir())));
+    const bool is_path =
+        kind == store::NameKind::Path || (kind == store::NameKind::Either && !store::find_image(store.dir(), image) &&
+                                          util::path_exists(util::normalize_path(image, util::current_dir())));
     sources.push_back(is_path ? file_source(image) : named_source(store, image, job, work, o));
   }
   on_every_node({"stage", "--node-prepare", job}, o);
@@ -195,8 +196,7 @@ void stage(const std::vector<std::string>& images, const StageOptions& o) {
 }
 
 void stage_node(const std::string& job, bool clean, const StoreOptions& o) {
-  if (job.empty() || job.find_first_not_of("0123456789") != std::string::npos)
-    throw Error("bad job id `" + job + "`");
+  if (job.empty() || job.find_first_not_of("0123456789") != std::string::npos) throw Error("bad job id `" + job + "`");
   app::Store store(o.storage);
   if (!clean) {
     store.dir().dir(store::staged_dir(job), true);
@@ -213,7 +213,8 @@ void stage_step(const std::string& image, const StoreOptions& o) {
   const std::string key = store::staged_key_for_name(store::without_scheme(image));
   util::UniqueFd dir = store.dir().dir(store::staged_dir(where.job), true);
   // The node's ranks take turns: the first sends, the others find it sent.
-  app::FileLock lock(store.dir().sub(store::staged_dir(where.job) + "/" + key + ".lock"), app::FileLock::Mode::Exclusive);
+  app::FileLock lock(store.dir().sub(store::staged_dir(where.job) + "/" + key + ".lock"),
+                     app::FileLock::Mode::Exclusive);
   if (store::staged_sent(store.dir(), where, key)) return;
   app::WorkDir work(store.tmp_dir(), "stage");
   const std::string target = where.job + "." + where.step;
@@ -228,8 +229,8 @@ void stage_step(const std::string& image, const StoreOptions& o) {
     try {
       util::UniqueFd fd = util::open_fd(note, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       util::write_all(fd.get(), why + "\n", note);
-      broadcast(note, store.dir().sub(store::staged_dir(where.job)) + "/" + key + ".failed-" + where.step, target,
-                work, Clock::now() + std::chrono::seconds(10));
+      broadcast(note, store.dir().sub(store::staged_dir(where.job)) + "/" + key + ".failed-" + where.step, target, work,
+                Clock::now() + std::chrono::seconds(10));
     } catch (const Error&) {
       // They give up on their own in time.
     }

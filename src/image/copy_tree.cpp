@@ -321,13 +321,7 @@ bool add_archive(const SourceTree& src, const std::string& rel, int tree, const 
   if (!d.fd) throw SysError(d.err, "open", dest, "");
   if (!options.chmod) setid_to_disk(d.fd.get(), dest, attrs);
   if (xattrs) {
-    auto real = [](int fd) {
-      char buf[PATH_MAX];
-      const ssize_t n = ::readlink(util::fd_path(fd).c_str(), buf, sizeof buf - 1);
-      if (n < 0) throw SysError{errno, "readlink", util::fd_path(fd)};
-      return std::string(buf, static_cast<size_t>(n));
-    };
-    const std::string top = real(tree), at = real(d.fd.get());
+    const std::string top = util::real_path(tree, "the image's tree"), at = util::real_path(d.fd.get(), dest);
     const std::string base = at.size() > top.size() ? at.substr(top.size() + 1) + "/" : "";
     for (const auto& [path, a] : attrs)
       if (!a.xattrs.empty()) (*xattrs)[base + path].xattrs = a.xattrs;

@@ -36,14 +36,6 @@ std::string absolute(const std::string& path) {
   return util::normalize_path(path, path.starts_with("/") ? "/" : util::current_dir());
 }
 
-// The real path of an open directory.
-std::string real_path(int fd, const std::string& shown) {
-  char buf[4096];
-  ssize_t n = ::readlink(util::fd_path(fd).c_str(), buf, sizeof buf - 1);
-  if (n <= 0 || buf[0] != '/') throw SysError{errno, "readlink", util::fd_path(fd) + " (" + shown + ")"};
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 // Nobody but root and `me` can change a directory on the way to `path`, a
 // normalised absolute path of the store (`st`: its own stat). False, with
 // nothing checked, when one of them is a symlink: the caller checks the
@@ -114,7 +106,7 @@ std::optional<Root> Root::open(const std::string& given, bool create) {
   std::string real = path;
   if (::lstat(path.c_str(), &again) != 0 || again.st_dev != st.st_dev || again.st_ino != st.st_ino ||
       !check_ancestors(real, st, path, me)) {
-    real = real_path(fd, path);
+    real = util::real_path(fd, path);
     if (!check_ancestors(real, st, path, me))
       throw Error("store `" + path + "`: its real path `" + real + "` has a symlink");
   }

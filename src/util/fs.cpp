@@ -9,8 +9,8 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -83,8 +83,8 @@ std::string read_regular_fd(int fd, const std::string& name, size_t limit) {
   if (::fstat(fd, &st) != 0) throw SysError{errno, "stat", name};
   if (!S_ISREG(st.st_mode))
     throw Error("`" + name + "` is not a regular file (" +
-                (S_ISFIFO(st.st_mode)  ? "a FIFO"
-                 : S_ISDIR(st.st_mode) ? "a directory"
+                (S_ISFIFO(st.st_mode)   ? "a FIFO"
+                 : S_ISDIR(st.st_mode)  ? "a directory"
                  : S_ISSOCK(st.st_mode) ? "a socket"
                                         : "a device") +
                 "): not read");
@@ -156,6 +156,13 @@ std::optional<std::string> read_owned_at(int dirfd, const std::string& name, siz
 }
 
 std::string fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+std::string real_path(int fd, const std::string& shown) {
+  char buf[4096];
+  ssize_t n = ::readlink(fd_path(fd).c_str(), buf, sizeof buf - 1);
+  if (n <= 0 || buf[0] != '/') throw SysError{errno, "readlink", fd_path(fd) + " (" + shown + ")"};
+  return std::string(buf, static_cast<size_t>(n));
+}
 
 std::string normalize_path(std::string_view path, std::string_view base) {
   std::string joined;

@@ -46,6 +46,9 @@ std::optional<std::string> read_owned_at(int dirfd, const std::string& name, siz
 // "/proc/self/fd/N": a path naming what fd N refers to, usable as a mount
 // source or target (the magic link is followed by mount(2)).
 std::string fd_path(int fd);
+// The real path of what the open `fd` names (its /proc/self/fd link);
+// throws SysError naming `shown` when there is none.
+std::string real_path(int fd, const std::string& shown);
 
 // Lexically normalised absolute path: collapses "//", "/./" and "x/.."; no
 // symlink is consulted. Relative inputs are made absolute against base.
