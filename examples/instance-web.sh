@@ -15,7 +15,7 @@ echo "hello from an rt instance" >"$work/site/index.html"
 # Detached: it keeps running after this shell (or a job step) moves on.
 rt instance start --bind "$work/site:/srv:ro" "$work/img" "web-$$" httpd -f -p "127.0.0.1:$port" -h /srv
 rt instance list
-for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$port/" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 300); do curl -fsS "http://127.0.0.1:$port/" 2>/dev/null && break; sleep 0.1; done
 # Another program in the same container: it sees the server's processes.
 rt exec "instance://web-$$" sh -c 'echo "inside, next to: $(ps -o pid,args | grep "[h]ttpd -f")"'
 rt instance stop "web-$$"

@@ -141,8 +141,6 @@ std::vector<InstanceInfo> list_instances(const std::string& storage) {
 
 namespace {
 
-// Signals every process of `r`'s container; SIGKILL to what is left after
-// `timeout_s`.
 // Signals every process of `r`'s container: those in its mount namespace
 // (rt exec instance://NAME adds some) and in its PID namespace (those that
 // made mount namespaces of their own); SIGKILL to what is left after

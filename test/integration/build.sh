@@ -285,13 +285,13 @@ mkdir -p slow
 printf 'FROM debian\nRUN echo started; sleep 300\n' >slow/Dockerfile
 "$RT" build -t user slow >"$T/slow.out" 2>&1 &
 pid=$!
-for _ in $(seq 100); do grep -q started "$T/slow.out" && break; sleep 0.1; done
+wait_until 60 grep -q started "$T/slow.out" || true
 grep -q started "$T/slow.out" || fail "the slow step did not start"
 kill -9 "$pid"
 wait "$pid" 2>/dev/null || true
-for _ in $(seq 50); do pgrep -u "$(id -u)" -f 'sleep 300' >/dev/null || break; sleep 0.1; done
-pgrep -u "$(id -u)" -f 'sleep 300' >/dev/null && fail "the step's program outlived the build" ||
-  pass "kill -9 of rt build ends the step's program too"
+none_match() { ! pgrep -u "$(id -u)" -f "$1" >/dev/null; }
+wait_until 20 none_match 'sleep 300' && pass "kill -9 of rt build ends the step's program too" ||
+  fail "the step's program outlived the build"
 "$RT" images >"$T/images.after"
 expect_eq "$(cat "$T/images.after")" "$(cat "$T/images.before")" "after kill -9 the store lists the same images"
 expect_eq "$(cat "$RT_STORAGE/images/user/image-config.json")" "$before" "and the image of that name is untouched"
@@ -401,13 +401,12 @@ expect_eq "$(wc -l <"$RT_STORAGE/images/daemon/rootfs/daemon.log")" "$n1" "nothi
 printf 'setsid sh -c "sleep 300; : %s-k" &\necho started; sleep 300\n' "$tag" >hostile/daemon.sh
 "$RT" build -t daemon2 hostile >"$T/daemon.out" 2>&1 &
 pid=$!
-for _ in $(seq 100); do grep -q started "$T/daemon.out" && break; sleep 0.1; done
+wait_until 60 grep -q started "$T/daemon.out" || true
 grep -q started "$T/daemon.out" || fail "the step did not start: $(cat "$T/daemon.out")"
 kill -9 "$pid"
 wait "$pid" 2>/dev/null || true
-for _ in $(seq 50); do pgrep -u "$(id -u)" -f "$tag-k" >/dev/null || break; sleep 0.1; done
-pgrep -u "$(id -u)" -f "$tag-k" >/dev/null && fail "a daemon of a killed build's step runs on" ||
-  pass "kill -9 of rt build ends the step's daemons too"
+wait_until 20 none_match "$tag-k" && pass "kill -9 of rt build ends the step's daemons too" ||
+  fail "a daemon of a killed build's step runs on"
 rm hostile/daemon.sh
 # A symlink in the context to what .dockerignore leaves out is left out too.
 mkdir -p hostile/secret && echo key >hostile/secret/key
@@ -424,7 +423,7 @@ printf 'FROM debian\nARG TOKEN\nRUN echo "len=${#TOKEN}"; sleep 2\n' >hostile/Do
 secret=tok-$$-$RANDOM
 "$RT" build --no-cache -t tok --build-arg "TOKEN=$secret" hostile >"$T/tok.out" 2>&1 &
 pid=$!
-for _ in $(seq 100); do grep -q "len=" "$T/tok.out" && break; sleep 0.1; done
+wait_until 60 grep -q "len=" "$T/tok.out" || true
 titles=$(for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' <"$f" 2>/dev/null; echo; done)
 wait "$pid" || fail "the build with a secret argument failed: $(cat "$T/tok.out")"
 [[ "$titles" != *"$secret"* ]] || fail "the build argument's value is in a command line"

@@ -79,7 +79,7 @@ if command -v ssh-agent >/dev/null; then
   ssh-keygen -q -t ed25519 -N '' -C rt-test-key -f "$T/id"
   ssh-agent -D -a "$T/agent.sock" >/dev/null &
   STOP_PIDS="$STOP_PIDS $!"
-  for _ in $(seq 100); do [ -S "$T/agent.sock" ] && break; sleep 0.05; done
+  wait_until 30 test -S "$T/agent.sock" || true
   SSH_AUTH_SOCK=$T/agent.sock ssh-add -q "$T/id" 2>/dev/null || fail "ssh-add"
   # What the agent lists, asked as ssh does (SSH_AGENTC_REQUEST_IDENTITIES).
   cat >ctx/agent.py <<'PY'

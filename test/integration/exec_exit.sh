@@ -14,7 +14,7 @@ expect_status 125 "rt failure before exec" -- "$RT" exec "$T/no-such-image" true
 # Exec in place: the launcher's PID is the program's, and signals reach it.
 "$RT" exec "$IMG" rt-probe pid 30 >"$T/pid" &
 pid=$!
-for _ in $(seq 100); do [ -s "$T/pid" ] && break; sleep 0.05; done
+wait_until 30 test -s "$T/pid" || true
 expect_eq "$(cat "$T/pid")" "$pid" "the program has rt's PID"
 kill -TERM "$pid"
 rc=0

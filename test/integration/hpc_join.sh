@@ -17,7 +17,8 @@ mpi_programs
 # rt's processes of this user that are still there (holders, servers).
 leftovers() { rt_processes; }
 # Holders wait up to a second for late ranks when the count is unknown.
-settle() { for _ in $(seq 40); do [ -z "$(leftovers)" ] && return 0; sleep 0.1; done; }
+no_leftovers() { [ -z "$(leftovers)" ]; }
+settle() { wait_until 20 no_leftovers || true; }
 
 # --- Two --join processes of one launch share namespaces; --no-join does not ---
 for img in deb "$T/deb.sqfs"; do
@@ -92,7 +93,7 @@ expect_eq "$(leftovers)" "" "no holder or server left after short ranks"
 # --- A daemon outlives the rank that started it: the mount stays ------------
 "$RT" exec --join "$T/deb.sqfs" sh -c \
   "(sleep 1; md5sum /usr/bin/python3.11 >$T/daemon.out 2>&1) >/dev/null 2>&1 & echo started" >/dev/null
-for _ in $(seq 50); do [ -s "$T/daemon.out" ] && break; sleep 0.1; done
+wait_until 30 test -s "$T/daemon.out" || true
 "$RT" exec deb md5sum /usr/bin/python3.11 >"$T/direct.out"
 expect_eq "$(cat "$T/daemon.out")" "$(cat "$T/direct.out")" "a daemon reads the SquashFS image after its rank exited"
 settle

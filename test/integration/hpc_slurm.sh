@@ -82,5 +82,6 @@ expect_status 125 "srun: Open MPI into an image with MPICH's ABI is refused" -- 
 expect_match "$ERR" "libmpich.so.12.*Open MPI" "the refusal names the image's library and the host ABI"
 
 # Nothing of rt is left on the node once the steps are over.
-for _ in $(seq 40); do [ -n "$(rt_processes)" ] || break; sleep 0.1; done
+no_rt() { [ -z "$(rt_processes)" ]; }
+wait_until 20 no_rt || true
 expect_eq "$(rt_processes)" "" "no rt process left after the steps"

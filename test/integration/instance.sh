@@ -72,7 +72,8 @@ expect_status 0 "stop a program that ignores TERM" -- "$RT" instance stop --time
 expect_match "$ERR" "stopped instance \`rooted\`" "stop says so"
 expect_status 0 "list after stop" -- "$RT" instance list
 [[ "$OUT" != *rooted* ]] && pass "a stopped instance is gone from the list" || fail "still listed: $OUT"
-[ -z "$(pgrep -u "$(id -u)" -f '^rt-instance rooted$')" ] && pass "its holder has exited" || fail "its holder is still there"
+holder_gone() { ! pgrep -u "$(id -u)" -f "^rt-instance $1\$" >/dev/null; }
+wait_until 20 holder_gone rooted && pass "its holder has exited" || fail "its holder is still there"
 
 # ---- what escapes the mount namespace is stopped too --------------------------
 # A program that makes its own user and mount namespace is no longer in
@@ -80,14 +81,14 @@ expect_status 0 "list after stop" -- "$RT" instance list
 mark=rt-esc-$$
 expect_status 0 "start one whose child unshares its mount namespace" -- \
   "$RT" instance start "$IMG" esc sh -c "unshare -Urm sh -c 'sleep 300; : $mark' & exec sleep 300"
-for _ in $(seq 50); do pgrep -u "$(id -u)" -f "$mark" >/dev/null && break; sleep 0.1; done
+wait_until 30 pgrep -u "$(id -u)" -f "$mark" >/dev/null || true
 esc=$(pgrep -u "$(id -u)" -f "sleep 300; : $mark" | head -1)
 [ -n "$esc" ] || fail "the escaping process did not start"
 [ "$(readlink /proc/"$esc"/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] || fail "unshare -m did not take"
 expect_status 0 "stop it" -- "$RT" instance stop --timeout 2 esc
-for _ in $(seq 50); do kill -0 "$esc" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$esc" 2>/dev/null && fail "a process in a mount namespace of its own survived rt instance stop" ||
-  pass "rt instance stop ends it too"
+gone() { ! kill -0 "$1" 2>/dev/null; }
+wait_until 20 gone "$esc" && pass "rt instance stop ends it too" ||
+  fail "a process in a mount namespace of its own survived rt instance stop"
 # A command word that is not UTF-8 cannot be recorded: refused before
 # anything starts.
 expect_status 125 "a command word that is not UTF-8" -- "$RT" instance start "$IMG" badword sh -c "$(printf 'sleep 300 # \xff')"
@@ -96,7 +97,7 @@ expect_match "$ERR" "not UTF-8" "the reason is given"
 [ ! -e "$RT_STORAGE/instances/badword" ] && pass "and nothing is left" || fail "it left a record directory"
 # The instance and what it runs get stdin, stdout and stderr only.
 expect_status 0 "start one that lists its descriptors" -- "$RT" instance start "$IMG" fds sh -c 'rt-probe fds; exec sleep 300' 7</dev/null
-for _ in $(seq 50); do [ -s "$RT_STORAGE/instances/fds/out.log" ] && break; sleep 0.1; done
+wait_until 30 test -s "$RT_STORAGE/instances/fds/out.log" || true
 expect_eq "$("$RT" instance logs fds)" "0 1 2" "none of rt's descriptors nor the caller's reach it"
 "$RT" instance stop fds >/dev/null 2>&1
 
@@ -110,7 +111,7 @@ chmod 755 "$root/.singularity.d/startscript"
 mksquashfs "$root" "$T/root.sqfs" -quiet -no-progress -all-root >/dev/null
 python3 "$RT_SOURCE_DIR/test/integration/siftool.py" make "$T/app.sif" --squashfs "$T/root.sqfs"
 expect_status 0 "start a SIF image" -- "$RT" instance start "$T/app.sif" sifsvc one two
-for _ in $(seq 50); do [ -s "$RT_STORAGE/instances/sifsvc/out.log" ] && break; sleep 0.1; done
+wait_until 30 test -s "$RT_STORAGE/instances/sifsvc/out.log" || true
 expect_eq "$("$RT" instance logs sifsvc)" "startscript: one two FROM_ENV=yes" \
   "its startscript runs with the arguments, after the environment scripts"
 expect_status 0 "enter the SIF instance" -- "$RT" exec instance://sifsvc sh -c 'echo $FROM_ENV'
@@ -118,8 +119,9 @@ expect_eq "$OUT" "yes" "a program entering it sees the image's environment"
 
 # ---- a crashed instance --------------------------------------------------------
 expect_status 0 "start one that dies" -- "$RT" instance start "$IMG" crash sh -c 'sleep 0.5; kill -9 $$'
-sleep 1.5
-expect_match "$("$RT" instance list)" "crash +[0-9]+ +dead" "it is shown dead"
+shown_dead() { "$RT" instance list | grep -Eq "(^| )$1 +[0-9]+ +dead"; }
+wait_until 30 shown_dead crash || fail "not shown dead: $("$RT" instance list)"
+pass "it is shown dead"
 expect_status 125 "entering it" -- "$RT" exec instance://crash true
 expect_match "$ERR" "instance \`crash\` is not running" "says it is not running"
 expect_status 0 "prune" -- "$RT" prune

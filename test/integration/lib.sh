@@ -18,6 +18,17 @@ skip() {
 }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
+# wait_until SECONDS CMD...: runs CMD every 0.1 s until it succeeds (0) or
+# SECONDS have passed (1). Generous limits: a loaded machine is slow, and
+# only a failure waits them out.
+wait_until() {
+  local end=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    [ "$SECONDS" -lt "$end" ] || return 1
+    sleep 0.1
+  done
+}
 
 [ "$(id -u)" != 0 ] || skip "running as root; run the integration tests as an unprivileged user"
 unshare -Urm true 2>/dev/null || skip "unprivileged user namespaces are not available"

@@ -191,7 +191,7 @@ expect_match "$ERR" "could not pull .*rt import FILE NAME" "says the pull failed
 unset RT_CA_FILE
 python3 "$RT_SOURCE_DIR/test/integration/flaky_proxy.py" "$T/pport" "$REG" "$REG_CA" 2>"$T/proxy.log" &
 REG_PIDS+=($!)
-for _ in $(seq 100); do [ -s "$T/pport" ] && break; sleep 0.05; done
+wait_until 30 test -s "$T/pport" || true
 expect_status 0 "pull through a flaky proxy" -- "$RT" pull --plain-http "127.0.0.1:$(cat "$T/pport")/test/big:v1" flaky
 expect_match "$ERR" "resuming at byte [1-9]" "a cut download resumes where it stopped"
 grep -q '" 503 ' "$T/proxy.log" && grep -q '" 429 ' "$T/proxy.log" || fail "the proxy did not answer 503/429"
@@ -203,7 +203,7 @@ expect_eq "$("$RT" exec flaky stat -c %s /big/random)" 20000000 "the image pulle
 proxy() {  # proxy MODE: a flaky_proxy.py in MODE; its port in $PORT
   python3 "$RT_SOURCE_DIR/test/integration/flaky_proxy.py" "$T/pport-$1" "$REG" "$REG_CA" "$1" 2>"$T/proxy-$1.log" &
   REG_PIDS+=($!)
-  for _ in $(seq 100); do [ -s "$T/pport-$1" ] && break; sleep 0.05; done
+  wait_until 30 test -s "$T/pport-$1" || true
   PORT=$(cat "$T/pport-$1")
 }
 proxy norange

@@ -86,7 +86,7 @@ expect_status 0 "the image is still there" -- "$RT" exec mine true
 names() { awk -v p="@$1-" 'index($NF, p) == 1 {print $NF}' /proc/net/unix | sort -u; }
 new_name() {  # PREFIX BEFORE-FILE: the name that appeared since
   local n
-  for _ in $(seq 100); do
+  for _ in $(seq 400); do
     n=$(names "$1" | comm -13 "$2" - | head -1)
     [ -z "$n" ] || { echo "${n#@}"; return; }
     sleep 0.05

@@ -156,10 +156,11 @@ expect_eq "$("$RT" exec -b "$T" "$T/bb.sqfs" ls -A "$RT_STORAGE/mnt")" "" "the s
 # A daemon that outlives the first process still reads its files.
 rm -f "$T/daemon.out"
 "$RT" exec -b "$T" "$T/bb.sqfs" sh -c "(sleep 1; cat /etc/hosts > $T/daemon.tmp; mv $T/daemon.tmp $T/daemon.out) >/dev/null 2>&1 & exit 0"
-for _ in $(seq 50); do [ -e "$T/daemon.out" ] && break; sleep 0.1; done
+wait_until 30 test -e "$T/daemon.out" || true
 expect_eq "$(cat "$T/daemon.out" 2>/dev/null)" "$(cat /etc/hosts)" "a daemon read the image after the first process exited"
 servers() { rt_processes; }
-for _ in $(seq 20); do [ -z "$(servers)" ] && break; sleep 0.1; done
+no_servers() { [ -z "$(servers)" ]; }
+wait_until 20 no_servers || true
 expect_eq "$(servers)" "" "the server left once the daemon was gone (RT_SQUASHFS_LINGER=0)"
 
 # kill -9 of the program leaves no mount and no directory behind.
@@ -168,7 +169,7 @@ pid=$!
 sleep 0.5
 kill -9 $pid
 wait $pid 2>/dev/null || true
-for _ in $(seq 20); do [ -z "$(servers)" ] && break; sleep 0.1; done
+wait_until 20 no_servers || true
 ! grep -q fuse.rt /proc/self/mountinfo && pass "no FUSE mount on the host" || fail "a FUSE mount is visible on the host"
 expect_eq "$(servers)" "" "no server left after kill -9"
 expect_eq "$(ls -A "$RT_STORAGE/mnt")" "" "the mount point directory is empty"
@@ -185,7 +186,7 @@ d3=$(dev 2 "$T/moved.sqfs")
 RT_SQUASHFS_LINGER=2 "$RT" exec "$T/bb.sqfs" sh -c '(sleep 3; cat /etc/hosts > /dev/null) >/dev/null 2>&1 &'
 sleep 2.5
 [ -n "$(servers)" ] && pass "a daemon keeps the server past its linger time" || fail "the server left under a daemon"
-for _ in $(seq 60); do [ -z "$(servers)" ] && break; sleep 0.1; done
+wait_until 20 no_servers || true
 expect_eq "$(servers)" "" "servers exit once idle for the linger time"
 expect_status 125 "a bad RT_SQUASHFS_LINGER" -- env RT_SQUASHFS_LINGER=soon "$RT" exec "$T/bb.sqfs" true
 expect_match "$ERR" "RT_SQUASHFS_LINGER" "names the variable"
