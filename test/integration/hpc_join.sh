@@ -22,9 +22,13 @@ settle() { wait_until 20 no_leftovers || true; }
 
 # --- Two --join processes of one launch share namespaces; --no-join does not ---
 for img in deb "$T/deb.sqfs"; do
-  "$RT" exec --join "$img" sh -c 'readlink /proc/self/ns/user /proc/self/ns/mnt >'"$T"'/a; sleep 1' &
-  sleep 0.3
+  # The first stays until the second has run (or 30 s).
+  rm -f "$T/a" "$T/second-ran"
+  "$RT" exec --join "$img" sh -c 'readlink /proc/self/ns/user /proc/self/ns/mnt >'"$T"'/a
+    i=0; while [ ! -e '"$T"'/second-ran ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done' &
+  wait_until 30 test -s "$T/a" || true
   "$RT" exec --join "$img" sh -c 'readlink /proc/self/ns/user /proc/self/ns/mnt' >"$T/b"
+  touch "$T/second-ran"
   wait
   [ -s "$T/a" ] || fail "first --join process ran"
   expect_eq "$(cat "$T/b")" "$(cat "$T/a")" "--join ($img): the second process entered the first one's user and mount namespaces"

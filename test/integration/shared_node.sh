@@ -247,7 +247,8 @@ rm -rf "$shared"
 secret=tok-$$-$RANDOM
 RT_SQUASHFS_LINGER=5 "$RT" exec -e "TOKEN=$secret" "$T/img.sqfs" true
 "$RT" exec --join -e "TOKEN=$secret" "$IMG" sleep 2 &
-sleep 0.5
+holding() { pgrep -u "$(id -u)" -f "^rt-join $IMG" >/dev/null; }
+wait_until 30 holding || true
 titles=$(as2 sh -c 'for f in /proc/[0-9]*/cmdline; do tr "\0" " " <"$f" 2>/dev/null; echo; done')
 wait $!
 [[ "$titles" != *"$secret"* ]] || fail "another user can read the token from a command line"
