@@ -3,6 +3,8 @@
 # (and fail under RT_TEST_REQUIRE_USERNS=1, as in CI): a container test that
 # passes only as root proves nothing.
 set -euo pipefail
+# A command the test did not expect to fail ends it (set -e): say which.
+trap 'echo "FAIL: ${BASH_SOURCE[0]##*/} line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 
 : "${RT:?RT must name the rt binary}"
 : "${RT_PROBE:?RT_PROBE must name the probe binary}"
