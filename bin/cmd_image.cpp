@@ -430,6 +430,27 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_option("registry", s->registry, "registry host[:port], e.g. ghcr.io")->required()->type_name("REGISTRY");
     out.push_back(std::move(c));
   }
+  {
+    struct S {
+      Common common;
+      StoreOptions o;
+      std::string registry;
+      bool all = false;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "logout", "remove saved registry credentials from ~/.docker/config.json", s, [](S& st) {
+      if (st.all == !st.registry.empty()) throw Error("rt logout needs a REGISTRY or --all (not both)");
+      const auto removed = logout(st.registry);
+      if (!st.common.quiet) {
+        if (removed.empty()) std::printf("no saved credentials\n");
+        for (const auto& key : removed) std::printf("removed credentials for %s\n", key.c_str());
+      }
+      return 0;
+    });
+    c.app->add_flag("--all", s->all, "remove the credentials of every registry");
+    c.app->add_option("registry", s->registry, "registry host[:port], e.g. ghcr.io")->type_name("REGISTRY");
+    out.push_back(std::move(c));
+  }
 }
 
 }  // namespace rt::cli

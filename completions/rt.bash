@@ -9,7 +9,7 @@ _rt() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
   fi
-  local commands="exec run shell instance pull push import build convert stage images inspect rm prune login doctor"
+  local commands="exec run shell instance pull push import build convert stage images inspect rm prune login logout doctor"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs
     --private-tmp --no-home --home --contain --tmpfs --net --pid --ipc --volume --mount --workdir --rm --cd -e --env --env-file --unset-env --clean-env -n --dry-run
@@ -87,6 +87,7 @@ _rt() {
     prune) COMPREPLY=($(compgen -W "$common" -- "$cur")) ;;
     doctor) COMPREPLY=($(compgen -W "$common --json" -- "$cur")) ;;
     login) COMPREPLY=($(compgen -W "$common -u --username --password-stdin --ca-file --insecure --plain-http --no-check" -- "$cur")) ;;
+    logout) COMPREPLY=($(compgen -W "$common --all" -- "$cur")) ;;
   esac
 }
 # _filedir comes with bash-completion; a plain one otherwise.

@@ -1,6 +1,6 @@
 # fish completion for rt. Commands are listed here; each command's options
 # come from its own --help, so they are always those of the rt installed.
-set -l rt_commands exec run shell instance pull push import build convert stage images inspect rm prune login doctor
+set -l rt_commands exec run shell instance pull push import build convert stage images inspect rm prune login logout doctor
 
 function __rt_options --argument-names cmd
     rt $cmd --help 2>/dev/null | string match -ar -- '--[a-z][a-z-]*' | sort -u

@@ -148,6 +148,10 @@ struct LoginOptions {
 };
 std::string login(const std::string& registry, const std::string& user, const std::string& password,
                   const LoginOptions& options = {});
+// rt logout: removes the saved credentials of `registry` (an error when
+// there are none), or all of them for an empty `registry`; the keys of
+// ~/.docker/config.json removed.
+std::vector<std::string> logout(const std::string& registry);
 
 // rt doctor: one check of what rt needs or uses on this node.
 struct DoctorCheck {

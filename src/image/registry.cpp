@@ -90,12 +90,12 @@ std::map<std::string, std::string> challenge_params(const std::string& s) {
   return out;
 }
 
+}  // namespace
+
 std::string home_docker_config() {
   const char* h = std::getenv("HOME");
   return std::string(h ? h : "") + "/.docker/config.json";
 }
-
-}  // namespace
 
 std::vector<std::string> docker_config_keys(const std::string& registry) {
   if (registry == "docker.io")
@@ -128,7 +128,8 @@ std::string token_url(const Challenge& c, const std::string& repository, bool pu
   std::string url = param("realm");
   url += url.find('?') == std::string::npos ? "?" : "&";
   url += "service=" + url_escape(param("service"));
-  std::string scope = c.params.count("scope") ? param("scope") : "repository:" + repository + (push ? ":pull,push" : ":pull");
+  std::string scope =
+      c.params.count("scope") ? param("scope") : "repository:" + repository + (push ? ":pull,push" : ":pull");
   url += "&scope=" + url_escape(scope);
   return url;
 }
@@ -223,15 +224,20 @@ std::string docker_config_credentials(const std::string& registry) {
   return {};
 }
 
-void save_docker_config_credentials(const std::string& registry, const std::string& user, const std::string& pass) {
-  std::string path = home_docker_config();
+namespace {
+
+// ~/.docker/config.json as a JSON object (empty when there is none).
+nlohmann::json read_docker_config(const std::string& path) {
   nlohmann::json j = nlohmann::json::object();
   if (auto text = util::read_file_if_exists(path, 1 << 20)) {
     j = nlohmann::json::parse(*text, nullptr, false);
     if (!j.is_object()) throw Error("`" + path + "` is not a JSON object; not touching it");
   }
-  std::string key = registry == "docker.io" ? "https://index.docker.io/v1/" : registry;
-  j["auths"][key] = {{"auth", base64(user + ":" + pass)}};
+  return j;
+}
+
+// Replaces it whole (mode 0600), so a reader never sees half of it.
+void write_docker_config(const std::string& path, const nlohmann::json& j) {
   std::string dir = path.substr(0, path.rfind('/'));
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", dir};
   std::string tmp = path + ".rt-tmp";
@@ -240,6 +246,37 @@ void save_docker_config_credentials(const std::string& registry, const std::stri
     util::write_all(fd.get(), j.dump(2) + "\n", tmp);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) throw SysError{errno, "rename", tmp, path};
+}
+
+}  // namespace
+
+void save_docker_config_credentials(const std::string& registry, const std::string& user, const std::string& pass) {
+  const std::string path = home_docker_config();
+  nlohmann::json j = read_docker_config(path);
+  std::string key = registry == "docker.io" ? "https://index.docker.io/v1/" : registry;
+  if (j.contains("auths") && !j["auths"].is_object())
+    throw Error("`" + path + "`: \"auths\" is not a JSON object; not touching it");
+  j["auths"][key] = {{"auth", base64(user + ":" + pass)}};
+  write_docker_config(path, j);
+}
+
+std::vector<std::string> remove_docker_config_credentials(const std::string& registry) {
+  const std::string path = home_docker_config();
+  nlohmann::json j = read_docker_config(path);
+  std::vector<std::string> removed;
+  if (!j.contains("auths")) return removed;
+  if (!j["auths"].is_object()) throw Error("`" + path + "`: \"auths\" is not a JSON object; not touching it");
+  auto& auths = j["auths"];
+  if (registry.empty()) {
+    for (const auto& item : auths.items()) removed.push_back(item.key());
+  } else {
+    for (const auto& key : docker_config_keys(registry))
+      if (auths.contains(key)) removed.push_back(key);
+  }
+  if (removed.empty()) return removed;
+  for (const auto& key : removed) auths.erase(key);
+  write_docker_config(path, j);
+  return removed;
 }
 
 struct Registry::Response {
@@ -675,7 +712,8 @@ bool Registry::mount_blob(const std::string& digest, const std::string& from) {
   return false;
 }
 
-void Registry::upload_blob(const Descriptor& d, const std::string& file, const std::function<void(uint64_t)>& progress) {
+void Registry::upload_blob(const Descriptor& d, const std::string& file,
+                           const std::function<void(uint64_t)>& progress) {
   push_ = true;
   const std::string where = "image `" + ref_.str() + "` blob `" + d.digest + "`";
   const std::string start = base_url() + "/blobs/uploads/";

@@ -122,6 +122,8 @@ bool may_send_credentials(const std::string& realm, const std::string& api_host,
 // plus the size at RT_PULL_MIN_RATE bytes/s (64 KiB/s).
 double blob_deadline(int64_t size);
 
+// $HOME/.docker/config.json, where rt login saves credentials.
+std::string home_docker_config();
 // The keys ~/.docker/config.json may file `registry`'s credentials under.
 std::vector<std::string> docker_config_keys(const std::string& registry);
 
@@ -130,5 +132,9 @@ std::vector<std::string> docker_config_keys(const std::string& registry);
 std::string docker_config_credentials(const std::string& registry);
 // Saves credentials for `registry` into ~/.docker/config.json (mode 0600).
 void save_docker_config_credentials(const std::string& registry, const std::string& user, const std::string& password);
+// Removes `registry`'s credentials (every key they may be filed under; all
+// of "auths" for an empty `registry`) from ~/.docker/config.json, leaving
+// the rest of it as it was; the keys removed.
+std::vector<std::string> remove_docker_config_credentials(const std::string& registry);
 
 }  // namespace rt::image

@@ -51,6 +51,32 @@ expect_match "$out" "$REG/test/bb:v1 +$cfg " "the ID is the config digest's star
 pass "rt images --json"
 expect_status 0 "a second pull finds it up to date" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/bb:v1"
 expect_match "$ERR" "up to date" "says so"
+# rt logout removes those credentials and nothing else of the file (a
+# copy of it, beside another registry's and Docker's credential helpers).
+mkdir -p "$T/home2/.docker"
+python3 - "$HOME/.docker/config.json" "$T/home2/.docker/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["auths"]["https://other.example.org"] = {"auth": "b3RoZXI6cHc="}
+c["credHelpers"] = {"gcr.io": "gcloud"}
+json.dump(c, open(sys.argv[2], "w"))
+PY
+auths() { python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); print(" ".join(sorted(c["auths"])), c["credHelpers"])' "$T/home2/.docker/config.json"; }
+expect_status 0 "rt logout REGISTRY" -- env HOME="$T/home2" "$RT" logout "$REG"
+expect_eq "$OUT" "removed credentials for $REG" "says which"
+expect_eq "$(auths)" "https://other.example.org {'gcr.io': 'gcloud'}" "only that registry's credentials are gone"
+expect_eq "$(stat -c %a "$T/home2/.docker/config.json")" 600 "the file stays private"
+expect_status 125 "a pull after rt logout" -- \
+  env HOME="$T/home2" RT_STORAGE="$T/store2" "$RT" pull -q --ca-file "$REG_CA" "$REG/test/bb:v1"
+expect_match "$ERR" "rt login" "has no credentials"
+expect_status 125 "rt logout of a registry with none" -- env HOME="$T/home2" "$RT" logout "$REG"
+expect_match "$ERR" "no credentials for .$REG. in .$T/home2/.docker/config.json." "names the registry and the file"
+expect_status 0 "rt logout --all" -- env HOME="$T/home2" "$RT" logout --all
+expect_eq "$OUT" "removed credentials for https://other.example.org" "says which"
+expect_eq "$(auths)" " {'gcr.io': 'gcloud'}" "every registry's credentials are gone, the helpers kept"
+expect_status 125 "rt logout with neither a registry nor --all" -- "$RT" logout
+expect_match "$ERR" "needs a REGISTRY or --all" "is refused"
+rm -rf "$T/home2" "$T/store2"
 expect_status 0 "--insecure skips verification" -- "$RT" pull -q --insecure "$REG/test/bb:v1" insecure-copy
 digest=$("$RT" inspect "$REG/test/bb:v1" | sed -n 's/.*"manifest_digest": "\(.*\)".*/\1/p')
 expect_status 0 "pull by digest" -- "$RT" pull -q --ca-file "$REG_CA" "$REG/test/bb@$digest" bydigest
