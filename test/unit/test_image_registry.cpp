@@ -1,7 +1,12 @@
 // image/registry: the pure parts of registry authentication.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "image/registry.hpp"
+#include "temp_dir.hpp"
 
 using rt::image::parse_challenge;
 using rt::image::token_url;
@@ -34,6 +39,37 @@ TEST_CASE("registry: docker.io credentials are found under Docker's own names") 
   CHECK(keys.front() == "https://index.docker.io/v1/");
   CHECK(rt::image::docker_config_keys("ghcr.io") ==
         std::vector<std::string>{"ghcr.io", "https://ghcr.io", "http://ghcr.io"});
+}
+
+TEST_CASE("registry: logout removes every key of a registry's credentials and nothing else") {
+  TempDir home;
+  const std::string old = std::getenv("HOME") ? std::getenv("HOME") : "";
+  ::setenv("HOME", home.path.c_str(), 1);
+  rt::image::save_docker_config_credentials("docker.io", "me", "pw");
+  rt::image::save_docker_config_credentials("ghcr.io", "me", "pw2");
+  // Docker's older name for the Hub, as another client filed it.
+  {
+    std::ifstream in(home.path + "/.docker/config.json");
+    nlohmann::json j = nlohmann::json::parse(in);
+    j["auths"]["index.docker.io"] = {{"auth", "bWU6b2xk"}};
+    j["credsStore"] = "pass";
+    std::ofstream(home.path + "/.docker/config.json") << j.dump();
+  }
+  CHECK(rt::image::docker_config_credentials("docker.io") == "me:pw");
+  CHECK(rt::image::remove_docker_config_credentials("docker.io") ==
+        std::vector<std::string>{"https://index.docker.io/v1/", "index.docker.io"});
+  CHECK(rt::image::docker_config_credentials("docker.io").empty());
+  CHECK(rt::image::docker_config_credentials("ghcr.io") == "me:pw2");
+  CHECK(rt::image::remove_docker_config_credentials("docker.io").empty());  // none left: the file is untouched
+  CHECK(rt::image::remove_docker_config_credentials("") == std::vector<std::string>{"ghcr.io"});
+  std::ifstream in(home.path + "/.docker/config.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  CHECK(j["auths"].empty());
+  CHECK(j["credsStore"] == "pass");
+  if (old.empty())
+    ::unsetenv("HOME");
+  else
+    ::setenv("HOME", old.c_str(), 1);
 }
 
 TEST_CASE("credentials go only to a token service as safe as the registry") {
