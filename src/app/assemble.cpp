@@ -51,7 +51,8 @@ void assemble_image(app::Store& store, const ImageSource& src, const AssembleOpt
   // archive's) are kept as pulled ones are: copied as they are read and
   // committed once their digest has been checked, so that the image goes
   // out again as these layers (rt push, rt convert). Uncompressed ones
-  // would double the image's size on disk: those are not kept.
+  // would double the image's size on disk: their first bytes tell, and
+  // they are not copied.
   ImageSource teed = src;
   std::vector<std::string> copies(src.layers.size());
   for (size_t i = 0; i < teed.layers.size(); ++i) {
@@ -59,17 +60,25 @@ void assemble_image(app::Store& store, const ImageSource& src, const AssembleOpt
     if (!util::is_valid_digest(l.expected_blob) || store.has_blob(l.expected_blob)) continue;
     copies[i] = work.path() + "/blob." + std::to_string(i);
     l.open = [open = l.open, file = copies[i]] {
-      auto out = std::make_shared<util::UniqueFd>(util::open_fd(file, O_WRONLY | O_CREAT | O_TRUNC, 0600));
-      return image::ReadFn([read = open(), out, file](void* buf, size_t size) {
+      struct Copy {
+        bool decided = false;
+        util::UniqueFd fd;  // none: not copied
+      };
+      return image::ReadFn([read = open(), copy = std::make_shared<Copy>(), file](void* buf, size_t size) {
         const size_t n = read(buf, size);
-        util::write_all(out->get(), std::string_view(static_cast<const char*>(buf), n), file);
+        if (!copy->decided && n > 0) {
+          copy->decided = true;
+          if (n < 4 || image::magic_of(buf, n) != Magic::Other)  // too short to tell: copied, checked after
+            copy->fd = util::open_fd(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        }
+        if (copy->fd) util::write_all(copy->fd.get(), std::string_view(static_cast<const char*>(buf), n), file);
         return n;
       });
     };
   }
   assemble_bundle(work.path(), teed, opts);
   for (size_t i = 0; i < copies.size(); ++i) {
-    if (copies[i].empty()) continue;
+    if (copies[i].empty() || !util::path_exists(copies[i])) continue;
     if (magic_of(copies[i]) != Magic::Other && !store.has_blob(src.layers[i].expected_blob))
       store.commit_blob(src.layers[i].expected_blob, copies[i]);
     else if (::unlink(copies[i].c_str()) != 0)

@@ -25,9 +25,7 @@ Magic magic_of(const std::string& file) {
   util::UniqueFd fd = util::open_fd(file, O_RDONLY);
   unsigned char m[4] = {};
   const ssize_t n = ::pread(fd.get(), m, sizeof m, 0);
-  if (n >= 2 && m[0] == 0x1f && m[1] == 0x8b) return Magic::Gzip;
-  if (n == 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) return Magic::Zstd;
-  return Magic::Other;
+  return image::magic_of(m, n > 0 ? static_cast<size_t>(n) : 0);
 }
 
 namespace {

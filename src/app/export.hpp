@@ -10,6 +10,7 @@
 
 #include "app/store.hpp"
 #include "image/compress.hpp"
+#include "image/layer_stream.hpp"
 #include "image/manifest.hpp"
 #include "image/source.hpp"
 #include "rt/image.hpp"
@@ -32,7 +33,7 @@ std::string archive_tag(const std::string& name);
 std::string export_config(const std::string& config_text, const std::vector<std::string>& diff_ids);
 
 // How the blob in `file` is compressed, by its first bytes.
-enum class Magic { Gzip, Zstd, Other };
+using image::Magic;
 Magic magic_of(const std::string& file);
 
 struct OutLayer {

@@ -50,18 +50,24 @@ size_t LayerStream::fill() {
   return n;
 }
 
+Magic magic_of(const void* head, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(head);
+  if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b) return Magic::Gzip;
+  if (n >= 4 && p[0] == 0x28 && p[1] == 0xb5 && p[2] == 0x2f && p[3] == 0xfd) return Magic::Zstd;
+  return Magic::Other;
+}
+
 size_t LayerStream::read(void* buf, size_t size) {
   if (done_ || size == 0) return 0;
   if (kind_ == Kind::Unknown) {
     fill();
-    const unsigned char* p = in_.data() + in_pos_;
-    size_t avail = in_len_ - in_pos_;
-    if (avail >= 2 && p[0] == 0x1f && p[1] == 0x8b) {
+    const Magic m = magic_of(in_.data() + in_pos_, in_len_ - in_pos_);
+    if (m == Magic::Gzip) {
       kind_ = Kind::Gzip;
       isal_inflate_init(&codec_->gz);
       codec_->gz.crc_flag = ISAL_GZIP;
       codec_->gz_member_open = true;
-    } else if (avail >= 4 && p[0] == 0x28 && p[1] == 0xb5 && p[2] == 0x2f && p[3] == 0xfd) {
+    } else if (m == Magic::Zstd) {
       kind_ = Kind::Zstd;
       codec_->zs = ZSTD_createDStream();
       ZSTD_initDStream(codec_->zs);

@@ -11,6 +11,11 @@
 
 namespace rt::image {
 
+// How a blob whose first `n` bytes are `head` is compressed, by its magic
+// number (Other: plain, or too short to tell).
+enum class Magic { Gzip, Zstd, Other };
+Magic magic_of(const void* head, size_t n);
+
 class LayerStream {
 public:
   // `raw` supplies the blob's bytes; `name` is used in errors.
