@@ -89,6 +89,16 @@ if [ ! -s "$debian_mpi" ]; then
   mv "$debian_mpi.tmp" "$debian_mpi"
 fi
 chmod 644 "$debian_mpi"
+# A Debian trixie (13) root filesystem, minbase with AppArmor (whose parser,
+# 4.1, knows the `userns` rule that bookworm's 3.0 does not: apparmor.sh
+# checks rt's profile with it) and libstdc++6, for tests that need a newer
+# Debian; built once per machine.
+debian13=/var/tmp/rt-test-debian13.tar
+if [ ! -s "$debian13" ]; then
+  mmdebstrap --quiet --format=tar --variant=minbase --include=apparmor,libstdc++6 trixie "$debian13.tmp"
+  mv "$debian13.tmp" "$debian13"
+fi
+chmod 644 "$debian13"
 
 # rt build's Dockerfiles built by podman build (as root, --isolation=chroot)
 # from the same Debian tree, for the comparison in build.sh; redone only
@@ -116,7 +126,7 @@ install -m 4755 -o root "$work/build/test/rt-suid-id" "$fixtures/suid-id"
 install -m 4755 -o root "$work/build/rt" "$fixtures/rt-suid"
 
 runuser -u "$user" -- env RT_TEST_REQUIRE_USERNS=1 RT_DEBIAN_ROOTFS="$debian" \
-  RT_DEBIAN_MPI_ROOTFS="$debian_mpi" SLURM_CONF="$slurm/slurm.conf" \
+  RT_DEBIAN_MPI_ROOTFS="$debian_mpi" RT_DEBIAN13_ROOTFS="$debian13" SLURM_CONF="$slurm/slurm.conf" \
   RT_PODMAN_REFERENCE="$podman_ref" RT_SUID_FIXTURE="$fixtures/suid-id" RT_SUID_RT="$fixtures/rt-suid" RT_TEST_SECOND_USER="$user2" \
   RT_CLUSTER="$cluster" \
   ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" \

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "app/seccomp.hpp"
 #include "hpc/ldcache.hpp"
@@ -25,6 +26,7 @@
 #include "rt/image.hpp"
 #include "store/layout.hpp"
 #include "store/root.hpp"
+#include "util/error.hpp"
 #include "util/fs.hpp"
 #include "util/strings.hpp"
 
@@ -83,24 +85,78 @@ std::string in_namespace(const std::function<std::string()>& fn) {
   return why;
 }
 
+// Where AppArmor restricts unprivileged user namespaces: whether rt's
+// profile is installed and loaded, and what the administrator does.
+struct AppArmorState {
+  std::string detail;  // "AppArmor restricts ...; rt's profile ..."
+  std::string fix;
+};
+AppArmorState apparmor_state() {
+  const std::string file = util::kAppArmorProfileFile;
+  const std::string load = std::string("apparmor_parser -r ") + file;
+  const std::string lift = "sysctl kernel.apparmor_restrict_unprivileged_userns=0";
+  AppArmorState a;
+  a.detail = "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1)";
+  if (util::under_rt_apparmor_profile()) {
+    a.detail += "; rt runs under its profile";
+    return a;
+  }
+  struct stat st;
+  const bool installed = ::stat(file.c_str(), &st) == 0;
+  // The loaded profiles, one "NAME (MODE)" a line; root's to read on most hosts.
+  const char* const profiles = "/sys/kernel/security/apparmor/profiles";
+  std::optional<bool> loaded;
+  try {
+    if (auto text = util::read_file_if_exists(profiles, 1 << 22)) {
+      loaded = false;
+      util::for_each_line(*text, [&](std::string_view line) {
+        if (line.starts_with(std::string(util::kAppArmorProfileRt) + " (") ||
+            line.starts_with(std::string(util::kAppArmorProfileRtImage) + " ("))
+          loaded = true;
+        return true;
+      });
+    }
+  } catch (const Error&) {
+  }
+  a.detail += "; rt's profile " + file + (installed ? " is installed" : " is not installed");
+  if (loaded && *loaded) {
+    a.detail += " and loaded, but does not cover this program (it names the installed rt and rt-image)";
+    a.fix = "run the installed rt, which the profile covers; or ask the administrator to lift the restriction: " + lift;
+    return a;
+  }
+  if (loaded)
+    a.detail += ", not loaded";
+  else if (installed)
+    a.detail += std::string(", loaded or not (") + profiles + " is not readable here)";
+  a.fix =
+      "ask the administrator to " +
+      (installed ? "load rt's AppArmor profile: " + load
+                 : "install rt's AppArmor profile (cmake --install puts it in /etc/apparmor.d) and load it: " + load) +
+      "; or to lift the restriction: " + lift;
+  return a;
+}
+
 DoctorCheck check_userns() {
   DoctorCheck c{"user namespaces", Status::Ok, "", ""};
   utsname u{};
   ::uname(&u);
   const std::string max = trimmed("/proc/sys/user/max_user_namespaces");
-  const std::string apparmor = trimmed("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
   c.detail = std::string("kernel ") + u.release + (max.empty() ? "" : ", max_user_namespaces " + max);
   if (max == "0") {
     c.status = Status::Fail;
     c.fix = "ask the administrator: sysctl -w user.max_user_namespaces=15000";
     return c;
   }
-  if (std::string why = in_namespace([] { return std::string(); }); !why.empty()) {
+  const std::string why = in_namespace([] { return std::string(); });
+  if (!why.empty()) {
     c.status = Status::Fail;
     c.detail += ": " + why;
-    c.fix = apparmor == "1" ? "Ubuntu's AppArmor restricts them: ask the administrator for "
-                              "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
-                            : "ask the administrator to allow unprivileged user namespaces";
+    c.fix = "ask the administrator to allow unprivileged user namespaces";
+  }
+  if (util::apparmor_userns_sysctl() == "1") {
+    AppArmorState a = apparmor_state();
+    c.detail += "; " + a.detail;
+    if (!why.empty() && !a.fix.empty()) c.fix = a.fix;
   }
   return c;
 }

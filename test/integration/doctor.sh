@@ -1,7 +1,8 @@
 #!/bin/bash
 # rt doctor: every check passes on this test machine; a node where one fails
 # (here /dev/fuse unusable, a store another user could replace) gets ✘, the
-# fix, and a non-zero exit; --json says the same.
+# fix, and a non-zero exit; --json says the same. Where AppArmor restricts
+# user namespaces, the first check says so, and names rt's profile.
 . "$(dirname "$0")/lib.sh"
 export RT_STORAGE="$T/store"
 out=$("$RT" doctor) || fail "rt doctor failed on the test machine: $out"
@@ -33,3 +34,31 @@ expect_status 1 "a store others could replace fails the check" -- env RT_STORAGE
 expect_match "$OUT" "✘ store: .*mode 0777" "it names the store and its mode"
 out=$(RT_STORAGE="$T/open" "$RT" doctor --json || true)
 expect_match "$out" '"status": "fail"' "--json says fail too"
+
+# Where AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and
+# later; here the sysctl is read from a file of the test's through
+# RT_TEST_APPARMOR_SYSCTL), the check says so and what it finds of rt's
+# profile. Where they then fail (the kernel refuses them to a chrooted
+# process with EPERM, as the restriction does: doctor runs chrooted to a
+# bind mount of / in a namespace of the test's own), the fix is loading
+# the profile, or the sysctl.
+echo 1 >"$T/restricted"
+echo 0 >"$T/unrestricted"
+chrooted() { unshare -Urm sh -c 'mkdir -p "$1" && mount --rbind / "$1" && exec chroot "$@"' sh "$T/chroot" "$@"; }
+expect_status 0 "user namespaces that work where AppArmor restricts them pass" -- \
+  env RT_TEST_APPARMOR_SYSCTL="$T/restricted" "$RT" doctor
+expect_match "$(grep '^✔ user namespaces: ' <<<"$OUT")" \
+  "; AppArmor restricts unprivileged user namespaces \(kernel.apparmor_restrict_unprivileged_userns=1\); rt's profile /etc/apparmor.d/rt is (not )?installed" \
+  "the check names AppArmor's restriction and rt's profile"
+expect_status 1 "user namespaces refused where AppArmor restricts them fail the check" -- \
+  chrooted env RT_TEST_APPARMOR_SYSCTL="$T/restricted" "$RT" doctor
+expect_match "$(grep -A1 '^✘ user namespaces: ' <<<"$OUT")" \
+  "unshare\(CLONE_NEWUSER\): Operation not permitted; AppArmor restricts unprivileged user namespaces .*
+    fix: ask the administrator to (load|install) rt's AppArmor profile.*: apparmor_parser -r /etc/apparmor.d/rt; or to lift the restriction: sysctl kernel.apparmor_restrict_unprivileged_userns=0$" \
+  "it names the cause, and loading rt's profile or the sysctl as the fix"
+expect_status 1 "refused where AppArmor does not restrict them" -- \
+  chrooted env RT_TEST_APPARMOR_SYSCTL="$T/unrestricted" "$RT" doctor
+expect_eq "$(grep -A1 '^✘ user namespaces: ' <<<"$OUT" | tail -1)" \
+  "    fix: ask the administrator to allow unprivileged user namespaces" "the fix is the general one"
+[[ "$OUT" != *AppArmor* ]] || fail "AppArmor named where the sysctl does not restrict: $OUT"
+pass "and AppArmor is not named"
