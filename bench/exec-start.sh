@@ -11,6 +11,10 @@
 # SIF <= 1.1x SQFS; instance:// <= rt exec DIR; `apptainer exec` of the SIF
 # file through rt's Apptainer command line (a link named apptainer) <= 1.05x
 # rt exec SIF.
+# Host injection: `rt exec --ib` of an image with a glibc (the busybox image
+# with the host's libc.so.6, and a /run as real images have) beside
+# `rt exec --no-ib` of it: --ib <= 1.15x --no-ib, whatever the number of
+# libraries (the host's libibverbs and fabric closure: a bind per directory).
 # RT_BASELINE=DIR (a directory holding another build's rt, readable by
 # rt-test) adds its rows to the same interleaved run: before/after figures.
 set -euo pipefail
@@ -30,15 +34,24 @@ python3 "$src/test/integration/siftool.py" make "$img.sif" --squashfs "$img.sqfs
 instance=bench-$$
 "$src/build-bench/rt" instance start -q "$img" "$instance" sleep 100000
 mkdir "$img.bin" && ln -s "$src/build-bench/rt" "$img.bin/apptainer"
-trap '"$src/build-bench/rt" instance stop -q "$instance"; rm -rf "$img" "$img.sqfs" "$img.sif" "$img.bin"' EXIT
+# The injection refuses an image without glibc: the same image with the host's.
+cp -a "$img" "$img.glibc"
+mkdir -p "$img.glibc/lib/x86_64-linux-gnu" "$img.glibc/run"
+cp /lib/x86_64-linux-gnu/libc.so.6 "$img.glibc/lib/x86_64-linux-gnu/"
+trap '"$src/build-bench/rt" instance stop -q "$instance"; rm -rf "$img" "$img.sqfs" "$img.sif" "$img.bin" "$img.glibc" "$img.out" "$img.store"' EXIT
 export USER=${USER:-$(id -un)}  # ch-run needs it
 cd "${HOME:-/}"                  # a typical working directory: inside home
 echo "$("$src/build-bench/rt" --version 2>&1 | head -1), ch-run $(ch-run --version 2>&1 | head -1), kernel $(uname -r), $(nproc) cores"
 baseline=()
+# The baseline's injection keeps its own store: an STORE/elf-cache of
+# another format would be rewritten by each build in turn.
 if [ -n "${RT_BASELINE:-}" ]; then
   baseline=("baseline rt exec DIR|$RT_BASELINE/rt exec $img /bin/true"
-            "baseline rt exec SQFS|$RT_BASELINE/rt exec $img.sqfs /bin/true")
+            "baseline rt exec SQFS|$RT_BASELINE/rt exec $img.sqfs /bin/true"
+            "baseline rt exec --no-ib GLIBC|$RT_BASELINE/rt exec --storage $img.store --no-ib $img.glibc /bin/true"
+            "baseline rt exec --ib GLIBC|$RT_BASELINE/rt exec --storage $img.store --ib $img.glibc /bin/true")
 fi
+echo "rt exec --ib injects $("$src/build-bench/rt" exec --ib --dry-run "$img.glibc" /bin/true | sed -n 's/^host files: //p')"
 "$src/build-bench/bench/spawn_bench" "$rounds" \
   "true|/bin/true" \
   "unshare -Urm|unshare -Urm /bin/true" \
@@ -49,7 +62,12 @@ fi
   "rt exec SIF|$src/build-bench/rt exec $img.sif /bin/true" \
   "apptainer exec SIF|$img.bin/apptainer exec $img.sif /bin/true" \
   "rt exec instance://|$src/build-bench/rt exec instance://$instance /bin/true" \
-  ${baseline[@]+"${baseline[@]}"}
+  "rt exec --no-ib GLIBC-DIR|$src/build-bench/rt exec --no-ib $img.glibc /bin/true" \
+  "rt exec --ib GLIBC-DIR|$src/build-bench/rt exec --ib $img.glibc /bin/true" \
+  ${baseline[@]+"${baseline[@]}"} | tee "$img.out"
+echo
+grep -E '^  (rt exec --ib GLIBC-DIR +/ rt exec --no-ib GLIBC-DIR|baseline rt exec --ib GLIBC +/ baseline rt exec --no-ib GLIBC) ' \
+  "$img.out" | sed 's/^ */injection: /; s/$/   (target <= 1.15)/'
 echo
 echo "rt's own peak RSS (VmHWM before exec, from -vv):$("$src/build-bench/rt" exec -vv "$img" /bin/true 2>&1 | sed -n 's/.*peak RSS//p')"
 echo "(the spawn_bench RSS column is wait4's ru_maxrss, which includes the spawner's own pages: compare with the /bin/true row)"

@@ -1,7 +1,12 @@
 // The host injection of an exec (host); see injection.hpp.
 #include "run/injection.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <deque>
+#include <map>
 
 #include "hpc/site_config.hpp"
 #include "rt/error.hpp"
@@ -22,6 +27,57 @@ bool image_env_asks_gpu(const ImageConfig* config) {
       return !v.empty() && v != "void" && v != "none";
     }
   return false;
+}
+
+// Host directories as opened once: their real path, and a descriptor to
+// read links in them with one-component lookups.
+struct RealDirs {
+  struct Dir {
+    std::string real;  // "" when it cannot be opened
+    util::UniqueFd fd;
+  };
+  std::deque<Dir> opened;                 // references stay valid as it grows
+  std::map<std::string, size_t> by_path;  // as given, and as it really is -> index in `opened`
+
+  const Dir& operator[](const std::string& dir) {
+    if (auto it = by_path.find(dir); it != by_path.end()) return opened[it->second];
+    Dir d;
+    int fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+      d.fd = util::UniqueFd(fd);
+      char buf[4096];
+      const ssize_t len = ::readlink(util::fd_path(fd).c_str(), buf, sizeof buf);
+      if (len > 0 && static_cast<size_t>(len) < sizeof buf && buf[0] == '/')
+        d.real.assign(buf, static_cast<size_t>(len));
+    }
+    // A soname link's target lies in the real directory: found here again.
+    auto [it, added] = by_path.emplace(d.real.empty() ? dir : d.real, opened.size());
+    if (added) opened.push_back(std::move(d));
+    by_path[dir] = it->second;
+    return opened[it->second];
+  }
+};
+
+// The real path of host file `path`, for a link into its directory: the
+// links of its directory and its own followed (a soname link to a file
+// beside it, or in another directory). As given where it cannot be read:
+// the mount of its directory then names the reason.
+std::string real_host_path(const std::string& path, RealDirs& real_dirs) {
+  std::string p = path;
+  for (int links = 0; links < 40; ++links) {
+    const size_t slash = p.rfind('/');
+    if (slash == std::string::npos) return path;
+    const RealDirs::Dir& dir = real_dirs[slash == 0 ? "/" : p.substr(0, slash)];
+    if (dir.real.empty()) return p;
+    const std::string name = p.substr(slash + 1);
+    p = dir.real == "/" ? "/" + name : dir.real + "/" + name;
+    char target[4096];
+    const ssize_t len = ::readlinkat(dir.fd.get(), name.c_str(), target, sizeof target);
+    if (len <= 0 || static_cast<size_t>(len) == sizeof target) return p;  // not a link (EINVAL), or unreadable
+    const std::string t(target, static_cast<size_t>(len));
+    p = util::normalize_path(t.front() == '/' ? t : p.substr(0, p.rfind('/')) + "/" + t);
+  }
+  return path;  // a loop: the loader will say
 }
 
 }  // namespace
@@ -86,9 +142,24 @@ std::vector<Mount> select_gpus(const hpc::Injection& inj, std::vector<std::strin
 
 std::vector<Mount> injected_mounts(const hpc::Injection& inj) {
   std::vector<Mount> out;
-  for (const auto& f : inj.files)
-    out.push_back(
-        {.kind = Mount::Kind::Bind, .src = f.host, .dst = f.container, .readonly = true, .why = "host library"});
+  // Libraries and programs become links into their host directories, each
+  // directory bound once (Mount::Kind::HostFile): a start pays a mount per
+  // directory, not per file. The link points into the directory of the
+  // file's real path: a host link to another directory (libfoo.so.1 ->
+  // /opt/x/libfoo.so.1.2) would not resolve inside the bound directory.
+  RealDirs real_dirs;
+  for (const auto& f : inj.files) {
+    if (!util::path_within(f.container, kHostFilesRoot) || f.container == kHostFilesRoot) {
+      out.push_back(
+          {.kind = Mount::Kind::Bind, .src = f.host, .dst = f.container, .readonly = true, .why = "host library"});
+      continue;
+    }
+    out.push_back({.kind = Mount::Kind::HostFile,
+                   .src = real_host_path(f.host, real_dirs),
+                   .dst = f.container,
+                   .readonly = true,
+                   .why = "host libraries and programs"});
+  }
   for (const auto& d : inj.dirs)
     out.push_back({.kind = Mount::Kind::Bind,
                    .src = d,

@@ -8,6 +8,9 @@
 //                         directory lacks, laid over it (overlayfs, one mount)
 //   ROOTFS/u0 ...      <- underlays: bound over image directories that lack a
 //                         mount point, holding the original entries re-bound
+//   ROOTFS/h           <- the injected host files' tree, bound at /run/rt-host:
+//                         lib/NAME -> ../.d/N/FILE links, .d/N the mount
+//                         points of the host directories (one bind each)
 // pivot_root then makes ROOTFS/root "/" and the staging tmpfs goes away with
 // the old root. Targets inside the image are always opened relative to the
 // new root with in-root resolution, so image symlinks cannot redirect a
@@ -28,6 +31,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "rt/error.hpp"
 #include "util/fs.hpp"
@@ -104,6 +108,7 @@ public:
   Builder(const MountPlan& plan, int image_tree) : plan_(plan), image_tree_(image_tree) {}
 
   void run() {
+    host_files_ = host_files_tree(plan_.mounts);
     clone_sources_above_staging();
     setup_staging_and_root();
     stage("staging and root");
@@ -129,6 +134,9 @@ private:
   int underlays_ = 0;                  // directories of the staging tmpfs used as underlays
   int layers_ = 0;                     // directories of the staging tmpfs used as overlay layers
   std::map<size_t, UniqueFd> clones_;  // mount index -> detached copy of its source
+  HostFilesTree host_files_;           // the HostFile mounts, as one tree
+  bool host_files_made_ = false;
+  std::map<size_t, UniqueFd> host_dir_clones_;  // host_files_.dirs index -> detached copy
 
   // A bind source that contains the staging directory (say $HOME, with the
   // image in ~/images) would show the staging tmpfs and the container's own
@@ -143,6 +151,15 @@ private:
         clones_[i] = UniqueFd(fd);
       else if (errno != ENOSYS && errno != ENOENT && errno != EACCES)
         throw SysError{errno, "open_tree", m.src};
+    }
+    for (size_t i = 0; i < host_files_.dirs.size(); ++i) {
+      const std::string& d = host_files_.dirs[i];
+      if (!util::path_within(plan_.staging, d)) continue;
+      int fd = ::open_tree(AT_FDCWD, d.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+      if (fd >= 0)
+        host_dir_clones_[i] = UniqueFd(fd);
+      else if (errno != ENOSYS && errno != ENOENT && errno != EACCES)
+        throw SysError{errno, "open_tree", d};
     }
   }
 
@@ -285,19 +302,24 @@ private:
   void overlay_missing_entries() {
     if (plan_.root_mode != RootMode::ReadOnly) return;
     std::map<std::string, std::map<std::string, bool>> missing;  // directory -> name -> is a directory
+    bool host_files_seen = false;
     for (const auto& m : plan_.mounts) {
-      if (m.kind != Mount::Kind::Bind && m.kind != Mount::Kind::Staged && m.kind != Mount::Kind::Tmpfs) continue;
-      size_t slash = m.dst.rfind('/');
+      if (m.kind != Mount::Kind::Bind && m.kind != Mount::Kind::Staged && m.kind != Mount::Kind::Tmpfs &&
+          m.kind != Mount::Kind::HostFile)
+        continue;
+      if (m.kind == Mount::Kind::HostFile && std::exchange(host_files_seen, true)) continue;  // one tree for all
+      const std::string& dst = target_of(m);
+      size_t slash = dst.rfind('/');
       if (m.if_target || slash == 0 || slash == std::string::npos) continue;  // "/": its underlay as before
-      std::string dir = m.dst.substr(0, slash), name = m.dst.substr(slash + 1);
+      std::string dir = dst.substr(0, slash), name = dst.substr(slash + 1);
       if (name.empty() || name == "." || name == "..") continue;
       // A directory that another mount of the plan covers is not the image's.
       bool covered = false;
       for (const auto& o : plan_.mounts)
-        covered |= &o != &m && o.kind != Mount::Kind::Hide && util::path_within(dir, o.dst);
+        covered |= &o != &m && o.kind != Mount::Kind::Hide && util::path_within(dir, target_of(o));
       int err = 0;
-      if (covered || resolve(m.dst, &err) || err != ENOENT) continue;
-      bool is_dir = m.kind == Mount::Kind::Tmpfs;
+      if (covered || resolve(dst, &err) || err != ENOENT) continue;
+      bool is_dir = m.kind == Mount::Kind::Tmpfs || m.kind == Mount::Kind::HostFile;
       if (m.kind == Mount::Kind::Bind) {
         struct stat st;
         if (::stat(m.src.c_str(), &st) != 0) continue;  // apply() decides
@@ -397,7 +419,14 @@ private:
     return std::move(fresh.fd);
   }
 
+  // Where a mount of the plan lands: HostFile mounts all on their tree's root.
+  static const std::string& target_of(const Mount& m) {
+    static const std::string host_files_root = kHostFilesRoot;
+    return m.kind == Mount::Kind::HostFile ? host_files_root : m.dst;
+  }
+
   void apply(const Mount& m, size_t index) {
+    if (m.kind == Mount::Kind::HostFile) return host_files();
     if (m.kind == Mount::Kind::Hide) return hide(m);
     if (m.kind == Mount::Kind::Symlink) return symlink(m);
     const std::string src = m.kind == Mount::Kind::Staged ? stage_path(m.src) : m.src;
@@ -471,6 +500,83 @@ private:
     if (r.fd) return util::debug("skip link `" + m.dst + "`: in the image");
     if (r.err != ENOENT) throw SysError(r.err, "open", shown(m.dst));
     make_target(m.dst, false, &m.src);
+  }
+
+  // The injected host files, where the first of them stands in the plan:
+  // the tree (links and mount points) made on the staging tmpfs, bound at
+  // kHostFilesRoot, each host directory bound once on its mount point
+  // there, then all of it made read-only, nosuid, nodev at once. A start
+  // pays 1 + (directories) mounts and one mount_setattr, whatever the
+  // number of files (the per-file bind and remount were two mounts and
+  // some six lookups each); the rest are calls on our own tmpfs.
+  void host_files() {
+    if (std::exchange(host_files_made_, true)) return;
+    const HostFilesTree& t = host_files_;
+    const std::string root = kHostFilesRoot;
+    const std::string tree = "h";
+    auto mkdir = [&](int dir, const std::string& name, const std::string& rel) {
+      if (::mkdirat(dir, name.c_str(), 0755) != 0) throw SysError{errno, "mkdir", "staging " + tree + "/" + rel};
+    };
+    mkdir(staging_.get(), tree, "");
+    UniqueFd h = util::open_fd_at(staging_.get(), tree, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+    mkdir(h.get(), ".d", ".d");
+    for (size_t i = 0; i < t.dirs.size(); ++i) mkdir(h.get(), ".d/" + std::to_string(i), ".d/" + std::to_string(i));
+    for (const auto& sub : t.subdirs) mkdir(h.get(), sub, sub);
+    for (const auto& l : t.links)
+      if (::symlinkat(l.target.c_str(), h.get(), l.path.c_str()) != 0)
+        throw SysError{errno, "symlink", shown(root + "/" + l.path)};
+
+    int err = 0;
+    UniqueFd at = resolve(root, &err);
+    if (!at) {
+      if (err != ENOENT) throw SysError(err, "open", shown(root));
+      at = make_target(root, true);
+    }
+    do_mount(stage_path(tree), fd_path(at.get()), nullptr, MS_BIND, "", "MS_BIND", "host files", shown(root));
+    // The mount points are named through the new mount's root: resolve
+    // again from the top (our own tmpfs below it: no link to follow).
+    UniqueFd top = resolve(root, &err);
+    if (!top) throw SysError(err, "open", shown(root));
+    const std::string top_path = fd_path(top.get());
+    for (size_t i = 0; i < t.dirs.size(); ++i) {
+      const std::string point = ".d/" + std::to_string(i);
+      if (auto c = host_dir_clones_.find(i); c != host_dir_clones_.end()) {
+        if (::move_mount(c->second.get(), "", top.get(), point.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+          throw SysError{errno, "move_mount", t.dirs[i], shown(root + "/" + point)};
+      } else if (::mount(t.dirs[i].c_str(), (top_path + "/" + point).c_str(), nullptr, MS_BIND | MS_REC, nullptr) !=
+                 0) {
+        int e = errno;
+        host_dir_failed(e, i);
+      }
+    }
+    // attr_set only: flags the kernel locked (nosuid of the host's /usr, say)
+    // stay as they are.
+    struct mount_attr attr {};
+    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if (::mount_setattr(top.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) == 0) return;
+    if (errno != ENOSYS) throw SysError{errno, "mount_setattr", shown(root)};
+    // Before Linux 5.12: a remount each, keeping the locked flags.
+    std::vector<std::string> points = {top_path};
+    for (size_t i = 0; i < t.dirs.size(); ++i) points.push_back(top_path + "/.d/" + std::to_string(i));
+    for (const auto& p : points) {
+      UniqueFd f = util::open_fd(p, O_PATH);
+      const std::string shown_p = shown(root + p.substr(top_path.size()));
+      do_mount("", p, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(f.get(), shown_p),
+               "", "MS_REMOUNT", shown_p, shown_p);
+    }
+  }
+
+  // A host directory that cannot be bound: the error names it, and the
+  // injected files it holds.
+  [[noreturn]] void host_dir_failed(int e, size_t dir) const {
+    std::vector<std::string> files;
+    for (const auto& l : host_files_.links)
+      if (l.dir == dir) files.push_back(l.host);
+    const Error err = SysError(e, "mount(MS_BIND)", host_files_.dirs[dir],
+                               shown(std::string(kHostFilesRoot) + "/.d/" + std::to_string(dir)));
+    std::string hint = "the host directory of the injected " + listed(files);
+    if (!err.hint().empty()) hint += "; " + err.hint();
+    throw Error(err.what(), hint);
   }
 
   static bool source_missing(int e) { return e == ENOENT || e == ENOTDIR || e == EACCES; }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 
 #include "rt/error.hpp"
 #include "util/fs.hpp"
@@ -153,7 +154,64 @@ MountPlan build_plan(const PlanInputs& in) {
   return p;
 }
 
-std::vector<std::string> describe(const MountPlan& p) {
+HostFilesTree host_files_tree(const std::vector<Mount>& mounts) {
+  const std::string root = kHostFilesRoot;
+  struct File {
+    const Mount* m;
+    std::string rel, dir, name;
+  };
+  std::vector<File> files;
+  std::vector<std::string> dirs;  // distinct, in order of first use
+  for (const auto& m : mounts) {
+    if (m.kind != Mount::Kind::HostFile) continue;
+    const std::string dst = util::normalize_path(m.dst);
+    if (!util::path_within(dst, root) || dst == root || util::path_within(dst, root + "/.d"))
+      throw Error("host file `" + m.src + "`: its place `" + m.dst + "` is not below `" + root + "` (or is in .d)");
+    const size_t slash = m.src.rfind('/');
+    if (m.src.empty() || m.src.front() != '/' || slash + 1 == m.src.size())
+      throw Error("host file `" + m.src + "`: not an absolute path of a file");
+    std::string dir = slash == 0 ? "/" : m.src.substr(0, slash);
+    if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+    files.push_back({&m, dst.substr(root.size() + 1), std::move(dir), m.src.substr(slash + 1)});
+  }
+  // A directory inside another one is reached through that one's bind (a
+  // recursive bind: what is mounted below comes along): UCX's plugins in
+  // /usr/lib/x86_64-linux-gnu/ucx cost no mount of their own.
+  HostFilesTree t;
+  std::map<std::string, std::pair<size_t, std::string>> via;  // directory -> bound one, path below it
+  for (const auto& d : dirs) {
+    const std::string* outer = &d;
+    for (const auto& o : dirs)
+      if (o.size() < outer->size() && util::path_within(d, o)) outer = &o;
+    if (outer == &d) {
+      via[d] = {t.dirs.size(), ""};
+      t.dirs.push_back(d);
+    }
+  }
+  for (const auto& d : dirs)
+    if (!via.count(d))
+      for (size_t i = 0; i < t.dirs.size(); ++i)
+        if (util::path_within(d, t.dirs[i])) via[d] = {i, d.substr(t.dirs[i] == "/" ? 0 : t.dirs[i].size())};
+  std::map<std::string, size_t> link_at;  // path -> index in t.links: the last of one name wins, as stacked binds did
+  for (const auto& f : files) {
+    // The link's directories, parents first; and "../" for each of them.
+    std::string up;
+    for (size_t p = f.rel.find('/'); p != std::string::npos; p = f.rel.find('/', p + 1)) {
+      std::string sub = f.rel.substr(0, p);
+      if (std::find(t.subdirs.begin(), t.subdirs.end(), sub) == t.subdirs.end()) t.subdirs.push_back(sub);
+      up += "../";
+    }
+    const auto& [index, below] = via.at(f.dir);
+    HostFilesTree::Link link{f.rel, up + ".d/" + std::to_string(index) + below + "/" + f.name, f.m->src, index};
+    if (auto [it, added] = link_at.emplace(f.rel, t.links.size()); added)
+      t.links.push_back(std::move(link));
+    else
+      t.links[it->second] = std::move(link);
+  }
+  return t;
+}
+
+std::vector<std::string> describe(const MountPlan& p, bool each_link) {
   std::vector<std::string> out;
   const char* mode = p.root_mode == RootMode::ReadOnly   ? "read-only"
                      : p.root_mode == RootMode::Writable ? "writable"
@@ -162,8 +220,25 @@ std::vector<std::string> describe(const MountPlan& p) {
                 mode + ", nosuid, nodev");
   out.push_back("uid map: " + std::to_string(p.inner_uid) + " -> " + std::to_string(p.outer_uid) +
                 ", gid map: " + std::to_string(p.inner_gid) + " -> " + std::to_string(p.outer_gid) + " (one id each)");
+  bool host_files_shown = false;
   for (const auto& m : p.mounts) {
     std::string line;
+    if (m.kind == Mount::Kind::HostFile) {
+      // One tree for all of them, made where the first one stands.
+      if (host_files_shown) continue;
+      host_files_shown = true;
+      const HostFilesTree t = host_files_tree(p.mounts);
+      out.push_back("host files: " + std::to_string(t.links.size()) + (t.links.size() == 1 ? " link" : " links") +
+                    " into `" + kHostFilesRoot + "` from " + std::to_string(t.dirs.size()) +
+                    (t.dirs.size() == 1 ? " directory" : " directories") + " (one bind each, ro) [" + m.why + "]");
+      if (!each_link) continue;
+      for (size_t i = 0; i < t.dirs.size(); ++i)
+        out.push_back("  mount bind `" + t.dirs[i] + "` on `" + kHostFilesRoot + "/.d/" + std::to_string(i) + "` ro");
+      for (const auto& l : t.links)
+        out.push_back("  link `" + std::string(kHostFilesRoot) + "/" + l.path + "` -> `" + l.target + "` (`" + l.host +
+                      "`)");
+      continue;
+    }
     switch (m.kind) {
       case Mount::Kind::Bind:
         line = "mount bind `" + m.src + "` on";
@@ -179,6 +254,8 @@ std::vector<std::string> describe(const MountPlan& p) {
         break;
       case Mount::Kind::Symlink:
         line = "link `" + m.src + "` as";
+        break;
+      case Mount::Kind::HostFile:
         break;
     }
     line += " `" + m.dst + "`";

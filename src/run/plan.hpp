@@ -9,17 +9,26 @@
 
 #include "rt/exec.hpp"
 #include "run/hostinfo.hpp"
+#include "util/log.hpp"
 
 namespace rt::run {
 
+// Where HostFile mounts appear inside the container (hpc/inject's
+// /run/rt-host/lib and /run/rt-host/bin are below it).
+inline constexpr const char* kHostFilesRoot = "/run/rt-host";
+
 struct Mount {
   enum class Kind {
-    Bind,     // src: host path
-    Tmpfs,    // a fresh private tmpfs
-    Staged,   // src: name of a StagedFile, bound read-only
-    Hide,     // dst: a directory; src: names of entries to leave out, '/'-separated
-              // (a copy of the directory, each other entry bound from the original)
-    Symlink,  // dst: a link to make, pointing to src, unless dst exists in the image
+    Bind,      // src: host path
+    Tmpfs,     // a fresh private tmpfs
+    Staged,    // src: name of a StagedFile, bound read-only
+    Hide,      // dst: a directory; src: names of entries to leave out, '/'-separated
+               // (a copy of the directory, each other entry bound from the original)
+    Symlink,   // dst: a link to make, pointing to src, unless dst exists in the image
+    HostFile,  // src: a host file (its real path), dst: below kHostFilesRoot. All of
+               // them together are one tree there: a read-only bind per distinct host
+               // directory (hidden, at .d/INDEX) and each dst a link into it
+               // (host_files_tree), not a bind per file.
   };
   Kind kind = Kind::Bind;
   std::string src;
@@ -88,7 +97,25 @@ MountPlan build_plan(const PlanInputs& in);
 // /usr over the image's would replace the image.
 bool is_system_dir(const std::string& path);
 
-// One line per fact, for -v and --dry-run.
-std::vector<std::string> describe(const MountPlan& plan);
+// The tree the HostFile mounts of `mounts` make at kHostFilesRoot: the
+// distinct host directories, bound read-only at .d/INDEX (one inside
+// another is reached through that one), and a link per file. Throws
+// rt::Error for a dst outside kHostFilesRoot or in .d.
+struct HostFilesTree {
+  struct Link {
+    std::string path;    // relative to kHostFilesRoot: "lib/libibverbs.so.1"
+    std::string target;  // relative to the link: "../.d/0/libibverbs.so.1.14.0"
+    std::string host;    // the host file, for -v and errors
+    size_t dir = 0;      // the bound directory it lies in: an index into dirs
+  };
+  std::vector<std::string> dirs;     // host directories bound, in order of first use
+  std::vector<std::string> subdirs;  // directories the links sit in, parents first: "lib", "bin"
+  std::vector<Link> links;
+};
+HostFilesTree host_files_tree(const std::vector<Mount>& mounts);
+
+// One line per fact, for -v and --dry-run; HostFile mounts as one line, and
+// with `each_link` (-vv) a line per bound directory and per link too.
+std::vector<std::string> describe(const MountPlan& plan, bool each_link = util::log_enabled(util::Level::Debug));
 
 }  // namespace rt::run

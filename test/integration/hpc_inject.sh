@@ -12,6 +12,7 @@ done
 export RT_STORAGE="$T/store"
 cd "$T"  # the working directory is bound: the test programs live here
 "$RT_IMAGE" import -q "$RT_DEBIAN_ROOTFS" deb
+tree_listing "$RT_STORAGE/images/deb/rootfs" >"$T/deb.before"
 "$RT" exec deb sh -c 'ls /usr/lib/x86_64-linux-gnu | grep -E "^lib(mpi|mpich)\.so" && exit 1 || exit 0' ||
   fail "the test image must not have an MPI of its own"
 
@@ -118,6 +119,37 @@ expect_match "$out" "NVIDIA-SMI 535.104.05 \(fake\)" "nvidia-smi is on PATH insi
 cmp <("$RT" exec --gpu deb cat /run/rt-host/lib/libcuda.so.1) "$fake/lib/libcuda.so.535.104.05" ||
   fail "the injected libcuda is the host's file"
 pass "the injected libcuda.so.1 is the host's libcuda.so.535.104.05"
+# Files are links into their host directories, each directory bound once
+# (read-only, nosuid, nodev) at a hidden place: 4 files, 3 mounts.
+out=$("$RT" exec --gpu deb sh -c 'readlink /run/rt-host/lib/libcuda.so.1 /run/rt-host/bin/nvidia-smi
+  awk '\''$5 ~ "^/run/rt-host" {print $5, $6}'\'' /proc/self/mountinfo
+  for f in /run/rt-host/.d/0/x /run/rt-host/lib/x; do touch "$f" 2>/dev/null && echo "wrote $f"; done; true')
+expect_match "$out" "^\.\./\.d/0/libcuda\.so\.535\.104\.05
+\.\./\.d/1/nvidia-smi
+" "libcuda.so.1 and nvidia-smi are links into their directories (to the file libcuda.so.1 leads to)"
+expect_eq "$(echo "$out" | grep -c '^/run/rt-host')" 3 "one mount for the links, one per host directory"
+expect_eq "$(echo "$out" | grep '^/run/rt-host' | grep -vc '^[^ ]* ro,nosuid,nodev')" 0 "all of them read-only, nosuid, nodev"
+[[ $out == *wrote* ]] && fail "a file was written under /run/rt-host: $out"
+pass "nothing under /run/rt-host can be written (the host directory \$fake/lib is writable)"
+expect_match "$("$RT" exec -v --gpu deb true 2>&1)" "host files: 4 links into \`/run/rt-host\` from 2 directories" \
+  "-v says how many links and binds"
+expect_match "$("$RT" exec --dry-run -vv --gpu deb true 2>/dev/null)" "  link \`/run/rt-host/lib/libnvidia-ml.so.1\` -> \`\.\./\.d/0/libnvidia-ml\.so\.535\.104\.05\`" \
+  "-vv shows each link"
+# A library whose host path is a link to a file in another directory (here
+# a relative one, which would not resolve inside the bound directory): the
+# link goes to the real file.
+mkdir -p "$fake/other"
+echo 'int xother(void){return 42;}' >"$T/xother.c"
+gcc -shared -fPIC -Wl,-soname,libxother.so.1 -o "$fake/other/libxother.so.1.0.0" "$T/xother.c"
+ln -s ../other/libxother.so.1.0.0 "$fake/lib/libxother.so.1"
+echo 'int xother(void); int main(void){return xother() == 42 ? 0 : 1;}' >"$T/usexother.c"
+gcc -o "$T/usexother" "$T/usexother.c" -L"$fake/other" -l:libxother.so.1.0.0
+printf 'ld_cache = %s\ngpu.libraries = %s\n' "$T/ld.so.cache" "$fake/lib/libxother.so.1" >"$T/rt-xother.conf"
+expect_status 0 "a library whose host path links to another directory loads" -- \
+  env RT_CONF="$T/rt-xother.conf" "$RT" exec --gpu deb "$T/usexother"
+cmp <(RT_CONF="$T/rt-xother.conf" "$RT" exec --gpu deb cat /run/rt-host/lib/libxother.so.1) "$fake/other/libxother.so.1.0.0" ||
+  fail "the injected libxother.so.1 is not the host's file"
+pass "and is the file the host's link leads to"
 # The selection reaches CUDA; a CUDA_VISIBLE_DEVICES of the launcher wins.
 out=$(NVIDIA_VISIBLE_DEVICES=GPU-1234 "$RT" exec --gpu deb sh -c 'echo "$CUDA_VISIBLE_DEVICES"')
 expect_eq "$out" "GPU-1234" "NVIDIA_VISIBLE_DEVICES selects what CUDA sees (CUDA_VISIBLE_DEVICES)"
@@ -174,6 +206,9 @@ expect_match "$out" "libnl-3.so.200" "--ib injects what libibverbs needs"
 expect_match "$out" "driver mlx5" "--ib binds the provider configuration"
 out=$("$RT" exec deb sh -c 'ls /run/rt-host 2>&1 || true')
 expect_match "$out" "No such file" "nothing is injected unless asked (no /dev/infiniband here)"
+tree_listing "$RT_STORAGE/images/deb/rootfs" >"$T/deb.after"
+diff "$T/deb.before" "$T/deb.after" >&2 || fail "injecting host files changed the image"
+pass "the image is as imported after --mpi, --gpu and --ib"
 
 # A part nobody asked for that cannot go in is left out with a warning and
 # does not stop what was asked for: an image that asks for a GPU

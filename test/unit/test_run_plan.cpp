@@ -139,3 +139,90 @@ TEST_CASE("root emulation keeps the image's own passwd and group, and tells apt 
   CHECK(emulated.staged[0].content == "APT::Sandbox::User \"root\";\n");
   CHECK_FALSE(find(f.plan(true, false), "/etc/apt/apt.conf.d/00rt-root-emulation"));  // no apt in the image
 }
+
+TEST_CASE("host files are one tree: a bind per distinct host directory, a relative link per file") {
+  std::vector<Mount> m = {
+      {.kind = Mount::Kind::HostFile,
+       .src = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.0",
+       .dst = "/run/rt-host/lib/libibverbs.so.1",
+       .readonly = true,
+       .why = "host"},
+      {.kind = Mount::Kind::Bind, .src = "/etc/libibverbs.d", .dst = "/etc/libibverbs.d", .readonly = true},
+      {.kind = Mount::Kind::HostFile, .src = "/opt/nl/libnl-3.so.200.26.0", .dst = "/run/rt-host/lib/libnl-3.so.200"},
+      {.kind = Mount::Kind::HostFile,
+       .src = "/usr/lib/x86_64-linux-gnu/libmlx5.so.1.24.0",
+       .dst = "/run/rt-host/lib/libmlx5.so.1"},
+      {.kind = Mount::Kind::HostFile, .src = "/usr/bin/ibv_devinfo", .dst = "/run/rt-host/bin/ibv_devinfo"},
+      // Inside a directory bound already: reached through it.
+      {.kind = Mount::Kind::HostFile,
+       .src = "/usr/lib/x86_64-linux-gnu/ucx/libuct_ib.so.0.0.0",
+       .dst = "/run/rt-host/lib/libuct_ib.so.0"},
+  };
+  const HostFilesTree t = host_files_tree(m);
+  CHECK(t.dirs == std::vector<std::string>{"/usr/lib/x86_64-linux-gnu", "/opt/nl", "/usr/bin"});
+  CHECK(t.subdirs == std::vector<std::string>{"lib", "bin"});
+  REQUIRE(t.links.size() == 5);
+  CHECK(t.links[0].path == "lib/libibverbs.so.1");
+  CHECK(t.links[0].target == "../.d/0/libibverbs.so.1.14.0");
+  CHECK(t.links[1].target == "../.d/1/libnl-3.so.200.26.0");
+  CHECK(t.links[1].dir == 1);
+  CHECK(t.links[2].target == "../.d/0/libmlx5.so.1.24.0");
+  CHECK(t.links[3].path == "bin/ibv_devinfo");
+  CHECK(t.links[3].target == "../.d/2/ibv_devinfo");
+  CHECK(t.links[4].target == "../.d/0/ucx/libuct_ib.so.0.0.0");
+  CHECK(t.links[4].dir == 0);
+  // Nested the other way round (the inner directory first), and below "/".
+  auto two = host_files_tree({{.kind = Mount::Kind::HostFile, .src = "/a/b/lib1.so", .dst = "/run/rt-host/lib/1"},
+                              {.kind = Mount::Kind::HostFile, .src = "/a/lib2.so", .dst = "/run/rt-host/lib/2"},
+                              {.kind = Mount::Kind::HostFile, .src = "/x/lib3.so", .dst = "/run/rt-host/lib/3"}});
+  CHECK(two.dirs == std::vector<std::string>{"/a", "/x"});
+  CHECK(two.links[0].target == "../.d/0/b/lib1.so");
+  auto top = host_files_tree({{.kind = Mount::Kind::HostFile, .src = "/lib1.so", .dst = "/run/rt-host/lib/1"},
+                              {.kind = Mount::Kind::HostFile, .src = "/a/lib2.so", .dst = "/run/rt-host/a/b/2"}});
+  CHECK(top.dirs == std::vector<std::string>{"/"});
+  CHECK(top.subdirs == std::vector<std::string>{"lib", "a", "a/b"});
+  CHECK(top.links[0].target == "../.d/0/lib1.so");
+  CHECK(top.links[1].target == "../../.d/0/a/lib2.so");
+  // Two files for one name: the last wins, as the later of two binds did.
+  auto twice = host_files_tree({{.kind = Mount::Kind::HostFile, .src = "/a/x", .dst = "/run/rt-host/bin/x"},
+                                {.kind = Mount::Kind::HostFile, .src = "/b/x", .dst = "/run/rt-host/bin/x"}});
+  REQUIRE(twice.links.size() == 1);
+  CHECK(twice.links[0].target == "../.d/1/x");
+  CHECK(host_files_tree({}).links.empty());
+  // A place outside the tree, or in its hidden mount points, is refused.
+  for (const char* dst : {"/usr/lib/libx.so.1", "/run/rt-host", "/run/rt-host/.d/0", "/run/rt-host/lib/../../etc/x"})
+    CHECK_THROWS_AS(host_files_tree({{.kind = Mount::Kind::HostFile, .src = "/lib/libx.so.1", .dst = dst}}), rt::Error);
+  CHECK_THROWS_AS(host_files_tree({{.kind = Mount::Kind::HostFile, .src = "libx.so.1", .dst = "/run/rt-host/lib/x"}}),
+                  rt::Error);
+}
+
+TEST_CASE("describe shows the host files as one line, and each link and bind when asked") {
+  Fixture f;
+  f.o.binds = {rt::parse_bind("/data")};
+  PlanInputs in;
+  in.options = &f.o;
+  in.host = &f.h;
+  in.rootfs = "/img";
+  in.injected = {
+      {.kind = Mount::Kind::HostFile, .src = "/h/a/liba.so.1.0", .dst = "/run/rt-host/lib/liba.so.1", .why = "host"},
+      {.kind = Mount::Kind::HostFile, .src = "/h/b/libb.so.2", .dst = "/run/rt-host/lib/libb.so.2", .why = "host"},
+      {.kind = Mount::Kind::HostFile, .src = "/h/a/libc2.so.3", .dst = "/run/rt-host/lib/libc2.so.3", .why = "host"},
+  };
+  const MountPlan p = build_plan(in);
+  // Injected mounts come before --bind's, in order.
+  REQUIRE(p.mounts.size() >= 4);
+  CHECK(p.mounts.back().dst == "/data");
+  CHECK(p.mounts[p.mounts.size() - 4].dst == "/run/rt-host/lib/liba.so.1");
+  auto count = [](const std::vector<std::string>& lines, const std::string& part) {
+    return std::count_if(lines.begin(), lines.end(),
+                         [&](const std::string& l) { return l.find(part) != std::string::npos; });
+  };
+  const auto brief = describe(p, false);
+  CHECK(brief.size() == p.mounts.size() - 3 + 1 + 3);
+  CHECK(count(brief, "host files: 3 links into `/run/rt-host` from 2 directories") == 1);
+  CHECK(count(brief, "liba") == 0);
+  const auto full = describe(p, true);
+  CHECK(full.size() == brief.size() + 2 + 3);
+  CHECK(count(full, "mount bind `/h/b` on `/run/rt-host/.d/1` ro") == 1);
+  CHECK(count(full, "link `/run/rt-host/lib/libc2.so.3` -> `../.d/0/libc2.so.3`") == 1);
+}
