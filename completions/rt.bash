@@ -13,7 +13,7 @@ _rt() {
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs
     --private-tmp --no-home --home --contain --tmpfs --net --pid --ipc --volume --mount --workdir --rm --cd -e --env --env-file --unset-env --clean-env -n --dry-run
-    --join --no-join --mpi --mpi= --gpu --no-gpu --ib --no-ib --device --no-pull --seccomp"
+    --join --no-join --mpi --mpi= --gpu --no-gpu --ib --no-ib --fabric --no-glibc-replace --device --no-pull --seccomp"
   if [[ $cword -eq 1 ]]; then
     COMPREPLY=($(compgen -W "$commands --version --help" -- "$cur"))
     return

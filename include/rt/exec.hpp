@@ -67,7 +67,9 @@ struct ExecOptions {
   std::string mpi;
   enum class Inject { Auto, On, Off };
   Inject gpu = Inject::Auto;         // Auto: when the image sets NVIDIA_VISIBLE_DEVICES
-  Inject ib = Inject::Auto;          // Auto: when the host has /dev/infiniband
+  Inject ib = Inject::Auto;          // Auto: when the host has a verbs device (/dev/infiniband/uverbs*)
+  bool fabric = false;               // only the host's libfabric (and xpmem), under the image's MPI
+  bool glibc_replace = true;         // the host's glibc in place of an image's too old for what is injected
   std::vector<std::string> devices;  // CDI device names
   // One container per node shared by the ranks of a launch (run/join).
   // Auto: when the launcher reports more than one rank on this node.

@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "app/seccomp.hpp"
+#include "hpc/inject.hpp"
 #include "hpc/ldcache.hpp"
 #include "hpc/site_config.hpp"
 #include "rt/error.hpp"
@@ -316,10 +317,13 @@ DoctorCheck check_gpu(const std::map<std::string, std::string>& cache, const hpc
     if (util::is_directory(dir))
       for (const auto& n : util::list_names(util::open_fd(dir, O_PATH | O_DIRECTORY).get(), dir))
         if (n.ends_with(".json") || n.ends_with(".yaml") || n.ends_with(".yml")) specs.push_back(dir + "/" + n);
+  const std::string ctl = hpc::nvidia_control_device(conf);
   if (version.empty()) {
     c.detail = "no NVIDIA driver on this node; --gpu is refused";
   } else {
     c.detail = version.substr(0, version.find('\n'));
+    c.detail += util::path_exists(ctl) ? "; images that ask for a GPU get the driver (`" + ctl + "`)"
+                                       : "; but no `" + ctl + "`: images that ask for a GPU get no driver";
     if (!cache.count("libcuda.so.1")) {
       c.status = Status::Warn;
       c.detail += "; but libcuda.so.1 is not in the linker cache";
@@ -330,15 +334,32 @@ DoctorCheck check_gpu(const std::map<std::string, std::string>& cache, const hpc
   return c;
 }
 
-DoctorCheck check_ib() {
+// What `rt exec` injects by itself here, and why: the verbs stack only
+// with a verbs device (a /dev/infiniband holding only rdma_cm has none).
+DoctorCheck check_ib(const std::map<std::string, std::string>& cache, const hpc::SiteConfig& conf) {
   DoctorCheck c{"InfiniBand", Status::Ok, "", ""};
-  std::vector<std::string> devices;
-  if (util::is_directory("/sys/class/infiniband"))
-    devices =
-        util::list_names(util::open_fd("/sys/class/infiniband", O_PATH | O_DIRECTORY).get(), "/sys/class/infiniband");
-  c.detail = devices.empty() ? "no devices; --ib has nothing to inject"
-                             : "devices " + util::join(devices, ", ") +
-                                   (util::path_exists("/dev/infiniband") ? "" : "; but no /dev/infiniband");
+  const auto devices = hpc::verbs_devices(conf);
+  const auto libs = conf.get("ib.libraries", {"libibverbs.so.1"});
+  const bool verbs = !libs.empty() && (libs.front().front() == '/' ? util::path_exists(libs.front())
+                                                                   : cache.count(libs.front()) != 0);
+  if (devices.empty()) {
+    std::string dev = util::is_directory("/dev/infiniband")
+                          ? "/dev/infiniband holds no verbs device (" +
+                                util::join(util::list_names(util::open_fd("/dev/infiniband", O_PATH | O_DIRECTORY).get(),
+                                                            "/dev/infiniband"),
+                                           ", ") +
+                                ")"
+                          : "no verbs device";
+    c.detail = dev + ": rt exec injects no InfiniBand stack (--ib forces it)";
+  } else {
+    c.detail = "verbs devices " + util::join(devices, ", ") + ": rt exec injects the host's verbs stack" +
+               (verbs ? "" : ", but `" + (libs.empty() ? std::string("libibverbs.so.1") : libs.front()) +
+                                 "` is not in the linker cache");
+    if (!verbs) {
+      c.status = Status::Warn;
+      c.fix = "ask the administrator to install rdma-core (libibverbs) and run ldconfig";
+    }
+  }
   return c;
 }
 
@@ -367,7 +388,7 @@ std::vector<DoctorCheck> doctor(const StoreOptions& o) {
   }
   out.push_back(check_launchers(cache));
   out.push_back(check_gpu(cache, conf));
-  out.push_back(check_ib());
+  out.push_back(check_ib(cache, conf));
   out.push_back(site);
   return out;
 }

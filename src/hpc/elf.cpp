@@ -83,6 +83,13 @@ int compare_glibc(const std::string& a, const std::string& b) {
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
+const std::vector<std::string>& ElfInfo::needs_of(const std::string& file) const {
+  static const std::vector<std::string> kNone;
+  for (const auto& [f, names] : version_needs)
+    if (f == file) return names;
+  return kNone;
+}
+
 std::optional<ElfInfo> read_elf(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw SysError{errno, "open", path};
@@ -177,13 +184,19 @@ std::optional<ElfInfo> parse_elf(std::string_view data, const std::string& path)
     uint64_t off = file_off(verneed);
     for (uint64_t i = 0; i < verneednum && i < 4096; ++i) {
       auto vn = r.at<Elf64_Verneed>(off);
+      std::vector<std::string> names;
       uint64_t aoff = off + vn.vn_aux;
       for (unsigned j = 0; j < vn.vn_cnt && j < 4096; ++j) {
         auto va = r.at<Elf64_Vernaux>(aoff);
-        raise_to(info.glibc_needed, r.str(strs + va.vna_name));
+        // glibc's versions are kept as the newest only (glibc_needed):
+        // its libraries never come from the host but as a whole.
+        std::string name = r.str(strs + va.vna_name);
+        raise_to(info.glibc_needed, name);
+        if (!name.starts_with("GLIBC_")) names.push_back(std::move(name));
         if (!va.vna_next) break;
         aoff += va.vna_next;
       }
+      if (!names.empty()) info.version_needs.emplace_back(r.str(strs + vn.vn_file), std::move(names));
       if (!vn.vn_next) break;
       off += vn.vn_next;
     }
@@ -192,7 +205,10 @@ std::optional<ElfInfo> parse_elf(std::string_view data, const std::string& path)
     uint64_t off = file_off(verdef);
     for (uint64_t i = 0; i < verdefnum && i < 4096; ++i) {
       auto vd = r.at<Elf64_Verdef>(off);
-      if (vd.vd_cnt) raise_to(info.glibc_defined, r.str(strs + r.at<Elf64_Verdaux>(off + vd.vd_aux).vda_name));
+      if (vd.vd_cnt && !(vd.vd_flags & VER_FLG_BASE)) {
+        info.version_defs.push_back(r.str(strs + r.at<Elf64_Verdaux>(off + vd.vd_aux).vda_name));
+        raise_to(info.glibc_defined, info.version_defs.back());
+      }
       if (!vd.vd_next) break;
       off += vd.vd_next;
     }

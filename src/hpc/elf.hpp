@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace rt::hpc {
@@ -15,6 +16,14 @@ struct ElfInfo {
   std::string glibc_needed;          // highest GLIBC_x.y it asks for ("" if none)
   std::string glibc_defined;         // highest GLIBC_x.y it provides (libc itself)
   unsigned machine = 0;              // e_machine
+  // The symbol versions it asks of each library it needs (DT_VERNEED:
+  // file -> names, "GLIBCXX_3.4.30"; glibc's GLIBC_x.y only as
+  // glibc_needed), and those it defines (DT_VERDEF, the file's own name
+  // left out): whether an image's copy of a library will do.
+  std::vector<std::pair<std::string, std::vector<std::string>>> version_needs;
+  std::vector<std::string> version_defs;
+  // The versions of `file` it asks for; empty when none (or it does not need it).
+  const std::vector<std::string>& needs_of(const std::string& file) const;
 };
 
 // Reads a 64-bit little-endian ELF file; nullopt when `path` is not one

@@ -12,8 +12,10 @@ namespace {
 
 // One entry per line, fields separated by tabs, lists by '\x1f':
 // path stamp elf(0|1) soname needed runpath glibc_needed glibc_defined machine
-constexpr char kVersion[] = "rt-elf-cache 2";
+// version_needs version_defs; a version need is "file\x1ename\x1ename...".
+constexpr char kVersion[] = "rt-elf-cache 3";
 constexpr char kList = '\x1f';
+constexpr char kSub = '\x1e';
 
 std::string join_list(const std::vector<std::string>& v) { return util::join(v, kList); }
 
@@ -32,42 +34,70 @@ ElfCache::ElfCache(int dirfd, std::string name) : dirfd_(dirfd), name_(std::move
   } catch (const Error&) {
   }
   if (!text) return;
-  auto lines = util::split(*text, '\n');
-  if (lines.empty() || lines.front() != kVersion) return;
-  for (size_t i = 1; i < lines.size(); ++i) {
-    auto f = util::split(lines[i], '\t');
-    if (f.size() == 3 && f[0] == "=") {
-      notes_[f[1]] = f[2];
+  // Every rank reads the file, and uses a few of its entries: each line is
+  // split at its first two tabs only; an entry's fields are read when used.
+  std::string_view rest(*text);
+  auto next_line = [&rest]() {
+    size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+    return line;
+  };
+  if (next_line() != kVersion) return;
+  while (!rest.empty()) {
+    std::string_view line = next_line();
+    size_t a = line.find('\t'), b = a == std::string_view::npos ? a : line.find('\t', a + 1);
+    if (b == std::string_view::npos) continue;
+    std::string key(line.substr(a + 1, b - a - 1));
+    if (line.substr(0, a) == "=") {
+      notes_[std::move(key)] = std::string(line.substr(b + 1));
       continue;
     }
-    if (f.size() != 9) continue;
-    Entry e;
-    e.stamp = f[1];
-    try {
-      if (f[2] == "1") {
-        ElfInfo info;
-        info.soname = f[3];
-        info.needed = split_list(f[4]);
-        info.runpath = split_list(f[5]);
-        info.glibc_needed = f[6];
-        info.glibc_defined = f[7];
-        info.machine = static_cast<unsigned>(std::stoul(f[8]));
-        e.info = std::move(info);
-      }
-    } catch (const std::exception&) {
-      continue;
-    }
-    entries_[f[0]] = std::move(e);
+    entries_[std::string(line.substr(0, a))] =
+        Entry{std::move(key), std::nullopt, std::string(line.substr(b + 1)), false};
   }
 }
 
+// An entry's fields after path and stamp: elf(0|1) soname needed runpath
+// glibc_needed glibc_defined machine version_needs version_defs. False when
+// they are not that.
+bool ElfCache::parse(Entry& e) {
+  auto f = util::split(e.raw, '\t');
+  e.raw.clear();
+  if (f.size() != 9) return false;
+  if (f[0] != "1") return true;
+  try {
+    ElfInfo info;
+    info.soname = f[1];
+    info.needed = split_list(f[2]);
+    info.runpath = split_list(f[3]);
+    info.glibc_needed = f[4];
+    info.glibc_defined = f[5];
+    info.machine = static_cast<unsigned>(std::stoul(f[6]));
+    for (const auto& need : split_list(f[7])) {
+      auto parts = util::split(need, kSub);
+      info.version_needs.emplace_back(parts.front(), std::vector<std::string>(parts.begin() + 1, parts.end()));
+    }
+    info.version_defs = split_list(f[8]);
+    e.info = std::move(info);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
 std::optional<ElfInfo> ElfCache::get(const std::string& path) {
+  auto it = entries_.find(path);
+  // Checked once per process: a plan asks for a library more than once.
+  if (it != entries_.end() && it->second.checked && it->second.raw.empty()) return it->second.info;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return read_elf(path);  // read_elf explains the error
   std::string stamp = util::file_stamp(st);
-  auto it = entries_.find(path);
-  if (it != entries_.end() && it->second.stamp == stamp) return it->second.info;
-  Entry e{std::move(stamp), read_elf(path)};
+  if (it != entries_.end() && it->second.stamp == stamp && (it->second.raw.empty() || parse(it->second))) {
+    it->second.checked = true;
+    return it->second.info;
+  }
+  Entry e{std::move(stamp), read_elf(path), "", true};
   auto info = e.info;
   entries_[path] = std::move(e);
   dirty_ = true;
@@ -92,11 +122,18 @@ void ElfCache::save() const {
   for (const auto& [path, e] : entries_) {
     if (path.find_first_of("\t\n") != std::string::npos) continue;
     text += path + "\t" + e.stamp;
-    if (e.info)
+    if (!e.raw.empty()) {
+      text += "\t" + e.raw + "\n";  // never read: as it was
+    } else if (e.info) {
+      std::vector<std::string> needs;
+      for (const auto& [file, names] : e.info->version_needs)
+        needs.push_back(file + (names.empty() ? "" : kSub + util::join(names, kSub)));
       text += "\t1\t" + e.info->soname + "\t" + join_list(e.info->needed) + "\t" + join_list(e.info->runpath) + "\t" +
-              e.info->glibc_needed + "\t" + e.info->glibc_defined + "\t" + std::to_string(e.info->machine) + "\n";
-    else
-      text += "\t0\t\t\t\t\t\t0\n";
+              e.info->glibc_needed + "\t" + e.info->glibc_defined + "\t" + std::to_string(e.info->machine) + "\t" +
+              join_list(needs) + "\t" + join_list(e.info->version_defs) + "\n";
+    } else {
+      text += "\t0\t\t\t\t\t\t0\t\t\n";
+    }
   }
   for (const auto& [key, value] : notes_) text += "=\t" + key + "\t" + value + "\n";
   util::write_file_atomic_at(dirfd_, name_, text);

@@ -31,7 +31,10 @@ private:
   struct Entry {
     std::string stamp;  // util::file_stamp when it was read
     std::optional<ElfInfo> info;
+    std::string raw;  // its fields as the file holds them, until first used
+    bool checked;     // its stamp was compared with the file's in this process
   };
+  static bool parse(Entry& e);
   int dirfd_;
   std::string name_;
   std::map<std::string, Entry> entries_;

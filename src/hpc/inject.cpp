@@ -56,6 +56,14 @@ const std::vector<std::string> kGpuLibraries = {"libcuda.so.1",
                                                 "libnvidia-opticalflow.so.1",
                                                 "libnvcuvid.so.1",
                                                 "libnvidia-encode.so.1"};
+// The dynamic linker's default directories in an image, after its cache.
+constexpr const char* kImageDefaultDirs[] = {
+#if defined(__aarch64__)
+    "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+#else
+    "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+#endif
+    "/lib64", "/usr/lib64", "/lib", "/usr/lib"};
 // Where the image's own MPI would be.
 constexpr const char* kImageLibDirs[] = {
     "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib",
@@ -68,6 +76,44 @@ const std::vector<std::string> kIbLibraries = {"libibverbs.so.1", "librdmacm.so.
 
 using util::base_name;
 using util::dir_name;
+
+// The driver's program among `candidates` (paths, in order of preference):
+// the first that is not a script, or the program a script runs with the
+// same name (`/usr/bin/nvidia-smi` running `exec
+// /usr/local/nvidia/bin/nvidia-smi`: bound in its place, the script would
+// run a path the container lacks), else the first script. Returns the
+// program and the script it was found through ("" when none).
+std::optional<std::pair<std::string, std::string>> driver_program(const std::vector<std::string>& candidates) {
+  auto head = [](const std::string& path) -> std::optional<std::string> {
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    struct stat st;
+    std::string buf;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      buf.resize(16384);
+      ssize_t n = ::pread(fd, buf.data(), buf.size(), 0);
+      buf.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    }
+    ::close(fd);
+    return S_ISREG(st.st_mode) ? std::optional(buf) : std::nullopt;
+  };
+  std::optional<std::string> script;
+  for (const auto& c : candidates) {
+    auto text = head(c);
+    if (!text) continue;
+    if (!text->starts_with("#!")) return std::pair{c, std::string()};
+    std::replace_if(text->begin(), text->end(), [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }, ' ');
+    for (auto word : util::split(*text, ' ')) {
+      // Words of the script: exec /x/nvidia-smi "$@", P='/x/nvidia-smi', ...
+      word = util::trim(word.substr(word.find('=') == std::string::npos ? 0 : word.find('=') + 1), ";'\"&|()`");
+      if (!word.starts_with("/") || word == c || base_name(word) != base_name(c)) continue;
+      if (auto target = head(word); target && target->starts_with("\x7f" "ELF")) return std::pair{word, c};
+    }
+    if (!script) script = c;
+  }
+  if (script) return std::pair{*script, std::string()};
+  return std::nullopt;
+}
 
 // The driver version a libcuda file name carries ("libcuda.so.535.104.05"
 // -> "535.104.05"); "" for any other name (libcuda.so.1 included).
@@ -85,26 +131,36 @@ std::string cuda_version(const std::string& libcuda) {
 
 class Planner {
 public:
-  Planner(const SiteConfig& conf, const ImageView& image, ElfCache& elf) : conf_(conf), image_(image), elf_(elf) {
+  Planner(const SiteConfig& conf, const ImageView& image, ElfCache& elf, bool glibc_replace)
+      : conf_(conf), image_(image), elf_(elf), glibc_replace_(glibc_replace) {
     auto cache = conf.get("ld_cache", {"/etc/ld.so.cache"});
     cache_file_ = cache.empty() ? "/etc/ld.so.cache" : cache.front();
-    if (util::path_exists(cache_file_)) cache_ = read_ld_cache(cache_file_);
+    struct stat st;
+    if (::stat(cache_file_.c_str(), &st) == 0) cache_stamp_ = util::file_stamp(st);
   }
 
   Injection out;
 
   // A host library by soname (or "name.so.*", or an absolute path).
-  std::optional<std::string> find(const std::string& name) const {
+  // Reading the linker cache whole is most of a plan's work: every rank
+  // asks for the same names, so the answers are remembered under the
+  // cache's identity, and it is read only for a name not asked before.
+  std::optional<std::string> find(const std::string& name) {
     if (!name.empty() && name.front() == '/') return util::path_exists(name) ? std::optional(name) : std::nullopt;
+    if (cache_stamp_.empty()) return std::nullopt;
+    const std::string key = "ld " + cache_stamp_ + " " + name;
+    if (auto known = elf_.note(key)) return known->empty() ? std::nullopt : std::optional(*known);
+    if (!cache_) cache_ = read_ld_cache(cache_file_);
+    std::string found;
     if (name.size() > 2 && name.ends_with(".*")) {
       std::string prefix = name.substr(0, name.size() - 1);
-      auto it = cache_.lower_bound(prefix);
-      if (it != cache_.end() && it->first.starts_with(prefix)) return it->second;
-      return std::nullopt;
+      auto it = cache_->lower_bound(prefix);
+      if (it != cache_->end() && it->first.starts_with(prefix)) found = it->second;
+    } else if (auto it = cache_->find(name); it != cache_->end()) {
+      found = it->second;
     }
-    auto it = cache_.find(name);
-    if (it == cache_.end()) return std::nullopt;
-    return it->second;
+    elf_.set_note(key, found);
+    return found.empty() ? std::nullopt : std::optional(found);
   }
 
   // Adds `path` (a host library) and, with `closure`, what it needs.
@@ -118,9 +174,28 @@ public:
     if (closure) add_needed(*info, path, why);
   }
 
+  // What `path` needs. A library the image has, in a copy that defines
+  // every symbol version `path` asks of it, comes from the image (the
+  // image's libstdc++ is never shadowed by an older, or another, host
+  // copy); the host's comes in, with what it needs in turn, only where the
+  // image lacks it or its copy falls short. Once a host copy is in, it is
+  // first on the library path for every object, so each decision holds.
   void add_needed(const ElfInfo& info, const std::string& path, const std::string& why) {
     for (const auto& n : info.needed) {
       if (kGlibc.count(n) || seen_.count(n)) continue;
+      std::string shortfall;
+      if (!primaries_.count(n)) {
+        if (auto copy = image_library(n)) {
+          shortfall = missing_versions(info.needs_of(n), image_versions(*copy));
+          if (shortfall.empty()) {
+            from_image_.emplace(n, "`" + n + "` from the image (" + *copy + "): it has what `" + path + "` needs");
+            continue;
+          }
+          shortfall = "the image's " + *copy + " lacks " + shortfall + ", which `" + path + "` needs";
+        } else {
+          shortfall = "the image has none";
+        }
+      }
       std::optional<std::string> found;
       for (auto dir : info.runpath) {
         if (dir.starts_with("$ORIGIN")) dir = dir_name(path) + dir.substr(7);
@@ -134,8 +209,66 @@ public:
         out.notes.push_back("`" + path + "` needs `" + n + "`, which is not on this host (" + why + ")");
         continue;
       }
+      if (!shortfall.empty()) out.notes.push_back("`" + n + "` from the host (" + *found + "): " + shortfall);
       add_library(*found, why, true);
     }
+  }
+
+  // The libraries a part injects whatever the image has (the driver, the
+  // fabric, the MPI): known before their closures are walked, so that one
+  // of them needed by another is never taken from the image.
+  void primary(const std::string& path) {
+    auto info = elf_.get(path);
+    primaries_.insert(info && !info->soname.empty() ? info->soname : base_name(path));
+  }
+
+  // Where the image's dynamic linker would find `soname`: its
+  // /etc/ld.so.cache, then the default directories. Every rank of a job
+  // asks: the answers are remembered under the identity of the cache and
+  // of those directories.
+  std::optional<std::string> image_library(const std::string& soname) {
+    if (image_key_.empty()) {
+      image_key_ = image_.stamp("/etc/ld.so.cache");
+      for (const char* d : kImageDefaultDirs) image_key_ += "|" + image_.stamp(d);
+      image_key_ = util::hash_hex(image_key_);
+    }
+    const std::string key = "image-lib " + image_key_ + " " + soname;
+    if (auto known = elf_.note(key)) return known->empty() ? std::nullopt : std::optional(*known);
+    if (!image_cache_) {
+      image_cache_.emplace();
+      if (auto data = image_.read("/etc/ld.so.cache", 64u << 20)) try {
+          *image_cache_ = parse_ld_cache(*data, image_.name() + ":/etc/ld.so.cache");
+        } catch (const Error&) {  // a damaged cache: the default directories
+        }
+    }
+    std::string where;
+    if (auto it = image_cache_->find(soname); it != image_cache_->end() && !image_.stamp(it->second).empty())
+      where = it->second;
+    for (const char* d : kImageDefaultDirs)
+      if (where.empty() && !image_.stamp(std::string(d) + "/" + soname).empty()) where = std::string(d) + "/" + soname;
+    elf_.set_note(key, where);
+    return where.empty() ? std::nullopt : std::optional(where);
+  }
+
+  // The symbol versions an image's library defines (remembered by its identity).
+  std::vector<std::string> image_versions(const std::string& path) {
+    std::string stamp = image_.stamp(path);
+    if (auto known = elf_.note("image-defs " + stamp)) return util::split(*known, ' ');
+    std::vector<std::string> defs;
+    try {
+      if (auto data = image_.read(path, 256u << 20))
+        if (auto info = parse_elf(*data, image_.name() + ":" + path)) defs = info->version_defs;
+    } catch (const Error&) {  // unreadable or not ELF: it defines nothing
+    }
+    elf_.set_note("image-defs " + stamp, util::join(defs, ' '));
+    return defs;
+  }
+
+  // The first of `wanted` that `have` lacks ("" when it has them all).
+  static std::string missing_versions(const std::vector<std::string>& wanted, const std::vector<std::string>& have) {
+    for (const auto& w : wanted)
+      if (std::find(have.begin(), have.end(), w) == have.end()) return w;
+    return "";
   }
 
   // The image's glibc must provide what every injected object asks for.
@@ -163,10 +296,13 @@ public:
     std::sort(entries.begin(), entries.end());
     for (const auto& [n, type] : entries) {
       bool so = n.find(".so") != std::string::npos;
-      if (type != DT_DIR && type != DT_UNKNOWN && !(so && (type == DT_REG || type == DT_LNK))) continue;
+      if (type != DT_DIR && type != DT_UNKNOWN && !(so && type == DT_REG)) continue;  // links: their targets count
       std::string p = dir + "/" + n;
       struct stat st;
-      if (::lstat(p.c_str(), &st) != 0) continue;
+      if (type == DT_REG)
+        st.st_mode = S_IFREG;  // no lstat: the file system said so
+      else if (::lstat(p.c_str(), &st) != 0)
+        continue;
       if (S_ISDIR(st.st_mode)) {
         if (!kNoPlugins.count(n)) add_plugin_dir(p, depth + 1);
       } else if (S_ISREG(st.st_mode) && so) {
@@ -274,6 +410,7 @@ public:
                       (which == "auto" ? "" : "=" + which) + " injects " + mpi_name(flavor) + " `" + lib + "`",
                   "use --mpi=" + needs + ", or plain --mpi, which follows the program");
     check_image_mpi(mpis, flavor, lib);
+    primary(lib);
     add_library(lib, "MPI", true);
     // Plugins and data files, bound at the host path: MPI finds them by
     // paths compiled into it.
@@ -282,11 +419,7 @@ public:
         flavor == "openmpi" ? std::vector<std::string>{libdir + "/openmpi", libdir + "/pmix2",    libdir + "/pmix",
                                                        "/etc/openmpi",      "/usr/share/openmpi", "/usr/share/pmix"}
                             : std::vector<std::string>{"/etc/mpich", libdir + "/mpich", libdir + "/ucx"};
-    for (const auto& d : conf_.get(flavor + ".paths", defaults)) {
-      if (!util::is_directory(d)) continue;
-      add_dir(d);
-      add_plugin_dir(d);
-    }
+    add_plugin_dirs(conf_.get(flavor + ".paths", defaults));
     out.notes.push_back("host MPI: " + lib + " (" + flavor + " ABI)");
   }
 
@@ -314,18 +447,29 @@ public:
       return;
     }
     for (const auto& l : libs)
+      if (auto f = find(l)) primary(*f);
+    for (const auto& l : libs)
       if (auto f = find(l)) add_library(*f, "GPU", false);
-    if (auto cuda = find("libcuda.so.1")) cuda_compat(cuda_version(*cuda));
+    auto cuda = find("libcuda.so.1");
+    if (cuda) cuda_compat(cuda_version(*cuda));
+    // The driver's programs live beside its libraries (../bin of where
+    // libcuda.so.1 really is: /usr/local/nvidia/bin on nodes whose driver
+    // has a prefix of its own), else in the usual places.
+    std::vector<std::string> dirs;
+    if (char real[PATH_MAX]; cuda && ::realpath(cuda->c_str(), real)) dirs.push_back(dir_name(dir_name(real)) + "/bin");
+    for (const char* d : {"/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin", "/sbin"}) dirs.push_back(d);
     for (const auto& b : conf_.get("gpu.binaries", kGpuBinaries)) {
-      std::string path = b;
-      if (path.front() != '/')
-        for (const char* d : {"/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin", "/sbin"})
-          if (util::path_exists(std::string(d) + "/" + b)) {
-            path = std::string(d) + "/" + b;
-            break;
-          }
-      if (path.front() == '/' && util::path_exists(path))
-        out.files.push_back({path, std::string(kBinDir) + "/" + base_name(path)});
+      std::vector<std::string> candidates;
+      if (b.front() == '/')
+        candidates.push_back(b);
+      else
+        for (const auto& d : dirs) candidates.push_back(d + "/" + b);
+      if (auto program = driver_program(candidates)) {
+        out.files.push_back({program->first, std::string(kBinDir) + "/" + base_name(program->first)});
+        if (!program->second.empty())
+          out.notes.push_back("GPU: `" + program->second + "` is a script that runs `" + program->first +
+                              "`: the program is injected, not the script");
+      }
     }
     for (const auto& d : conf_.get("gpu.paths", {})) add_dir(d);
     // Device nodes come with the host's /dev; those of GPUs that
@@ -374,16 +518,48 @@ public:
                     cache_file_ + "`");
       return;
     }
-    for (const auto& l : libs)
-      if (auto f = find(l)) add_library(*f, "InfiniBand", true);
+    add_part(libs, "InfiniBand");
     std::string libdir = dir_name(*verbs);
-    for (const auto& d : conf_.get("ib.paths", {"/etc/libibverbs.d", libdir + "/libibverbs", "/etc/rdma",
-                                                libdir + "/ucx", libdir + "/libfabric", "/etc/libfabric"})) {
-      if (!util::is_directory(d)) continue;
-      add_dir(d);
-      add_plugin_dir(d);
-    }
+    add_plugin_dirs(conf_.get("ib.paths", {"/etc/libibverbs.d", libdir + "/libibverbs", "/etc/rdma", libdir + "/ucx",
+                                           libdir + "/libfabric", "/etc/libfabric"}));
     out.notes.push_back("InfiniBand: verbs from `" + *verbs + "`");
+  }
+
+  // The host's fabric provider under the image's own MPI (MPICH built
+  // ch4:ofi, Open MPI's ofi components): libfabric with its providers, and
+  // xpmem where the host has it; the image's MPI stays.
+  void fabric() {
+    auto libs = conf_.get("fabric.libraries", {"libfabric.so.1", "libxpmem.so.0"});
+    auto lib = libs.empty() ? std::nullopt : find(libs.front());
+    if (!lib)
+      throw Error("--fabric: `" + (libs.empty() ? std::string("libfabric.so.1") : libs.front()) + "` is not in `" +
+                      cache_file_ + "`",
+                  "install the fabric library, or name it in the site configuration (fabric.libraries)");
+    add_part(libs, "fabric");
+    std::string libdir = dir_name(*lib);
+    add_plugin_dirs(conf_.get("fabric.paths", {libdir + "/libfabric", "/etc/libfabric"}));
+    std::string soname = libs.front().ends_with(".*") ? libs.front() : base_name(libs.front());
+    out.notes.push_back("fabric: `" + *lib + "` in place of " +
+                        (image_library(soname) ? "the image's" : "nothing: the image has no `" + soname + "`") +
+                        "; the image's own MPI is kept");
+  }
+
+  // The libraries of a part (names, "name.so.*" or paths) that the host
+  // has, each with what it needs.
+  void add_part(const std::vector<std::string>& names, const std::string& why) {
+    std::vector<std::string> paths;
+    for (const auto& l : names)
+      if (auto f = find(l)) paths.push_back(*f);
+    for (const auto& p : paths) primary(p);
+    for (const auto& p : paths) add_library(p, why, true);
+  }
+
+  void add_plugin_dirs(const std::vector<std::string>& dirs) {
+    for (const auto& d : dirs)
+      if (util::is_directory(d) && std::find(out.dirs.begin(), out.dirs.end(), d) == out.dirs.end()) {
+        out.dirs.push_back(d);
+        add_plugin_dir(d);
+      }
   }
 
   // The image's glibc must provide what the injected libraries ask for.
@@ -421,13 +597,52 @@ public:
       throw Error("image `" + image_.name() + "`: its libc.so.6 (" + where + ") defines no GLIBC_x.y version, and `" +
                       glibc_needed_by_ + "` needs " + glibc_needed_,
                   "host libraries can only be injected into glibc-based images");
-    if (compare_glibc(have, glibc_needed_) < 0)
-      throw Error("image `" + image_.name() + "` has glibc " + (release.empty() ? have.substr(6) : release) + " (" +
-                      where + "), but the host's `" + glibc_needed_by_ + "` needs " + glibc_needed_.substr(6),
+    if (compare_glibc(have, glibc_needed_) >= 0) return;
+    const std::string older = "image `" + image_.name() + "` has glibc " + (release.empty() ? have.substr(6) : release) +
+                              " (" + where + "), but the host's `" + glibc_needed_by_ + "` needs " +
+                              glibc_needed_.substr(6);
+    if (!glibc_replace_)
+      throw Error(older, "use an image with glibc " + glibc_needed_.substr(6) +
+                             " or later, or let rt put the host's glibc in its place (without --no-glibc-replace)");
+    replace_glibc(where, older);
+  }
+
+  // The host's glibc in place of the image's, for this container only, as
+  // Sarus's glibc hook does: every part of it present in the image's
+  // library directory (loader, libc, libm, libpthread, ... and its NSS
+  // modules and gconv converters, which use its private interfaces) is
+  // bound over the image's from the directory of the host's libc.so.6, so
+  // that one glibc of one version serves the whole process. Programs built
+  // for an older glibc run on a newer one.
+  void replace_glibc(const std::string& image_libc, const std::string& older) {
+    auto host_libc = find("libc.so.6");
+    auto info = host_libc ? elf_.get(*host_libc) : std::nullopt;
+    if (!info || compare_glibc(info->glibc_defined, glibc_needed_) < 0)
+      throw Error(older + ", and the host's glibc (" + (host_libc ? *host_libc : "none in `" + cache_file_ + "`") +
+                      ") is no newer",
                   "use an image with glibc " + glibc_needed_.substr(6) + " or later");
+    const std::string host_dir = dir_name(*host_libc), image_dir = dir_name(image_libc);
+    static const std::set<std::string> kGlibcModules = {"libnss_files.so.2",  "libnss_dns.so.2", "libnss_compat.so.2",
+                                                        "libnss_hesiod.so.2", "libnss_db.so.2",  "libc_malloc_debug.so.0"};
+    size_t n = 0;
+    for (const auto& name : image_.list(image_dir))
+      if ((kGlibc.count(name) || kGlibcModules.count(name)) && util::path_exists(host_dir + "/" + name)) {
+        out.over.push_back({host_dir + "/" + name, image_dir + "/" + name});
+        ++n;
+      }
+    for (const auto& gconv : {image_dir + "/gconv", "/usr" + image_dir + "/gconv"})
+      if (!image_.stamp(gconv).empty() && util::is_directory(host_dir + "/gconv")) {
+        out.over.push_back({host_dir + "/gconv", gconv});
+        break;
+      }
+    out.notes.push_back("glibc: " + older + ": the host's glibc " + info->glibc_defined.substr(6) + " (`" +
+                        *host_libc + "`) takes its place in this container (" + std::to_string(n) +
+                        " libraries; --no-glibc-replace refuses instead)");
   }
 
   void finish() {
+    for (const auto& [soname, why] : from_image_)
+      if (!seen_.count(soname)) out.notes.push_back(why);
     bool bins = false, libs = false;
     for (const auto& f : out.files) {
       if (f.container.starts_with(kBinDir)) bins = true;
@@ -441,9 +656,15 @@ private:
   const SiteConfig& conf_;
   const ImageView& image_;
   ElfCache& elf_;
+  const bool glibc_replace_;
   std::string cache_file_;
-  std::map<std::string, std::string> cache_;
-  std::set<std::string> seen_;
+  std::string cache_stamp_;                                   // the linker cache's identity ("" if absent)
+  std::optional<std::map<std::string, std::string>> cache_;  // the linker cache, once read
+  std::set<std::string> seen_;       // sonames injected from the host
+  std::set<std::string> primaries_;  // sonames a part injects whatever the image has
+  std::map<std::string, std::string> from_image_;  // dependencies the image provides, and why
+  std::string image_key_;                          // the identity of the image's library directories
+  std::optional<std::map<std::string, std::string>> image_cache_;  // its ld.so.cache, once read
   std::string glibc_needed_, glibc_needed_by_;
 };
 
@@ -531,10 +752,16 @@ namespace {
 
 Injection plan_once(const InjectRequest& req, const SiteConfig& conf, const ImageView& image, ElfCache* elf) {
   ElfCache memory(-1, "");
-  Planner p(conf, image, elf ? *elf : memory);
+  // The image's glibc is replaced only for what was asked for: never
+  // because of a part that came in by itself.
+  bool automatic = (req.gpu && !req.gpu_required) || (req.ib && !req.ib_required);
+  auto setting = conf.get("glibc.replace", {"yes"});
+  bool replace = req.glibc_replace && !automatic && !(setting.size() == 1 && setting.front() == "no");
+  Planner p(conf, image, elf ? *elf : memory, replace);
   if (!req.mpi.empty()) p.mpi(req.mpi, req.program);
   if (req.gpu) p.gpu(req.gpu_required);
   if (req.ib) p.ib(req.ib_required);
+  if (req.fabric) p.fabric();
   if (!req.devices.empty()) apply_cdi(req.devices, conf.get("cdi.dirs", {"/etc/cdi", "/var/run/cdi"}), p.out);
   if (!p.out.cuda_compat_host.empty()) p.cuda_compat(p.out.cuda_compat_host);
   p.check_glibc();
@@ -542,14 +769,44 @@ Injection plan_once(const InjectRequest& req, const SiteConfig& conf, const Imag
   return std::move(p.out);
 }
 
+// Names in `dir` that start with `prefix`.
+std::vector<std::string> names_with(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.' && std::string_view(e->d_name).starts_with(prefix)) out.push_back(e->d_name);
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> verbs_devices(const SiteConfig& conf) {
+  std::vector<std::string> found;
+  for (const auto& pattern : conf.get("ib.devices", {"/dev/infiniband/uverbs*", "/sys/class/infiniband/*"})) {
+    // DIR/PREFIX*: names beginning with PREFIX; DIR/NAME: that name.
+    std::string dir = dir_name(pattern), name = base_name(pattern);
+    if (name.ends_with("*"))
+      for (const auto& n : names_with(dir, name.substr(0, name.size() - 1))) found.push_back(dir + "/" + n);
+    else if (util::path_exists(pattern))
+      found.push_back(pattern);
+  }
+  return found;
+}
+
+std::string nvidia_control_device(const SiteConfig& conf) {
+  auto dev = conf.get("gpu.dev", {"/dev"});
+  return (dev.empty() ? std::string("/dev") : dev.front()) + "/nvidiactl";
+}
 
 Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image, ElfCache* elf) {
   try {
     return plan_once(req, conf, image, elf);
   } catch (const Error& e) {
     // A part nobody asked for (the driver an image's NVIDIA_VISIBLE_DEVICES
-    // wants, the verbs of a host with /dev/infiniband) that cannot go in is
+    // wants, the verbs of a host with a verbs device) that cannot go in is
     // left out with a warning; what was asked for then stands or fails on
     // its own (a host's verbs built for a newer glibc must not stop --gpu).
     InjectRequest asked = req;
@@ -559,7 +816,7 @@ Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const
     if (req.gpu && !asked.gpu) left.push_back("NVIDIA driver"), quiet.push_back("--no-gpu");
     if (req.ib && !asked.ib) left.push_back("InfiniBand stack"), quiet.push_back("--no-ib");
     if (left.empty()) throw;
-    bool anything = !asked.mpi.empty() || asked.gpu || asked.ib || !asked.devices.empty();
+    bool anything = !asked.mpi.empty() || asked.gpu || asked.ib || asked.fabric || !asked.devices.empty();
     Injection inj = anything ? plan_once(asked, conf, image, elf) : Injection{};
     inj.warnings.push_back("not injecting the host's " + util::join(left, " or ") + " (not asked for; " +
                            util::join(quiet, " or ") + " leaves it out quietly): " + e.what());

@@ -23,6 +23,12 @@ struct InjectRequest {
   bool gpu_required = false;  // asked on the command line: a missing driver is an error
   bool ib = false;
   bool ib_required = false;
+  // --fabric: only the host's fabric provider (libfabric, its providers,
+  // xpmem), under the image's own MPI.
+  bool fabric = false;
+  // Where injected objects need a newer glibc than the image's, the host's
+  // glibc takes the image's place (else the injection is refused).
+  bool glibc_replace = true;
   std::vector<std::string> devices;  // CDI names: vendor.com/class=name|all
   // The program to run (argv[0]): the MPI it links chooses the host MPI of
   // a plain --mpi and must agree with an explicit one. "" when unknown.
@@ -48,7 +54,8 @@ struct Injection {
     std::string host;       // path on the host
     std::string container;  // path inside
   };
-  std::vector<File> files;            // libraries and programs, bound read-only one by one
+  std::vector<File> files;            // libraries and programs, into kLibDir and kBinDir
+  std::vector<File> over;             // host files bound over the image's own (its glibc replaced)
   std::vector<std::string> dirs;      // host directories bound read-only at the same path
   std::vector<File> cdi_mounts;       // from CDI specs
   std::vector<File> cdi_links;        // links a CDI spec's hook asks for: host = target, container = link
@@ -69,6 +76,16 @@ struct Injection {
 // `warnings`. Host ELF files are read through `elf` when given.
 Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image,
                          ElfCache* elf = nullptr);
+
+// The verbs devices that make the InfiniBand stack automatic: the names
+// matching the site's `ib.devices` patterns (DIR/PREFIX*; by default
+// /dev/infiniband/uverbs* and /sys/class/infiniband/*). None where
+// /dev/infiniband holds only rdma_cm.
+std::vector<std::string> verbs_devices(const SiteConfig& conf);
+
+// The NVIDIA driver's control device (`gpu.dev`/nvidiactl), without which
+// an image's NVIDIA_VISIBLE_DEVICES injects nothing.
+std::string nvidia_control_device(const SiteConfig& conf);
 
 // Soname families of MPI ABIs: "openmpi" (libmpi.so.40), "mpich"
 // (libmpi.so.12 / libmpich.so.12: MPICH, Intel MPI, Cray MPICH, MVAPICH);

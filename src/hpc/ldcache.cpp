@@ -47,7 +47,10 @@ struct NewEntry {
 std::map<std::string, std::string> read_ld_cache(const std::string& path) {
   auto text = util::read_file_if_exists(path, 64u << 20);
   if (!text) throw Error("dynamic linker cache `" + path + "` does not exist");
-  const std::string& data = *text;
+  return parse_ld_cache(*text, path);
+}
+
+std::map<std::string, std::string> parse_ld_cache(const std::string& data, const std::string& path) {
   auto bad = [&](const char* why) { return Error("`" + path + "` is not a dynamic linker cache: " + why); };
   size_t base = 0;
   if (data.compare(0, sizeof kOldMagic - 1, kOldMagic) == 0) {

@@ -14,6 +14,7 @@ namespace {
 const std::set<std::string> kKeys = {"ld_cache",    "openmpi.library", "openmpi.paths", "mpich.library",
                                      "mpich.paths", "gpu.libraries",   "gpu.binaries",  "gpu.paths",
                                      "gpu.procfs",  "gpu.dev",         "ib.libraries",  "ib.paths",
+                                     "ib.devices",  "fabric.libraries", "fabric.paths", "glibc.replace",
                                      "cdi.dirs",    "squashfs.linger"};
 
 std::string trim(const std::string& s) { return util::trim(s, " \t\r"); }
@@ -42,6 +43,8 @@ SiteConfig parse_site_config(const std::string& text, const std::string& file) {
     std::vector<std::string> words;
     for (const auto& w : util::split(line.substr(eq + 1), ' '))
       if (!trim(w).empty()) words.push_back(trim(w));
+    if (key == "glibc.replace" && (words.size() != 1 || (words[0] != "yes" && words[0] != "no")))
+      throw Error("site configuration `" + file + "` line " + std::to_string(n) + ": glibc.replace is yes or no");
     c.values[key] = std::move(words);
   }
   return c;

@@ -3,8 +3,9 @@
 //   # comment
 //   key = value words...
 // Keys: ld_cache, openmpi.library, openmpi.paths, mpich.library,
-// mpich.paths, gpu.libraries, gpu.binaries, gpu.paths, ib.libraries,
-// ib.paths, cdi.dirs. Unknown keys are an error (a typo must not pass).
+// mpich.paths, gpu.libraries, gpu.binaries, gpu.paths, gpu.procfs, gpu.dev,
+// ib.libraries, ib.paths, ib.devices, fabric.libraries, fabric.paths,
+// glibc.replace (yes|no), cdi.dirs, squashfs.linger. Unknown keys are an error (a typo must not pass).
 #pragma once
 #include <map>
 #include <string>

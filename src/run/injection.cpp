@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <optional>
 
 #include "hpc/site_config.hpp"
 #include "rt/error.hpp"
@@ -86,10 +87,35 @@ hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, c
   hpc::InjectRequest req;
   req.mpi = o.mpi;
   req.gpu_required = o.gpu == ExecOptions::Inject::On;
-  req.gpu = req.gpu_required || (o.gpu == ExecOptions::Inject::Auto && image_env_asks_gpu(config));
   req.ib_required = o.ib == ExecOptions::Inject::On;
-  req.ib = req.ib_required || (o.ib == ExecOptions::Inject::Auto && util::path_exists("/dev/infiniband"));
+  req.fabric = o.fabric;
+  req.glibc_replace = o.glibc_replace;
   req.devices = o.devices;
+  // What is automatic depends on the devices this node has: the verbs
+  // stack comes with a verbs device (a /dev/infiniband holding only
+  // rdma_cm has none), the driver an image asks for with its control device.
+  const bool auto_gpu = o.gpu == ExecOptions::Inject::Auto && image_env_asks_gpu(config);
+  const bool auto_ib = o.ib == ExecOptions::Inject::Auto;
+  std::vector<std::string> why;
+  std::optional<hpc::SiteConfig> conf;
+  if (auto_gpu || auto_ib || !req.mpi.empty() || req.gpu_required || req.ib_required || req.fabric ||
+      !req.devices.empty())
+    conf = hpc::load_site_config();
+  if (auto_ib) {
+    auto devices = hpc::verbs_devices(*conf);
+    req.ib = !devices.empty();
+    why.push_back(devices.empty() ? "InfiniBand: not injected: no verbs device on this node"
+                                  : "InfiniBand: injected: verbs device " + util::join(devices, ", "));
+  }
+  if (auto_gpu) {
+    std::string ctl = hpc::nvidia_control_device(*conf);
+    req.gpu = util::path_exists(ctl);
+    why.push_back(req.gpu ? "GPU: the image asks for one (NVIDIA_VISIBLE_DEVICES), and `" + ctl + "` is here"
+                          : "GPU: the image asks for one (NVIDIA_VISIBLE_DEVICES), but this node has no `" + ctl +
+                                "`: not injected");
+  }
+  req.gpu |= req.gpu_required;
+  req.ib |= req.ib_required;
   if (!o.mpi.empty()) {
     try {
       auto argv = command_for(o.mode, o.command, config, "", "/bin/sh");
@@ -97,12 +123,14 @@ hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, c
     } catch (const Error&) {  // no program: exec says so later
     }
   }
-  if (req.mpi.empty() && !req.gpu && !req.ib && req.devices.empty()) return {};
-  hpc::SiteConfig conf = hpc::load_site_config();
-  // Every rank of a job reads the same host plugins: remember what they are.
-  hpc::ElfCache elf(store::Root::user(o.storage).fd(), store::kElfCacheFile);
-  hpc::Injection inj = hpc::plan_injection(req, conf, view, &elf);
-  elf.save();
+  hpc::Injection inj;
+  if (!req.mpi.empty() || req.gpu || req.ib || req.fabric || !req.devices.empty()) {
+    // Every rank of a job reads the same host plugins: remember what they are.
+    hpc::ElfCache elf(store::Root::user(o.storage).fd(), store::kElfCacheFile);
+    inj = hpc::plan_injection(req, *conf, view, &elf);
+    elf.save();
+  }
+  inj.notes.insert(inj.notes.begin(), why.begin(), why.end());
   for (const auto& w : inj.warnings) util::warn(w);
   return inj;
 }
@@ -160,6 +188,12 @@ std::vector<Mount> injected_mounts(const hpc::Injection& inj) {
                    .readonly = true,
                    .why = "host libraries and programs"});
   }
+  for (const auto& f : inj.over)
+    out.push_back({.kind = Mount::Kind::Bind,
+                   .src = f.host,
+                   .dst = f.container,
+                   .readonly = true,
+                   .why = "host glibc in place of the image's"});
   for (const auto& d : inj.dirs)
     out.push_back({.kind = Mount::Kind::Bind,
                    .src = d,

@@ -13,8 +13,8 @@
 namespace rt::run {
 
 // What of the host to inject; empty when nothing is asked for and nothing
-// is automatic (--gpu auto: the image's NVIDIA_VISIBLE_DEVICES; --ib auto:
-// /dev/infiniband). Automatic injection that cannot work is skipped with a
+// is automatic (--gpu auto: the image's NVIDIA_VISIBLE_DEVICES, on a node
+// with the driver's control device; --ib auto: a verbs device). Automatic injection that cannot work is skipped with a
 // note; asked-for injection that cannot work is an error. Host ELF facts
 // are kept in STORE/elf-cache.
 hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, const hpc::ImageView& view);

@@ -60,9 +60,26 @@ for img in "$@"; do
     check ok "$work/apptainer" exec --nv -C -B "$work" "$img" "$work/vecadd"
   fi
   check fail "$rt" exec --no-gpu -b "$work" "$img" -- "$work/vecadd"
+  # -v says what is injected and why (a /dev/infiniband holding only
+  # rdma_cm injects no verbs stack).
   check ok "$rt" exec -v --gpu "$img" -- true
   check ok "$work/apptainer" exec --nv "$img" nvidia-smi -L
+  # An NGC-style image with PyTorch: the matmul rate, and the C++ runtime
+  # it runs on is the image's (nothing of libstdc++/libgcc_s from the host).
+  if "$rt" exec --no-gpu "$img" python3 -c 'import torch' 2>/dev/null; then
+    check ok "$rt" exec --gpu "$img" python3 -c '
+import time, torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a)
+for _ in range(3): a @ b
+torch.cuda.synchronize(); t = time.time()
+for _ in range(20): a @ b
+torch.cuda.synchronize(); print("bf16 8192^3 matmul: %.0f TFLOP/s" % (20 * 2 * 8192**3 / (time.time() - t) / 1e12))
+maps = sorted({l.split()[-1] for l in open("/proc/self/maps") if "libstdc++" in l or "libgcc_s" in l})
+print("\n".join(maps))
+raise SystemExit(any(m.startswith("/run/rt-host") for m in maps))'
+  fi
   for _ in 1 2; do
+    starts 50 --no-gpu --no-ib "$img" || failed=$((failed + 1))
     starts 50 "$img" || failed=$((failed + 1))
     starts 50 --gpu "$img" || failed=$((failed + 1))
   done

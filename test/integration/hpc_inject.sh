@@ -71,13 +71,16 @@ mkdir -p "$old/lib/x86_64-linux-gnu"
 printf 'GLIBC_2.2.5 { global: gnu_get_libc_version; local: *; };\n' >"$T/ver.map"
 echo 'const char *gnu_get_libc_version(void){return "2.2.5";}' >"$T/libc.c"
 gcc -shared -fPIC -nostdlib -Wl,-soname,libc.so.6 -Wl,--version-script="$T/ver.map" -o "$old/lib/x86_64-linux-gnu/libc.so.6" "$T/libc.c"
-expect_status 125 "host MPI into an image with glibc 2.2.5 is refused" -- "$RT" exec --mpi=openmpi "$old" true
+expect_status 125 "host MPI into an image with glibc 2.2.5 is refused with --no-glibc-replace" -- \
+  "$RT" exec --no-glibc-replace --mpi=openmpi "$old" true
 expect_match "$ERR" "has glibc 2.2.5 .* needs 2\.[0-9]+" "the refusal names the library and the glibc versions"
+expect_status 0 "without it the host's glibc takes the image's place" -- "$RT" exec -v --mpi=openmpi "$old" true
+expect_match "$ERR" "glibc: image .* has glibc 2.2.5 .*: the host's glibc 2\.[0-9]+ .* takes its place" "-v says so"
 # The refusal names the release the libc says it is, not its newest symbol
 # version (glibc 2.31 defines nothing newer than GLIBC_2.30).
 echo '__attribute__((used)) static const char banner[] = "GNU C Library stable release version 2.3.";' >>"$T/libc.c"
 gcc -shared -fPIC -nostdlib -Wl,-soname,libc.so.6 -Wl,--version-script="$T/ver.map" -o "$old/lib/x86_64-linux-gnu/libc.so.6" "$T/libc.c"
-expect_status 125 "the same with a release banner" -- "$RT" exec --mpi=openmpi "$old" true
+expect_status 125 "the same with a release banner" -- "$RT" exec --no-glibc-replace --mpi=openmpi "$old" true
 expect_match "$ERR" "has glibc 2\.3 \(" "the refusal names the libc's release"
 # busybox: no glibc at all.
 expect_status 125 "host MPI into a busybox image is refused" -- "$RT" exec --mpi=openmpi "$IMG" true
@@ -218,8 +221,8 @@ mkdir -p "$T/newcuda" "$T/ctx-oldgpu"
 echo '#include <unistd.h>
 int cuInit(unsigned f){char b[1];return getentropy(b,f);}' >"$T/cuda.c"
 gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$T/newcuda/libcuda.so.1" "$T/cuda.c"
-printf 'ld_cache = %s\ngpu.libraries = %s\nib.libraries = libibverbs.so.1\nib.paths = %s\n' "$T/ld.so.cache" "$T/newcuda/libcuda.so.1" \
-  "$fake/etc/libibverbs.d" >"$T/rt-newcuda.conf"
+printf 'ld_cache = %s\ngpu.libraries = %s\nib.libraries = libibverbs.so.1\nib.paths = %s\ngpu.dev = %s\n' "$T/ld.so.cache" \
+  "$T/newcuda/libcuda.so.1" "$fake/etc/libibverbs.d" "$fake/dev" >"$T/rt-newcuda.conf"
 printf 'FROM oldglibc\nENV NVIDIA_VISIBLE_DEVICES=all\n' >"$T/ctx-oldgpu/Dockerfile"
 tar -C "$old" -cf "$T/oldglibc.tar" .
 "$RT_IMAGE" import -q "$T/oldglibc.tar" oldglibc
@@ -232,8 +235,13 @@ expect_match "$(cat "$T/auto.err")" "warning: not injecting the host's NVIDIA dr
   "the warning names the part left out and why"
 expect_status 0 "--no-gpu: no warning" -- env RT_CONF="$T/rt-newcuda.conf" "$RT" exec --no-gpu oldgpu true
 [ -n "$ERR" ] && fail "--no-gpu still warned: $ERR"
-expect_status 125 "asked for with --gpu, the same driver is refused" -- env RT_CONF="$T/rt-newcuda.conf" "$RT" exec --gpu oldgpu true
+expect_status 125 "asked for with --gpu --no-glibc-replace, the same driver is refused" -- \
+  env RT_CONF="$T/rt-newcuda.conf" "$RT" exec --gpu --no-glibc-replace oldgpu true
 expect_match "$ERR" "newcuda/libcuda.so.1. needs 2\.25" "the refusal names the driver library"
+out=$(RT_CONF="$T/rt-newcuda.conf" "$RT" exec -v --gpu oldgpu ls /run/rt-host/lib 2>"$T/err") ||
+  fail "--gpu into an image with an older glibc: $(cat "$T/err")"
+expect_match "$out" "libcuda.so.1" "asked for with --gpu, it goes in"
+expect_match "$(cat "$T/err")" "glibc: .*newcuda/libcuda.so.1. needs 2\.25: the host's glibc" "with the host's glibc in the image's place"
 
 # --- CDI -------------------------------------------------------------------
 mkdir -p "$T/cdi"

@@ -2,6 +2,8 @@
 // test package) and a made-up image.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "rt/error.hpp"
 #include "util/fs.hpp"
 #include "util/strings.hpp"
+#include "temp_dir.hpp"
 
 using namespace rt::hpc;
 
@@ -99,4 +102,68 @@ TEST_CASE("injection: an image of the other MPI ABI, or without glibc, is refuse
   odd.files[kHostLibc] = read_ld_cache("/etc/ld.so.cache").at("libz.so.1");
   CHECK(refusal(odd, "openmpi").find("defines no GLIBC_x.y version") != std::string::npos);
   CHECK(refusal(mpich, "lam").find("--mpi: unknown MPI `lam`") == 0);
+}
+
+namespace {
+
+// A host library written in C++ (yaml-cpp: libstdc++ and libgcc_s), injected
+// with --ib into `image`.
+Injection plan_cxx(const FakeImage& image) {
+  SiteConfig conf;
+  conf.values["ib.libraries"] = {"/usr/lib/x86_64-linux-gnu/libyaml-cpp.so.0.7"};
+  conf.values["ib.paths"] = {};
+  InjectRequest req;
+  req.ib = req.ib_required = true;
+  ElfCache memory(-1, "");
+  return plan_injection(req, conf, image, &memory);
+}
+
+bool injects(const Injection& inj, const std::string& soname) {
+  for (const auto& f : inj.files)
+    if (f.container == std::string(kLibDir) + "/" + soname) return true;
+  return false;
+}
+
+bool noted(const Injection& inj, const std::string& text) {
+  for (const auto& n : inj.notes)
+    if (n.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("injection: a dependency comes from the image when its copy defines the versions needed") {
+  const std::string yaml = "/usr/lib/x86_64-linux-gnu/libyaml-cpp.so.0.7";
+  REQUIRE(rt::util::path_exists(yaml));  // libyaml-cpp-dev: a build dependency
+  auto host = read_ld_cache("/etc/ld.so.cache");
+  FakeImage image;
+  image.files[kHostLibc] = kHostLibc;
+  image.files["/usr/lib/x86_64-linux-gnu/libstdc++.so.6"] = host.at("libstdc++.so.6");  // as new as the host's
+  Injection inj = plan_cxx(image);
+  CHECK(injects(inj, "libyaml-cpp.so.0.7"));  // what was asked for: always the host's
+  CHECK_FALSE(injects(inj, "libstdc++.so.6"));
+  CHECK(noted(inj, "`libstdc++.so.6` from the image (/usr/lib/x86_64-linux-gnu/libstdc++.so.6): it has what `" + yaml));
+  CHECK(injects(inj, "libgcc_s.so.1"));  // the image has none
+  CHECK(noted(inj, "`libgcc_s.so.1` from the host (" + host.at("libgcc_s.so.1") + "): the image has none"));
+
+  // A copy that lacks a version the library needs (here: one defining
+  // only GLIBC_ versions) does not do: the host's comes in, and -v says why.
+  image.files["/usr/lib/x86_64-linux-gnu/libstdc++.so.6"] = kHostLibc;
+  inj = plan_cxx(image);
+  CHECK(injects(inj, "libstdc++.so.6"));
+  CHECK(noted(inj, "the image's /usr/lib/x86_64-linux-gnu/libstdc++.so.6 lacks GLIBCXX_"));
+}
+
+TEST_CASE("injection: the InfiniBand stack is automatic only with a verbs device") {
+  TempDir tmp;
+  SiteConfig conf;
+  conf.values["ib.devices"] = {tmp.path + "/infiniband/uverbs*", tmp.path + "/class/*"};
+  CHECK(verbs_devices(conf).empty());  // neither directory exists
+  std::filesystem::create_directory(tmp.path + "/infiniband");
+  std::ofstream(tmp.path + "/infiniband/rdma_cm").put('\n');
+  CHECK(verbs_devices(conf).empty());  // rdma_cm alone is no verbs device
+  std::ofstream(tmp.path + "/infiniband/uverbs0").put('\n');
+  CHECK(verbs_devices(conf) == std::vector<std::string>{tmp.path + "/infiniband/uverbs0"});
+  conf.values["ib.devices"] = {};
+  CHECK(verbs_devices(conf).empty());  // a site may turn detection off
 }
