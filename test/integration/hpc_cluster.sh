@@ -12,6 +12,9 @@
 #   - Open MPI (srun --mpi=pmix) and MPICH (srun --mpi=pmi2) across the
 #     nodes: 8 ranks on 4 hosts, communicator size 8, the allreduce right,
 #     single-copy transfers within a node;
+#   - rt exec --fabric: the image's Open MPI over libfabric across the
+#     nodes, every rank mapping the host's libfabric (and the image's
+#     without --fabric);
 #   - exit statuses and --kill-on-bad-exit from any node; mpirun in
 #     salloc; scancel --signal;
 #   - images reaching every node once: a reference pulled by the step's
@@ -76,6 +79,33 @@ judge_mpi "srun --mpi=pmix -N 4 -n 8 rt exec --mpi, the host's Open MPI injected
 out=$(on_head env UCX_TLS=tcp,self,sm UCX_NET_DEVICES=eth0 timeout 30 srun -O --mpi=pmi2 -N 4 -n 8 \
   "$RT" exec "$T/debmpi.sqfs" "$T/hello-mpich" 8 2>"$T/err" || true)
 judge_mpi "srun --mpi=pmi2 -N 4 -n 8, the image's MPICH" "$out"
+
+# --- --fabric: the host's libfabric under the image's own MPI -------------------------
+# Debian's MPICH (12's and 13's alike) is built ch4:ucx and never loads
+# libfabric; Debian's Open MPI does, through its ofi MTL. Forced onto it
+# (pml cm, mtl ofi, libfabric's tcp provider on eth0, which Open MPI's own
+# list of providers would exclude), every message goes through libfabric.
+# Each rank says, from /proc/self/maps, which libfabric and libmpi it
+# mapped and how many files from under /run/rt-host; without --fabric,
+# the control, the image's libfabric.
+mpicc -O2 -o "$T/fabric-maps" "$RT_SOURCE_DIR/test/hpc/fabric_maps.c"
+ofi=(env OMPI_MCA_pml=cm OMPI_MCA_mtl=ofi OMPI_MCA_mtl_ofi_provider_include=tcp FI_PROVIDER=tcp FI_TCP_IFACE=eth0
+  OMPI_MCA_osc=^ucx OMPI_MCA_btl_tcp_if_include=eth0 OMPI_MCA_oob_tcp_if_include=eth0 OMPI_MCA_oob_tcp_disable_ipv6_family=1)
+for fabric in --fabric ""; do
+  what="srun --mpi=pmix -N 4 -n 8 rt exec${fabric:+ $fabric}, the image's Open MPI over libfabric"
+  ompi_run "$what" on_head "${ofi[@]}" timeout 120 srun -O --mpi=pmix -N 4 -n 8 \
+    "$RT" exec ${fabric:+"$fabric"} "$T/debmpi.sqfs" "$T/fabric-maps" 8
+  judge_mpi "$what" "$out"
+  lines=$(echo "$out" | grep ' of 8 sum 28 ok ')
+  expect_eq "$(echo "$lines" | grep -c ' libmpi=/usr/lib/[^ ]*/libmpi\.so\.40[^ ]* ')" 8 "$what: every rank maps the image's libmpi"
+  if [ -n "$fabric" ]; then
+    expect_eq "$(echo "$lines" | grep -c ' libfabric=/run/rt-host/[^ ]*/libfabric\.so[^ ]* .* rt-host=1 ')" 8 \
+      "$what: every rank maps the host's libfabric, and nothing else of the host's"
+  else
+    expect_eq "$(echo "$lines" | grep -c ' libfabric=/usr/lib/[^ ]*/libfabric\.so[^ ]* .* rt-host=0 ')" 8 \
+      "$what: every rank maps the image's libfabric (the control)"
+  fi
+done
 
 # --- Exit statuses from any node ------------------------------------------------------
 expect_status 3 "a rank's exit status on node 3 is srun's" -- \
