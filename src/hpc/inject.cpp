@@ -56,6 +56,20 @@ const std::vector<std::string> kGpuLibraries = {"libcuda.so.1",
                                                 "libnvidia-opticalflow.so.1",
                                                 "libnvcuvid.so.1",
                                                 "libnvidia-encode.so.1"};
+// The libraries of an MPI and the runtime and fabric layers it was built
+// with: a host MPI takes its own, whatever the image has (an image's
+// libopen-pal of another Open MPI release beside the host's libmpi is a
+// mismatch no symbol version tells).
+bool is_mpi_stack(const std::string& soname) {
+  static const char* const kPrefixes[] = {"libmpi",  "libopen-pal.", "libopen-rte.", "libopen-orted", "libmca_common_",
+                                          "libpmix.", "libprrte.",    "libpmi.",      "libpmi2.",      "libucp.",
+                                          "libucs.",  "libuct.",      "libucm.",      "libfabric.",    "libhcoll",
+                                          "libxpmem.", "libpsm2."};
+  for (const char* p : kPrefixes)
+    if (soname.starts_with(p)) return true;
+  return false;
+}
+
 // The dynamic linker's default directories in an image, after its cache.
 constexpr const char* kImageDefaultDirs[] = {
 #if defined(__aarch64__)
@@ -184,7 +198,7 @@ public:
     for (const auto& n : info.needed) {
       if (kGlibc.count(n) || seen_.count(n)) continue;
       std::string shortfall;
-      if (!primaries_.count(n)) {
+      if (!primaries_.count(n) && !(mpi_stack_ && is_mpi_stack(n))) {
         if (auto copy = image_library(n)) {
           shortfall = missing_versions(info.needs_of(n), image_versions(*copy));
           if (shortfall.empty()) {
@@ -411,6 +425,7 @@ public:
                   "use --mpi=" + needs + ", or plain --mpi, which follows the program");
     check_image_mpi(mpis, flavor, lib);
     primary(lib);
+    mpi_stack_ = true;
     add_library(lib, "MPI", true);
     // Plugins and data files, bound at the host path: MPI finds them by
     // paths compiled into it.
@@ -662,6 +677,7 @@ private:
   std::optional<std::map<std::string, std::string>> cache_;  // the linker cache, once read
   std::set<std::string> seen_;       // sonames injected from the host
   std::set<std::string> primaries_;  // sonames a part injects whatever the image has
+  bool mpi_stack_ = false;           // the host MPI is injected: its own libraries come with it
   std::map<std::string, std::string> from_image_;  // dependencies the image provides, and why
   std::string image_key_;                          // the identity of the image's library directories
   std::optional<std::map<std::string, std::string>> image_cache_;  // its ld.so.cache, once read

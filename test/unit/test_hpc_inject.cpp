@@ -167,3 +167,17 @@ TEST_CASE("injection: the InfiniBand stack is automatic only with a verbs device
   conf.values["ib.devices"] = {};
   CHECK(verbs_devices(conf).empty());  // a site may turn detection off
 }
+
+TEST_CASE("injection: a host MPI brings its own libraries even where the image has copies") {
+  auto cache = read_ld_cache("/etc/ld.so.cache");
+  REQUIRE(cache.count("libmpi.so.40"));
+  REQUIRE(cache.count("libopen-pal.so.40"));
+  FakeImage image;
+  image.dirs[kImageLibs] = {"libmpi.so.40", "libc.so.6"};
+  image.files[kHostLibc] = kHostLibc;
+  // The image's Open MPI, with the very versions the host's needs.
+  image.files["/usr/lib/x86_64-linux-gnu/libopen-pal.so.40"] = cache["libopen-pal.so.40"];
+  Injection inj = plan(image, "openmpi");
+  CHECK(injects(inj, "libopen-pal.so.40"));
+  CHECK_FALSE(noted(inj, "`libopen-pal.so.40` from the image"));
+}
