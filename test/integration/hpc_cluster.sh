@@ -88,13 +88,12 @@ judge_mpi "srun --mpi=pmi2 -N 4 -n 8, the image's MPICH" "$out"
 # Each rank says, from /proc/self/maps, which libfabric and libmpi it
 # mapped and how many files from under /run/rt-host; without --fabric,
 # the control, the image's libfabric.
-mpicc -O2 -o "$T/fabric-maps" "$RT_SOURCE_DIR/test/hpc/fabric_maps.c"
 ofi=(env OMPI_MCA_pml=cm OMPI_MCA_mtl=ofi OMPI_MCA_mtl_ofi_provider_include=tcp FI_PROVIDER=tcp FI_TCP_IFACE=eth0
   OMPI_MCA_osc=^ucx OMPI_MCA_btl_tcp_if_include=eth0 OMPI_MCA_oob_tcp_if_include=eth0 OMPI_MCA_oob_tcp_disable_ipv6_family=1)
 for fabric in --fabric ""; do
   what="srun --mpi=pmix -N 4 -n 8 rt exec${fabric:+ $fabric}, the image's Open MPI over libfabric"
   ompi_run "$what" on_head "${ofi[@]}" timeout 120 srun -O --mpi=pmix -N 4 -n 8 \
-    "$RT" exec ${fabric:+"$fabric"} "$T/debmpi.sqfs" "$T/fabric-maps" 8
+    "$RT" exec ${fabric:+"$fabric"} "$T/debmpi.sqfs" "$T/hello-ompi" 8 maps
   judge_mpi "$what" "$out"
   lines=$(echo "$out" | grep ' of 8 sum 28 ok ')
   expect_eq "$(echo "$lines" | grep -c ' libmpi=/usr/lib/[^ ]*/libmpi\.so\.40[^ ]* ')" 8 "$what: every rank maps the image's libmpi"
