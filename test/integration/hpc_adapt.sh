@@ -85,11 +85,11 @@ expect_match "$("$RT" exec gpuimg ls /run/rt-host/lib)" "libcuda.so.1" "with the
 
 # --- Dependencies: the image's copy when it has what is needed ------------------------
 conf "ib.devices=$fake/dev/infiniband/uverbs*" "ib.libraries=libibverbs.so.1 libcxxfabric.so.1" "ib.paths="
-probe='import ctypes
+cxxprobe='import ctypes
 l = ctypes.CDLL("libcxxfabric.so.1")
 assert l.cxx_fabric(7) == 7 and l.cxx_fabric(-1) == -1
 print("".join(sorted({line.split()[-1] + "\n" for line in open("/proc/self/maps") if "libstdc++" in line or "libgcc_s" in line})), end="")'
-out=$("$RT" exec -v --ib deb python3 -c "$probe" 2>"$T/err") || fail "the C++ fabric library in the Debian 12 image: $(cat "$T/err")"
+out=$("$RT" exec -v --ib deb python3 -c "$cxxprobe" 2>"$T/err") || fail "the C++ fabric library in the Debian 12 image: $(cat "$T/err")"
 expect_eq "$out" "/usr/lib/x86_64-linux-gnu/libgcc_s.so.1
 /usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30" "the process maps the image's libstdc++ and libgcc_s, not the host's"
 expect_match "$(cat "$T/err")" "\`libstdc\+\+.so.6\` from the image \(.*\): it has what \`$fake/lib/libcxxfabric.so.1\` needs" \
@@ -140,6 +140,14 @@ out=$(RT_CONF="$T/rt13.conf" "$RT" exec -v --ib deb python3 -c "$probe" 2>"$T/er
 expect_eq "$out" "glibc 2.41 10 glibc 2.38" "Debian 12's python3 runs on the host's glibc 2.41 and calls strlcpy"
 expect_match "$(cat "$T/err")" "glibc: image .deb. has glibc 2\.36 .* needs 2\.38: the host's glibc 2\.41 .* takes its place" \
   "-v says the image's glibc was replaced, and why"
+# The same image as one SquashFS file (its files read through rt's server).
+"$RT_IMAGE" convert -q deb "$T/deb.sqfs"
+out=$(RT_CONF="$T/rt13.conf" "$RT" exec --ib "$T/deb.sqfs" python3 -c "$probe" 2>"$T/err") ||
+  fail "the same in the SquashFS image: $(cat "$T/err")"
+expect_eq "$out" "glibc 2.41 10 glibc 2.38" "the same in the image as a SquashFS file"
+out=$("$RT" exec --ib "$T/deb.sqfs" python3 -c "$cxxprobe" 2>"$T/err") || fail "the C++ library, SquashFS: $(cat "$T/err")"
+expect_eq "$out" "/usr/lib/x86_64-linux-gnu/libgcc_s.so.1
+/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30" "and its libstdc++ and libgcc_s are the SquashFS image's"
 expect_eq "$("$RT" exec deb python3 -c 'import os; print(os.confstr("CS_GNU_LIBC_VERSION"))')" "glibc 2.36" \
   "without the injection the image's own glibc runs"
 [ "$(cat "$RT_STORAGE/images/deb/rootfs/usr/lib/x86_64-linux-gnu/libc.so.6" | md5sum)" != \
