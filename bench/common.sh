@@ -9,7 +9,7 @@ copy_tree() {
   id rt-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash rt-test
   rm -rf "$1"
   install -d -o rt-test "$1"
-  (cd "$src" && tar --exclude=./build --exclude=./build-bench --exclude=./.git -cf - .) |
+  (cd "$src" && tar --exclude=./build --exclude='./build-*' --exclude=./.git -cf - .) |
     runuser -u rt-test -- tar -xf - -C "$1"
 }
 
