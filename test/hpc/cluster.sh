@@ -91,9 +91,18 @@ addr_of() { [ "$1" = head ] && echo "$net.254" || echo "$net.${1#node}"; }
 
 # A keeper: `sleep` in new network, mount and UTS namespaces, for as long
 # as the cluster runs. Mounts made in its namespace stay private to it.
+# It is returned once it runs `sleep`: before that, unshare may not have
+# made its namespaces yet (or made its mounts private), and nsenter would
+# enter the host's (seen on a loaded machine: the peer `eth0` of a veth
+# made in the host's network namespace, "File exists").
 keeper() {
   unshare --net --mount --uts --propagation private -- sleep infinity </dev/null >/dev/null 2>&1 &
-  echo $!
+  local pid=$! tries=0
+  until [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = sleep ]; do
+    [ $((tries += 1)) -lt 3000 ] || { echo "cluster: the keeper $pid never started" >&2; exit 1; }
+    sleep 0.01
+  done
+  echo "$pid"
 }
 switch=$(keeper)
 echo "$switch" >"$dir/switch.pid"
