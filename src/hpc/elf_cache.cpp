@@ -89,7 +89,7 @@ bool ElfCache::parse(Entry& e) {
 std::optional<ElfInfo> ElfCache::get(const std::string& path) {
   auto it = entries_.find(path);
   // Checked once per process: a plan asks for a library more than once.
-  if (it != entries_.end() && it->second.checked && it->second.raw.empty()) return it->second.info;
+  if (it != entries_.end() && it->second.checked) return it->second.info;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return read_elf(path);  // read_elf explains the error
   std::string stamp = util::file_stamp(st);

@@ -98,18 +98,18 @@ using util::dir_name;
 // run a path the container lacks), else the first script. Returns the
 // program and the script it was found through ("" when none).
 std::optional<std::pair<std::string, std::string>> driver_program(const std::vector<std::string>& candidates) {
+  // The first bytes of a regular file; nullopt for anything else.
   auto head = [](const std::string& path) -> std::optional<std::string> {
-    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return std::nullopt;
+    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
     struct stat st;
-    std::string buf;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-      buf.resize(16384);
-      ssize_t n = ::pread(fd, buf.data(), buf.size(), 0);
-      buf.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+    std::string buf(16384, '\0');
+    try {
+      buf.resize(util::read_some(fd.get(), buf.data(), buf.size(), path));
+    } catch (const Error&) {
+      return std::nullopt;
     }
-    ::close(fd);
-    return S_ISREG(st.st_mode) ? std::optional(buf) : std::nullopt;
+    return buf;
   };
   std::optional<std::string> script;
   for (const auto& c : candidates) {
@@ -553,7 +553,8 @@ public:
     add_part(libs, "fabric");
     std::string libdir = dir_name(*lib);
     add_plugin_dirs(conf_.get("fabric.paths", {libdir + "/libfabric", "/etc/libfabric"}));
-    std::string soname = libs.front().ends_with(".*") ? libs.front() : base_name(libs.front());
+    auto info = elf_.get(*lib);
+    std::string soname = info && !info->soname.empty() ? info->soname : base_name(*lib);
     out.notes.push_back("fabric: `" + *lib + "` in place of " +
                         (image_library(soname) ? "the image's" : "nothing: the image has no `" + soname + "`") +
                         "; the image's own MPI is kept");
@@ -771,8 +772,7 @@ Injection plan_once(const InjectRequest& req, const SiteConfig& conf, const Imag
   // The image's glibc is replaced only for what was asked for: never
   // because of a part that came in by itself.
   bool automatic = (req.gpu && !req.gpu_required) || (req.ib && !req.ib_required);
-  auto setting = conf.get("glibc.replace", {"yes"});
-  bool replace = req.glibc_replace && !automatic && !(setting.size() == 1 && setting.front() == "no");
+  bool replace = req.glibc_replace && !automatic && conf.get("glibc.replace") != std::vector<std::string>{"no"};
   Planner p(conf, image, elf ? *elf : memory, replace);
   if (!req.mpi.empty()) p.mpi(req.mpi, req.program);
   if (req.gpu) p.gpu(req.gpu_required);
@@ -785,13 +785,16 @@ Injection plan_once(const InjectRequest& req, const SiteConfig& conf, const Imag
   return std::move(p.out);
 }
 
-// Names in `dir` that start with `prefix`.
+// Names in `dir` that start with `prefix`, in order; none where it cannot
+// be read.
 std::vector<std::string> names_with(const std::string& dir, const std::string& prefix) {
+  util::UniqueFd fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return {};
   std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d))
-      if (e->d_name[0] != '.' && std::string_view(e->d_name).starts_with(prefix)) out.push_back(e->d_name);
-    ::closedir(d);
+  try {
+    for (auto& n : util::list_names(fd.get(), dir))
+      if (n.front() != '.' && n.starts_with(prefix)) out.push_back(std::move(n));
+  } catch (const Error&) {
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -832,8 +835,7 @@ Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const
     if (req.gpu && !asked.gpu) left.push_back("NVIDIA driver"), quiet.push_back("--no-gpu");
     if (req.ib && !asked.ib) left.push_back("InfiniBand stack"), quiet.push_back("--no-ib");
     if (left.empty()) throw;
-    bool anything = !asked.mpi.empty() || asked.gpu || asked.ib || asked.fabric || !asked.devices.empty();
-    Injection inj = anything ? plan_once(asked, conf, image, elf) : Injection{};
+    Injection inj = asked.any() ? plan_once(asked, conf, image, elf) : Injection{};
     inj.warnings.push_back("not injecting the host's " + util::join(left, " or ") + " (not asked for; " +
                            util::join(quiet, " or ") + " leaves it out quietly): " + e.what());
     return inj;

@@ -33,6 +33,8 @@ struct InjectRequest {
   // The program to run (argv[0]): the MPI it links chooses the host MPI of
   // a plain --mpi and must agree with an explicit one. "" when unknown.
   std::string program;
+  // Anything to inject at all.
+  bool any() const { return !mpi.empty() || gpu || ib || fabric || !devices.empty(); }
 };
 
 // Read access to the image's files, for the checks.

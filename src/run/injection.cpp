@@ -98,24 +98,22 @@ hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, c
   const bool auto_ib = o.ib == ExecOptions::Inject::Auto;
   std::vector<std::string> why;
   std::optional<hpc::SiteConfig> conf;
-  if (auto_gpu || auto_ib || !req.mpi.empty() || req.gpu_required || req.ib_required || req.fabric ||
-      !req.devices.empty())
-    conf = hpc::load_site_config();
+  req.gpu = req.gpu_required;
+  req.ib = req.ib_required;
+  if (auto_gpu || auto_ib || req.any()) conf = hpc::load_site_config();
   if (auto_ib) {
     auto devices = hpc::verbs_devices(*conf);
-    req.ib = !devices.empty();
+    req.ib = !devices.empty();  // auto_ib: not asked for
     why.push_back(devices.empty() ? "InfiniBand: not injected: no verbs device on this node"
                                   : "InfiniBand: injected: verbs device " + util::join(devices, ", "));
   }
   if (auto_gpu) {
     std::string ctl = hpc::nvidia_control_device(*conf);
-    req.gpu = util::path_exists(ctl);
+    req.gpu = util::path_exists(ctl);  // auto_gpu: not asked for
     why.push_back(req.gpu ? "GPU: the image asks for one (NVIDIA_VISIBLE_DEVICES), and `" + ctl + "` is here"
                           : "GPU: the image asks for one (NVIDIA_VISIBLE_DEVICES), but this node has no `" + ctl +
                                 "`: not injected");
   }
-  req.gpu |= req.gpu_required;
-  req.ib |= req.ib_required;
   if (!o.mpi.empty()) {
     try {
       auto argv = command_for(o.mode, o.command, config, "", "/bin/sh");
@@ -124,7 +122,7 @@ hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, c
     }
   }
   hpc::Injection inj;
-  if (!req.mpi.empty() || req.gpu || req.ib || req.fabric || !req.devices.empty()) {
+  if (req.any()) {
     // Every rank of a job reads the same host plugins: remember what they are.
     hpc::ElfCache elf(store::Root::user(o.storage).fd(), store::kElfCacheFile);
     inj = hpc::plan_injection(req, *conf, view, &elf);
