@@ -132,15 +132,22 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       BuildOptions o;
     };
     auto s = std::make_shared<S>();
-    Command c = make<S>(app, "build", "build an image from a Dockerfile, without root", s, [](S& st) {
+    Command c = make<S>(app, "build", "build an image from a Dockerfile or an Apptainer definition file, without root", s, [](S& st) {
       build(st.o);
       return 0;
     });
     c.app->add_option("-t,--tag", s->o.tag, "store the image under NAME")->required()->type_name("NAME");
-    c.app->add_option("-f,--file", s->o.file, "the Dockerfile (default: CONTEXT/Dockerfile; - reads stdin)")
+    c.app
+        ->add_option("-f,--file", s->o.file,
+                     "the Dockerfile or definition file (default: CONTEXT/Dockerfile; - reads stdin)")
         ->type_name("FILE");
     c.app->add_option("--build-arg", s->o.build_args, "set the build argument K (K alone: from the environment)")
         ->type_name("K=V");
+    c.app->add_option("--build-arg-file", s->o.build_arg_files, "build arguments from a file of K=V lines")
+        ->type_name("FILE");
+    c.app->add_flag("--notest", s->o.no_test, "do not run a definition file's %test section");
+    c.app->add_flag("--warn-unused-build-args", s->o.warn_unused_args,
+                    "a build argument a definition file does not use is a warning, not an error");
     c.app->add_option("--target", s->o.target, "build this stage and what it needs (default: the last)")
         ->type_name("STAGE");
     c.app->add_flag("--no-cache", s->o.no_cache, "run every step again (the results are still cached)");
@@ -159,7 +166,9 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
         ->type_name("id=ID,src=FILE|env=VAR");
     c.app->add_option("--ssh", s->o.ssh, "an SSH agent for RUN --mount=type=ssh: default ($SSH_AUTH_SOCK) or ID=SOCKET")
         ->type_name("default|ID=SOCKET");
-    c.app->add_option("context", s->o.context, "the directory COPY and ADD read from")
+    c.app
+        ->add_option("context", s->o.context,
+                     "the directory COPY and ADD read from; or a definition file (its %files read from here)")
         ->required()
         ->type_name("CONTEXT");
     out.push_back(std::move(c));
@@ -183,7 +192,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app
         ->add_option(
             "--to", s->o.to,
-            "sqfs, sif, docker-archive, oci, oci-archive, dir or store (default: from DST: *.sqfs, *.sif, *.tar, "
+            "sqfs, sif, docker-archive, oci, oci-archive, dir, rootfs or store (default: from DST: *.sqfs, *.sif, *.tar, "
             "oci:DIR, oci-archive:FILE, a path, a name)")
         ->type_name("FORM");
     c.app

@@ -32,7 +32,7 @@ _rt() {
     -b | --bind | --env-file | --ca-file | --squash | -f | --file | -o | --output) _filedir; return ;;
     --cd | --storage) _filedir -d; return ;;
     --device) COMPREPLY=($(compgen -W "nvidia.com/gpu=all" -- "$cur")); return ;;
-    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level | -t | --timeout | --tag | --build-arg | --target) return ;;
+    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level | -t | --timeout | --tag | --build-arg | --build-arg-file | --target) return ;;
     -s | --signal) COMPREPLY=($(compgen -W "TERM INT HUP KILL USR1 USR2 QUIT" -- "$cur")); return ;;
     --compression) COMPREPLY=($(compgen -W "zstd gzip lz4 xz lzo" -- "$cur")); return ;;
     --format) COMPREPLY=($(compgen -W "dir sqfs" -- "$cur")); return ;;
@@ -76,7 +76,7 @@ _rt() {
     import)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash --format --compression --level" -- "$cur")); else _filedir; fi ;;
     build)
-      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -t --tag -f --file --build-arg --target --no-cache --from-host --format -o --output --push --secret --ssh" -- "$cur"))
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -t --tag -f --file --build-arg --build-arg-file --notest --warn-unused-build-args --target --no-cache --from-host --format -o --output --push --secret --ssh" -- "$cur"))
       else _filedir -d; fi ;;
     convert)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --to --format --compression --level -j --jobs -f --force" -- "$cur"))

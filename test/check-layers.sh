@@ -6,7 +6,7 @@
 set -euo pipefail
 src=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 # Lowest first. rt/ is the public API (include/rt/), usable everywhere.
-order=(rt util store squash hpc run image app build)
+order=(rt util store squash hpc run image app builder)
 rank() {
   local i
   for i in "${!order[@]}"; do [ "${order[$i]}" = "$1" ] && { echo "$i"; return; }; done

@@ -81,6 +81,7 @@ struct BuildOptions : StoreOptions {
   std::string file;                     // -f: the Dockerfile; "": CONTEXT/Dockerfile; "-": stdin
   std::string context = ".";            // the directory COPY and ADD read from
   std::vector<std::string> build_args;  // --build-arg K=V (or K: from the environment)
+  std::vector<std::string> build_arg_files;  // --build-arg-file FILE: K=V lines (# comments)
   std::string target;                   // --target: the stage to build; "": the last
   bool no_cache = false;                // run every step; the cache is still written
   std::string format;                   // how the store keeps it, as ImportOptions::format
@@ -89,8 +90,11 @@ struct BuildOptions : StoreOptions {
   std::vector<std::string> secrets;     // --secret id=ID,src=FILE | id=ID[,env=VAR]: for RUN --mount=type=secret
   std::vector<std::string> ssh;         // --ssh default | ID=SOCKET: SSH agents for RUN --mount=type=ssh
   bool host_paths = false;              // --from-host: FROM and COPY --from may name host paths
+  bool no_test = false;                 // --notest: a definition file's %test is not run
+  bool warn_unused_args = false;        // --warn-unused-build-args: a definition file's unused ones only warned of
 };
-// rt build: runs a Dockerfile's instructions without root (RUN under root
+// rt build: runs a Dockerfile's instructions (or an Apptainer definition
+// file's sections) without root (RUN under root
 // emulation) into an image of the store with one layer per step that
 // changes files; each step's result is cached. Returns the name stored.
 // Throws rt::Error (a failing RUN: exit_code 1, the step's status in the

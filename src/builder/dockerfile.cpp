@@ -1,11 +1,17 @@
 // rt build: the Dockerfile read, its arguments and its stages planned (host).
-#include "build/builder.hpp"
+#include "builder/builder.hpp"
 
 #include <unistd.h>
 
 namespace rt::builder {
 
 void Builder::read_dockerfile() {
+  // rt build -t NAME FILE: the file (a definition file, say) in the
+  // working directory as the context.
+  if (o_.file.empty() && !o_.context.empty() && !util::is_directory(o_.context) && util::path_exists(o_.context)) {
+    o_.file = o_.context;
+    o_.context = ".";
+  }
   std::string ctx = o_.context.empty() ? "." : o_.context;
   if (!util::is_directory(ctx)) throw Error("build context `" + ctx + "` is not a directory");
   std::string text;
@@ -19,6 +25,7 @@ void Builder::read_dockerfile() {
     if (!t) throw Error("cannot read the Dockerfile `" + f + "`", o_.file.empty() ? "name it with -f FILE" : "");
     text = *t;
   }
+  if (read_definition(text)) return;
   df_ = image::parse_dockerfile(text, file_shown_);
   std::optional<image::DockerIgnore> ignore;
   if (auto t = util::read_regular_if_exists(ctx + "/.dockerignore", 1 << 20)) ignore = image::DockerIgnore::parse(*t);

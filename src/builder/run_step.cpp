@@ -1,5 +1,5 @@
 // rt build: RUN: its user, its container, its flags, its output (host).
-#include "build/builder.hpp"
+#include "builder/builder.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -175,7 +175,7 @@ int Builder::run_container(Stage& s, const std::vector<std::string>& argv, const
   e.image = s.work->path();
   e.storage = store::store_path(o_.storage);  // resolved here: the step runs with an empty environment
   e.command = argv;
-  e.write = true;
+  e.write = !(extras && extras->read_only);
   e.image_tmp = true;
   e.no_home = true;
   e.seccomp = true;

@@ -1,5 +1,5 @@
 // rt build: the steps of a stage in order, and the result (host).
-#include "build/builder.hpp"
+#include "builder/builder.hpp"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -163,6 +163,17 @@ std::string Builder::run() {
       given_args_[a.substr(0, eq)] = a.substr(eq + 1);
     }
   }
+  for (const auto& f : o_.build_arg_files) {
+    auto text = util::read_file_if_exists(f, 1 << 20);
+    if (!text) throw Error("cannot read the build argument file `" + f + "`");
+    for (const auto& l : util::split(*text, '\n')) {
+      const std::string t = util::trim(l);
+      if (t.empty() || t[0] == '#') continue;
+      const size_t eq = t.find('=');
+      if (eq == std::string::npos || eq == 0) throw Error("`" + f + "`: `" + t + "` is no K=V line");
+      given_args_.emplace(t.substr(0, eq), t.substr(eq + 1));  // --build-arg wins
+    }
+  }
   read_dockerfile();
   for (const auto& [name, value] : df_.directives)
     if (name == "syntax" || name == "check")
@@ -171,10 +182,17 @@ std::string Builder::run() {
   read_secrets();
   read_agents();
   cache_dir_ = store_.dir().dir(store::kBuildCacheDir, true);
-  plan_stages();
+  if (def_)
+    plan_def_stages();
+  else
+    plan_stages();
+  for (const auto& [k, v] : given_args_)
+    if (def_ && !used_args_.count(k) && !o_.warn_unused_args)
+      throw Error("--build-arg " + k + " is not used by " + file_shown_,
+                  "leave it out, or give --warn-unused-build-args to build anyway");
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& s : stages_)
-    if (s.needed) build_stage(s);
+    if (s.needed) s.def ? build_def_stage(s) : build_stage(s);
   for (const auto& [k, v] : given_args_)
     if (!used_args_.count(k)) util::warn("--build-arg " + k + " is not used by " + file_shown_);
 

@@ -6,7 +6,7 @@
 #include <ctime>
 #include <map>
 
-#include "build/builder.hpp"
+#include "builder/builder.hpp"
 #include "rt/error.hpp"
 #include "util/strings.hpp"
 

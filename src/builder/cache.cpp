@@ -1,5 +1,5 @@
 // rt build: the cache: step keys, entries, and the step that looks its key up first (host).
-#include "build/builder.hpp"
+#include "builder/builder.hpp"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // rt build: COPY, ADD and WORKDIR: files from the context, a stage or an image (host).
-#include "build/builder.hpp"
+#include "builder/builder.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -16,6 +16,7 @@
 // Its parts, in the files of this folder:
 //   builder.cpp    the steps of a stage in order, the result, rt::build
 //   dockerfile.cpp the Dockerfile read, ARG values, stages planned
+//   definition.cpp an Apptainer definition file's stages and sections
 //   stages.cpp     bases (an image, a file, a directory), trees, layers
 //   cache.cpp      step keys and cache entries
 //   run_step.cpp   RUN
@@ -34,6 +35,7 @@
 #include "app/import.hpp"
 #include "app/store.hpp"
 #include "image/copy_tree.hpp"
+#include "image/definition.hpp"
 #include "image/dockerfile.hpp"
 #include "image/layer_stream.hpp"
 #include "image/manifest.hpp"
@@ -73,6 +75,7 @@ struct Stage {
   std::string name;  // AS NAME, lower case; "" when unnamed
   const Instruction* from = nullptr;
   std::vector<const Instruction*> body;
+  const image::DefStage* def = nullptr;  // a definition file's stage (then no from and body)
   std::map<std::string, std::optional<std::string>> args;  // declared in the stage
   State state;
   bool needed = false;
@@ -123,6 +126,15 @@ private:
   // set-up
   void read_dockerfile();
   void plan_stages();
+  // definition files (definition.cpp): read_definition is false for a Dockerfile.
+  bool read_definition(const std::string& text);
+  void plan_def_stages();
+  void build_def_stage(Stage& s);
+  void def_setup(Stage& s, const image::DefSection& sec);
+  void def_files(Stage& s, const image::DefSection& sec);
+  void def_post(Stage& s, const image::DefSection& sec);
+  void def_meta(Stage& s);
+  void def_test(Stage& s);
   // The stage named `name` (AS NAME, or its index) among those before `before`.
   Stage* earlier_stage(const std::string& name, int before);
   std::optional<std::string> arg_value(const std::string& name, const std::optional<std::string>& dflt);
@@ -152,6 +164,7 @@ private:
     std::vector<std::string> tmpfs;
     bool net_none = false;
     std::vector<std::string> env;                        // SSH_AUTH_SOCK=... of an ssh mount
+    bool read_only = false;                              // the tree read-only (a definition's %test)
     std::string key;                                     // what of them the step's cache key holds (never a secret)
     std::vector<std::unique_ptr<app::WorkDir>> scratch;  // copies bound read-write
   };
@@ -182,6 +195,7 @@ private:
   app::Store store_;
   std::string file_shown_;
   image::Dockerfile df_;
+  std::optional<image::Definition> def_;  // instead of df_, for a definition file
   std::deque<image::Instruction> triggers_;        // ONBUILD triggers of bases, run as the FROM's steps
   std::map<std::string, std::string> given_args_;  // --build-arg
   std::set<std::string> used_args_;

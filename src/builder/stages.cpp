@@ -1,5 +1,5 @@
 // rt build: stages: their bases (an image, a file, a directory), their trees, their layers (host).
-#include "build/builder.hpp"
+#include "builder/builder.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
