@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <utility>
 
@@ -26,7 +27,7 @@ constexpr const char* kUsage =
     "  shell [OPTIONS] IMAGE                 an interactive shell\n"
     "  test [OPTIONS] IMAGE                  the image's test script\n"
     "  pull [--force] [--name FILE] [FILE] docker://REF\n"
-    "  build [--force] [--sandbox] TARGET docker://REF|docker-archive://TAR|DIR|FILE.sif\n"
+    "  build [--force] [--sandbox] [--notest] [--build-arg K=V] TARGET docker://REF|docker-archive://TAR|DIR|FILE.sif|FILE.def\n"
     "  inspect IMAGE | instance start|stop|list | cache clean | version\n"
     "\n"
     "IMAGE: a SIF, SquashFS or .simg file, a directory, a stored name, docker://REF\n"
@@ -47,6 +48,39 @@ std::string without_docker(const std::string& ref) {
 }
 
 // Apptainer's default file name for a pulled REF: NAME_TAG.sif.
+// A definition file: named *.def, or a file whose first line that is
+// neither blank nor a comment is a `Bootstrap:` header.
+bool is_definition_file(const std::string& path) {
+  if (path.ends_with(".def")) return true;
+  struct stat st;
+  if (path.find("://") != std::string::npos || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t at = line.find_first_not_of(" \t\r");
+    if (at == std::string::npos || line[at] == '#') continue;
+    std::string head = line.substr(at, 10);
+    for (auto& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return head == "bootstrap:";
+  }
+  return false;
+}
+
+// Apptainer's IMAGE is a path first: a bare name of a file or directory
+// here is that (rt would look for a stored image). Where it is a stored
+// image's name too, neither is taken: another user may have put the file
+// in a shared directory.
+std::string path_first(const std::string& image) {
+  struct stat st;
+  if (image.find('/') != std::string::npos || image.find("://") != std::string::npos ||
+      ::lstat(image.c_str(), &st) != 0)
+    return image;
+  if (stored_image(image, ""))
+    throw Error("`" + image + "` is both a file here and an image in your store",
+                "write ./" + image + " for the file, or use rt exec " + image + " for the stored image");
+  return "./" + image;
+}
+
 std::string default_pull_name(const std::string& ref) {
   std::string r = ref.substr(ref.rfind('/') == std::string::npos ? 0 : ref.rfind('/') + 1);
   if (size_t at = r.find('@'); at != std::string::npos) r = r.substr(0, at);
@@ -344,6 +378,7 @@ bool is_action(const std::string& c) { return c == "exec" || c == "run" || c == 
 struct OutputOptions {
   bool force = false, sandbox = false;
   std::string name, dir;
+  std::vector<std::string> build;  // rt build's options for a definition file
 };
 OutputOptions read_output_options(Words& w, const std::string& command) {
   OutputOptions o;
@@ -362,6 +397,14 @@ OutputOptions read_output_options(Words& w, const std::string& command) {
       o.name = w.value_for(word, v);
     else if (word == "--dir" && command == "pull")
       o.dir = w.value_for(word, v);
+    else if ((word == "-T" || word == "--notest") && command == "build")
+      o.build.push_back("--notest");
+    else if ((word == "--build-arg" || word == "--build-arg-file") && command == "build")
+      o.build.insert(o.build.end(), {word, w.value_for(word, v)});
+    else if (word == "--warn-unused-build-args" && command == "build")
+      o.build.push_back(word);
+    else if ((word == "--fakeroot" || word == "-f") && command == "build")
+      ;  // rt builds under root emulation always
     else if (word == "--disable-cache" || word == "-U" || word == "--allow-unsigned" || word == "--no-https" ||
              word == "--nohttps")
       ;  // nothing to do: rt keeps a store, signs nothing, speaks TLS unless the registry is local
@@ -444,12 +487,7 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     }
     if (w.done()) throw Error("apptainer " + command + ": no image given");
     std::string image = w.take();
-    // Apptainer's IMAGE is a path first: a bare name of a file or
-    // directory here is that (rt would look for a stored image).
-    struct stat st;
-    if (image.find('/') == std::string::npos && image.find("://") == std::string::npos &&
-        ::lstat(image.c_str(), &st) == 0)
-      image = "./" + image;
+    image = path_first(image);
     image = without_docker(image);  // docker:// dropped, other schemes refused
     env_to_rt(a, env, image);
     std::vector<std::string> rt = action_to_rt(a, plan.make_dirs);
@@ -488,7 +526,9 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
       target = pos[0];
       source = pos[1];
     }
-    const std::vector<std::string> to = {"--to", o.sandbox ? "dir" : "sif"};
+    const std::vector<std::string> to = {"--to", o.sandbox ? "rootfs" : "sif"};
+    if (!o.build.empty() && !is_definition_file(source))
+      throw Error("apptainer build: " + o.build.front() + " is for definition files, and `" + source + "` is none");
     if (!o.force) plan.refuse_if_exists = target;
     std::vector<std::string> q = global.empty() ? std::vector<std::string>{} : global;
     auto convert = [&](const std::string& from) {
@@ -508,9 +548,20 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
       pull.insert(pull.end(), {"--", ref});
       plan.steps.push_back(pull);
       plan.steps.push_back(convert(ref));
-    } else if (source.ends_with(".def") || source == "Singularity") {
-      refuse("building from a definition file (`" + source + "`)", "rt builds from Dockerfiles",
-             "rt build -t NAME DIR (with a Dockerfile), then apptainer build FILE.sif NAME");
+    } else if (is_definition_file(source)) {
+      // rt build into the store under a name of its own, then the file or
+      // sandbox from there; the name is removed (its layers stay cached).
+      std::string name = "apptainer-build-";
+      for (char c : target.substr(target.rfind('/') + 1))
+        name += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '-';
+      std::vector<std::string> build{"build"};
+      build.insert(build.end(), q.begin(), q.end());
+      build.insert(build.end(), {"-t", name, "-f", source});
+      build.insert(build.end(), o.build.begin(), o.build.end());
+      build.insert(build.end(), {"--", "."});
+      plan.steps.push_back(build);
+      plan.steps.push_back(convert(name));
+      plan.steps.push_back({"rm", name});
     } else {
       plan.steps.push_back(convert(source));  // a sandbox directory, a SIF/SquashFS file, a stored name
     }
@@ -522,7 +573,7 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     for (const auto& x : w.rest())
       if (x.empty() || x[0] != '-') pos.push_back(x);  // --json, --labels...: rt inspect prints all it knows, as JSON
     if (pos.size() != 1) throw Error("usage: apptainer inspect IMAGE");
-    step.push_back(without_docker(pos[0]));
+    step.push_back(without_docker(path_first(pos[0])));
     plan.steps.push_back(step);
     return plan;
   }

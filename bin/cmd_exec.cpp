@@ -229,8 +229,22 @@ int apptainer_main(const std::vector<std::string>& words) {
   if (!plan.refuse_if_exists.empty() && ::lstat(plan.refuse_if_exists.c_str(), &st) == 0)
     throw Error("image file `" + plan.refuse_if_exists + "` already exists: will not overwrite it",
                 "give --force to replace it");
-  for (const auto& d : plan.make_dirs)
+  // -W DIR --contain: DIR/tmp and DIR/var_tmp become the container's
+  // /tmp and /var/tmp: each, and DIR, must be the user's alone (another
+  // user could have made DIR/tmp first, in a shared place).
+  auto own_dir = [](const std::string& d) {
+    struct stat ds;
+    if (::lstat(d.c_str(), &ds) != 0) throw SysError{errno, "stat", d};
+    if (!S_ISDIR(ds.st_mode) || ds.st_uid != ::getuid() || (ds.st_mode & 022))
+      throw Error("working directory `" + d + "` is not a directory of yours that only you can write",
+                  "give -W a directory you own (mode 0700 or 0755)");
+  };
+  for (const auto& d : plan.make_dirs) {
+    const size_t slash = d.rfind('/');
+    own_dir(slash == 0 ? "/" : slash == std::string::npos ? "." : d.substr(0, slash));
     if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", d};
+    own_dir(d);
+  }
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     const auto& step = plan.steps[s];
     const bool last = s + 1 == plan.steps.size();

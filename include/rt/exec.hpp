@@ -99,6 +99,10 @@ struct ExecOptions {
 // starts.
 void exec(const ExecOptions& options);
 
+// Whether the user's store (`storage` as ExecOptions::storage) holds an
+// image named `name`; false when there is no store.
+bool stored_image(const std::string& name, const std::string& storage);
+
 // A stored image (a reference) in a Slurm step over several nodes comes
 // from the step's first node, once per job (rt stage --step), not from a
 // registry on every node. Called by every rank before exec: makes the

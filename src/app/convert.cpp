@@ -48,7 +48,7 @@
 namespace rt {
 namespace {
 
-enum class Target { Sqfs, Sif, Dir, Store, DockerArchive, Oci, OciArchive };
+enum class Target { Sqfs, Sif, Dir, Rootfs, Store, DockerArchive, Oci, OciArchive };
 
 // DST without the oci: or oci-archive: in front.
 std::string without_scheme(const std::string& dst) {
@@ -61,13 +61,14 @@ Target target_of(const std::string& to, const std::string& dst) {
   if (to == "sqfs") return Target::Sqfs;
   if (to == "sif") return Target::Sif;
   if (to == "dir") return Target::Dir;
+  if (to == "rootfs") return Target::Rootfs;
   if (to == "store") return Target::Store;
   if (to == "docker-archive") return Target::DockerArchive;
   if (to == "oci") return Target::Oci;
   if (to == "oci-archive") return Target::OciArchive;
   if (!to.empty())
     throw Error("--to: unknown target `" + to + "`",
-                "use --to sqfs, sif, docker-archive, oci, oci-archive, dir or store");
+                "use --to sqfs, sif, docker-archive, oci, oci-archive, dir, rootfs or store");
   if (dst.starts_with("oci:")) return Target::Oci;
   if (dst.starts_with("oci-archive:")) return Target::OciArchive;
   for (const char* ext : {".sqfs", ".squashfs", ".sqsh"})
@@ -234,7 +235,11 @@ std::string tree_stamp(const std::string& file) {
 
 // Unpacks `src` into the bundle directory `dst`, built beside it and
 // renamed into place when complete.
-void write_bundle_dir(const image::ImageSource& src, const std::string& dst, const ConvertOptions& o) {
+// A bundle (rootfs/ and image-config.json) at `dst`; with `rootfs_only`
+// the root filesystem itself, as Apptainer's sandboxes are (the config is
+// left out).
+void write_bundle_dir(const image::ImageSource& src, const std::string& dst, const ConvertOptions& o,
+                      bool rootfs_only = false) {
   util::TempDirBeside work(dst);
   const std::string tmp = work.path("bundle");
   if (::mkdir(tmp.c_str(), 0755) != 0) throw SysError{errno, "mkdir", tmp};
@@ -242,8 +247,10 @@ void write_bundle_dir(const image::ImageSource& src, const std::string& dst, con
   app::assemble_bundle(tmp, app::metered(src, meter), {kDefaultMaxBytes, o.verbosity < 0});
   meter.done();
   if (util::path_exists(dst)) util::remove_tree(dst);  // --force was checked
-  if (::rename(tmp.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", tmp, dst};
-  util::note("wrote the bundle `" + dst + "` (rootfs/ and image-config.json)");
+  const std::string from = rootfs_only ? tmp + "/" + run::kBundleRootfs : tmp;
+  if (::rename(from.c_str(), dst.c_str()) != 0) throw SysError{errno, "rename", from, dst};
+  util::note(rootfs_only ? "wrote the root filesystem `" + dst + "`"
+                         : "wrote the bundle `" + dst + "` (rootfs/ and image-config.json)");
 }
 
 // The import side of `o`: store, format and compression.
@@ -550,16 +557,20 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
     // An image with rt's config: a definition and the labels before the
     // partition, and in it Apptainer's files, unless it has its own.
     std::vector<squash::SifInput> objects;
-    std::optional<std::string> config;
+    std::optional<std::string> config, deffile, labels;
     bool apptainer = false;
     {
       squash::Image image(sqfs);
       config = image.read_file(squash::kConfigPath);
       apptainer = image.has("/.singularity.d");
+      // An image built from a definition file: that file and its labels.
+      deffile = image.read_file("/.singularity.d/Singularity", 1 << 20);
+      labels = image.read_file("/.singularity.d/labels.json", 1 << 20);
     }
     if (config) {
       const image::SifMetadata m = image::sif_metadata(*config, src + ":" + squash::kConfigPath, src);
-      objects = {{squash::SifData::Deffile, "", m.definition}, {squash::SifData::Labels, "", m.labels}};
+      objects = {{squash::SifData::Deffile, "", deffile ? *deffile : m.definition},
+                 {squash::SifData::Labels, "", labels ? *labels : m.labels}};
       if (!apptainer) {
         if (plain) {
           sqfs = work.path("image.sqfs");
@@ -602,6 +613,8 @@ void convert(const std::string& src, const std::string& dst_arg, const ConvertOp
     case Target::Oci:
     case Target::OciArchive:
       return write_oci(s.image, dst, app::archive_tag(src), target == Target::OciArchive, o);
+    case Target::Rootfs:
+      return write_bundle_dir(s.image, dst, o, true);
     default:
       return write_bundle_dir(s.image, dst, o);
   }

@@ -202,3 +202,12 @@ bool wait_for_step_image(const ExecOptions& o) {
 }
 
 }  // namespace rt
+
+namespace rt {
+
+bool stored_image(const std::string& name, const std::string& storage) {
+  const store::Root* root = store::Root::user_if_exists(storage);
+  return root && store::find_image(*root, name).has_value();
+}
+
+}  // namespace rt

@@ -93,7 +93,7 @@ TEST_CASE("apptainer: what rt cannot honour is refused, named, with the reason")
   CHECK_THAT(refusal({"exec", "i"}), Catch::Contains("no program"));
   CHECK_THAT(refusal({"exec", "library://x/y", "p"}), Catch::Contains("library://"));
   CHECK_THAT(refusal({"oci", "run"}), Catch::Contains("`oci`"));
-  CHECK_THAT(refusal({"build", "x.sif", "Singularity.def"}), Catch::Contains("Dockerfiles"));
+  CHECK_THAT(refusal({"build", "--notest", "x.sif", "docker://debian"}), Catch::Contains("for definition files"));
 }
 
 TEST_CASE("apptainer pull and build: rt pull, then rt convert to one file") {
@@ -106,7 +106,15 @@ TEST_CASE("apptainer pull and build: rt pull, then rt convert to one file") {
   CHECK(plan.steps[1].back() == "alpine_latest.sif");
   CHECK(plan.refuse_if_exists.empty());
   plan = translate_apptainer({"build", "--sandbox", "dir", "docker-archive://a.tar"}, {});
-  CHECK(plan.steps == std::vector<V>{{"convert", "--to", "dir", "--", "a.tar", "dir"}});
+  CHECK(plan.steps == std::vector<V>{{"convert", "--to", "rootfs", "--", "a.tar", "dir"}});
+  // A definition file: rt build under a name of its own, the file from
+  // that, the name removed.
+  plan = translate_apptainer({"build", "-T", "--build-arg", "A=1", "out/My.sif", "r.def"}, {});
+  CHECK(plan.steps == std::vector<V>{{"build", "-t", "apptainer-build-my-sif", "-f", "r.def", "--notest", "--build-arg",
+                                      "A=1", "--", "."},
+                                     {"convert", "--to", "sif", "--", "apptainer-build-my-sif", "out/My.sif"},
+                                     {"rm", "apptainer-build-my-sif"}});
+  CHECK(plan.refuse_if_exists == "out/My.sif");
 }
 
 TEST_CASE("apptainer test, instance and cache") {
