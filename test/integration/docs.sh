@@ -28,6 +28,9 @@ for page in "$RT_SOURCE_DIR"/man/*.1; do
   [ "$(grep -c '^\.SH SYNOPSIS' "$page")" = 1 ] || fail "$page has not one SYNOPSIS section"
   if command -v man >/dev/null; then
     MANWIDTH=80 man -l "$page" 2>&1 | grep -q '^NAME' || fail "man -l $page does not show it"
+    # At 80 columns too (a word too long to fit: "cannot adjust line").
+    warnings=$(MANWIDTH=80 man -P cat -l "$page" 2>&1 >/dev/null)
+    [ -z "$warnings" ] || fail "man -l $page warns at 80 columns: $warnings"
   fi
   pages=$((pages + 1))
 done
