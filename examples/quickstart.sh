@@ -20,8 +20,10 @@ mkdir -p "$work"
 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DRT_TESTS=OFF >/dev/null
 # The static rt links glibc's dlopen (libfuse's module loader, which rt never
 # uses): ld's warning about it says nothing about rt, so it is left out here.
-cmake --build "$work/build" -j"$(nproc)" 2>&1 | grep -v "Using 'dlopen' in statically linked" |
-  grep -E '^\[ *[0-9]+%\] (Built target|Linking)|error|warning' || true
+# Each line is shown as the build writes it (--line-buffered: a pipe would
+# otherwise hold the lines back in bursts).
+cmake --build "$work/build" -j"$(nproc)" 2>&1 | grep --line-buffered -v "Using 'dlopen' in statically linked" |
+  grep --line-buffered -E '^\[ *[0-9]+%\]|error|warning' || true
 [ -x "$work/build/rt" ] || { echo "quickstart: the build failed" >&2; exit 1; }
 
 step 3 "installing rt into /usr/local (cmake --install)"
