@@ -135,6 +135,8 @@ private:
   void def_post(Stage& s, const image::DefSection& sec);
   void def_meta(Stage& s);
   void def_test(Stage& s);
+  // The stage --target names, else the last.
+  Stage* target_stage();
   // The stage named `name` (AS NAME, or its index) among those before `before`.
   Stage* earlier_stage(const std::string& name, int before);
   std::optional<std::string> arg_value(const std::string& name, const std::optional<std::string>& dflt);

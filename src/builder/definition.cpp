@@ -85,13 +85,7 @@ void Builder::plan_def_stages() {
     if (ds.value("bootstrap").empty()) throw Error(where + ": `Bootstrap:` has no agent");
     stages_.push_back(std::move(s));
   }
-  Stage* target = &stages_.back();
-  if (!o_.target.empty()) {
-    target = nullptr;
-    for (auto& s : stages_)
-      if (s.name == lower(o_.target)) target = &s;
-    if (!target) throw Error("--target: " + file_shown_ + " has no stage `" + o_.target + "`");
-  }
+  Stage* target = target_stage();
   std::function<void(Stage&)> need = [&](Stage& s) {
     if (s.needed) return;
     s.needed = true;
@@ -196,6 +190,7 @@ void Builder::def_files(Stage& s, const image::DefSection& sec) {
   // A stage's sources are paths of its tree, resolved inside it.
   struct Source {
     std::string dir, pattern, dest;
+    bool dest_dir = false;  // DEST ends with /: a directory, made if missing
   };
   std::vector<Source> sources;
   const std::string cwd = util::current_dir();
@@ -215,7 +210,7 @@ void Builder::def_files(Stage& s, const image::DefSection& sec) {
       pattern = util::base_name(dir);
       dir = util::dir_name(dir);
     }
-    sources.push_back({dir, pattern, util::normalize_path(dst, "/")});
+    sources.push_back({dir, pattern, util::normalize_path(dst, "/"), dst.ends_with("/")});
   }
   std::string key = from ? "stage " + from->state.key + "\n" : "";
   for (const auto& src : sources) {
@@ -230,8 +225,9 @@ void Builder::def_files(Stage& s, const image::DefSection& sec) {
     for (const auto& src : sources) {
       image::SourceTree t(from ? from->rootfs : src.dir);
       const auto rels = t.match(src.pattern, where);
-      const bool dest_is_dir = image::dir_in_tree(s.root.get(), src.dest) || src.dest.ends_with("/");
-      if (rels.size() > 1 && !dest_is_dir) dirs_in_tree(s.root.get(), src.dest);  // several: into a new directory
+      const bool dest_is_dir = image::dir_in_tree(s.root.get(), src.dest) || src.dest_dir;
+      if ((rels.size() > 1 || src.dest_dir) && !image::dir_in_tree(s.root.get(), src.dest))
+        dirs_in_tree(s.root.get(), src.dest);  // several, or DEST/: into a new directory
       for (const auto& r : rels) {
         const bool into = rels.size() > 1 || dest_is_dir;
         if (t.is_dir(r))

@@ -56,6 +56,13 @@ image::Lookup Builder::lookup_for(const Stage* s) {
   };
 }
 
+Stage* Builder::target_stage() {
+  if (o_.target.empty()) return &stages_.back();
+  for (auto& s : stages_)
+    if (s.name == lower(o_.target)) return &s;
+  throw Error("--target: " + file_shown_ + " has no stage `" + o_.target + "`");
+}
+
 Stage* Builder::earlier_stage(const std::string& name, int before) {
   for (auto& st : stages_)
     if (st.index < before && (st.name == lower(name) || std::to_string(st.index) == name)) return &st;
@@ -92,13 +99,7 @@ void Builder::plan_stages() {
     cur->body.push_back(&ins);
   }
   // The target and what it needs: stages named by FROM and COPY --from.
-  Stage* target = &stages_.back();
-  if (!o_.target.empty()) {
-    target = nullptr;
-    for (auto& s : stages_)
-      if (s.name == lower(o_.target)) target = &s;
-    if (!target) throw Error("--target: " + file_shown_ + " has no stage `" + o_.target + "`");
-  }
+  Stage* target = target_stage();
   std::function<void(Stage&)> need = [&](Stage& s) {
     if (s.needed) return;
     s.needed = true;

@@ -42,6 +42,7 @@ a
 b
 s" "%files: a file, a directory into an existing one (as cp -r), a glob into a directory, a quoted name as its own destination"
 expect_status 1 "the glob took only what it names" -- "$RT" exec feat test -e /etc/app/c.txt
+expect_status 0 "DEST/ is a directory, made for the file" -- "$RT" exec feat test -f /opt/newdir/data.txt
 expect_eq "$("$RT" run feat one two)" "args: one two
 MYVAR=from-environment POSTVAR=from-post
 hi from post" "rt run: the runscript with its arguments, %environment and \$APPTAINER_ENVIRONMENT applied, {{ GREETING }} from --build-arg"
