@@ -47,7 +47,6 @@ std::string without_docker(const std::string& ref) {
   return ref;
 }
 
-// Apptainer's default file name for a pulled REF: NAME_TAG.sif.
 // A definition file: named *.def, or a file whose first line that is
 // neither blank nor a comment is a `Bootstrap:` header.
 bool is_definition_file(const std::string& path) {
@@ -81,6 +80,7 @@ std::string path_first(const std::string& image) {
   return "./" + image;
 }
 
+// Apptainer's default file name for a pulled REF: NAME_TAG.sif.
 std::string default_pull_name(const std::string& ref) {
   std::string r = ref.substr(ref.rfind('/') == std::string::npos ? 0 : ref.rfind('/') + 1);
   if (size_t at = r.find('@'); at != std::string::npos) r = r.substr(0, at);
