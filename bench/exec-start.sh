@@ -15,6 +15,8 @@
 # with the host's libc.so.6, and a /run as real images have) beside
 # `rt exec --no-ib` of it: --ib <= 1.15x --no-ib, whatever the number of
 # libraries (the host's libibverbs and fabric closure: a bind per directory).
+# Overlay: `rt exec --overlay DIR` (writes kept in DIR/upper, locked per
+# start) beside `rt exec` of the same directory image: <= 1.1x.
 # RT_BASELINE=DIR (a directory holding another build's rt, readable by
 # rt-test) adds its rows to the same interleaved run: before/after figures.
 set -euo pipefail
@@ -38,7 +40,8 @@ mkdir "$img.bin" && ln -s "$src/build-bench/rt" "$img.bin/apptainer"
 cp -a "$img" "$img.glibc"
 mkdir -p "$img.glibc/lib/x86_64-linux-gnu" "$img.glibc/run"
 cp /lib/x86_64-linux-gnu/libc.so.6 "$img.glibc/lib/x86_64-linux-gnu/"
-trap '"$src/build-bench/rt" instance stop -q "$instance"; rm -rf "$img" "$img.sqfs" "$img.sif" "$img.bin" "$img.glibc" "$img.out" "$img.store"' EXIT
+mkdir "$img.ov"
+trap '"$src/build-bench/rt" instance stop -q "$instance"; rm -rf "$img" "$img.sqfs" "$img.sif" "$img.bin" "$img.glibc" "$img.out" "$img.store" "$img.ov"' EXIT
 export USER=${USER:-$(id -un)}  # ch-run needs it
 cd "${HOME:-/}"                  # a typical working directory: inside home
 echo "$("$src/build-bench/rt" --version 2>&1 | head -1), ch-run $(ch-run --version 2>&1 | head -1), kernel $(uname -r), $(nproc) cores"
@@ -62,12 +65,14 @@ echo "rt exec --ib injects $("$src/build-bench/rt" exec --ib --dry-run "$img.gli
   "rt exec SIF|$src/build-bench/rt exec $img.sif /bin/true" \
   "apptainer exec SIF|$img.bin/apptainer exec $img.sif /bin/true" \
   "rt exec instance://|$src/build-bench/rt exec instance://$instance /bin/true" \
+  "rt exec --overlay DIR|$src/build-bench/rt exec --overlay $img.ov $img /bin/true" \
   "rt exec --no-ib GLIBC-DIR|$src/build-bench/rt exec --no-ib $img.glibc /bin/true" \
   "rt exec --ib GLIBC-DIR|$src/build-bench/rt exec --ib $img.glibc /bin/true" \
   ${baseline[@]+"${baseline[@]}"} | tee "$img.out"
 echo
 grep -E '^  (rt exec --ib GLIBC-DIR +/ rt exec --no-ib GLIBC-DIR|baseline rt exec --ib GLIBC +/ baseline rt exec --no-ib GLIBC) ' \
   "$img.out" | sed 's/^ */injection: /; s/$/   (target <= 1.15)/'
+grep -E '^  rt exec --overlay DIR +/ rt exec DIR ' "$img.out" | sed 's/^ */overlay: /; s/$/   (target <= 1.1)/'
 echo
 echo "rt's own peak RSS (VmHWM before exec, from -vv):$("$src/build-bench/rt" exec -vv "$img" /bin/true 2>&1 | sed -n 's/.*peak RSS//p')"
 echo "(the spawn_bench RSS column is wait4's ru_maxrss, which includes the spawner's own pages: compare with the /bin/true row)"

@@ -184,6 +184,10 @@ Action read_action_options(Words& w, const std::string& command) {
        }},
       {"-w,--writable", false, [](Action& a, const std::string&) { a.rt.push_back("--write"); }},
       {"--writable-tmpfs", false, [](Action& a, const std::string&) { a.rt.push_back("--write-tmpfs"); }},
+      {"-o,--overlay", true,
+       [](Action& a, const std::string& v) {
+         a.rt.insert(a.rt.end(), {"--overlay", v});
+       }},
       {"-f,--fakeroot", false,
        [](Action& a, const std::string&) {
          a.rt.insert(a.rt.end(), {"--root", "--seccomp"});
@@ -233,7 +237,6 @@ Action read_action_options(Words& w, const std::string& command) {
        "--pids-limit,--oom-kill-disable,--apply-cgroups",
        true,
        "limits need a cgroup delegated to the user; ask the batch system for them (Slurm --cpus-per-task, --mem)"},
-      {"-o,--overlay", true, "rt has no overlay images; --writable-tmpfs keeps changes in memory"},
       {"--app", true, "SCIF apps are not supported"},
       {"--keep-privs,--allow-setuid", false, "rt gives the container no privilege"},
       {"--add-caps,--drop-caps,--security", true, "rt gives the container no capability to add or drop"},

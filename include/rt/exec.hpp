@@ -37,6 +37,9 @@ struct ExecOptions {
   std::vector<BindSpec> binds;
   bool write = false;        // image writable (directory images)
   bool write_tmpfs = false;  // ephemeral overlay, discarded at exit
+  // --overlay DIR[:ro]: directories laid over the image, the first lowest;
+  // one without :ro takes the container's writes and keeps them (DIR/upper).
+  std::vector<std::string> overlays;
   bool private_tmp = false;  // a private tmpfs on /tmp instead of the host's
   bool image_tmp = false;    // the image's own /tmp, neither the host's nor a tmpfs (rt build's RUN)
   bool no_home = false;      // do not bind $HOME

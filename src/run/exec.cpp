@@ -22,6 +22,7 @@
 #include "run/env.hpp"
 #include "run/hostinfo.hpp"
 #include "run/image_root.hpp"
+#include "run/overlay_dir.hpp"
 #include "run/injection.hpp"
 #include "run/instance.hpp"
 #include "run/join.hpp"
@@ -316,6 +317,7 @@ void exec(const ExecOptions& given) {
   image->close();  // no handle on the host for a holder to keep
   if (shown) show(o, p, launcher, injection);
   if (o.dry_run) return;
+  run::prepare_overlays(p.plan.overlays);  // locked by this process, which becomes the program
   util::timing("planned");
   enter(o, p, *image, launcher, instance ? &*instance : nullptr);
   launch(p, image->name());
@@ -432,6 +434,7 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
     int code = kExitRtFailed;
     try {
       const InstanceEntry entry{name, true};
+      run::prepare_overlays(p.plan.overlays);  // locked by the instance's process
       enter(o, p, *image, launcher, &entry, report_w.get());
       if (!run::program_found(p.argv.front(), p.env))
         throw Error("cannot run " + util::quoted(p.argv.front()) + " in image `" + image->name() + "`: not found", "",

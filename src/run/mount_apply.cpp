@@ -195,15 +195,37 @@ private:
     const unsigned long image_locked = locked_flags(image_.get(), rootfs);
     const std::string root_path = stage_path("root");
     if (plan_.root_mode == RootMode::Overlay) {
-      for (const char* d : {"upper", "work"})
-        if (::mkdirat(staging_.get(), d, 0755) != 0) throw SysError{errno, "mkdir", rootfs + "/" + d};
-      std::string opts =
-          "lowerdir=" + fd_path(image_.get()) + ",upperdir=" + stage_path("upper") + ",workdir=" + stage_path("work");
+      // Writes go to the writable --overlay's upper/ (kept), else to the
+      // staging tmpfs (discarded); read-only overlays stack on the image,
+      // the last given on top.
+      std::string upper = stage_path("upper"), work = stage_path("work"), lower = fd_path(image_.get());
+      const OverlayLayer* kept = nullptr;
+      for (const auto& l : plan_.overlays) {
+        if (l.writable) {
+          kept = &l;
+          upper = l.path + "/upper";
+          work = l.path + "/work";
+        } else {
+          // A directory a writable use filled is read through its upper/.
+          struct stat st;
+          const bool used = ::stat((l.path + "/upper").c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+                            ::stat((l.path + "/work").c_str(), &st) == 0;
+          lower = (used ? l.path + "/upper" : l.path) + ":" + lower;
+        }
+      }
+      if (!kept)
+        for (const char* d : {"upper", "work"})
+          if (::mkdirat(staging_.get(), d, 0755) != 0) throw SysError{errno, "mkdir", rootfs + "/" + d};
+      const std::string opts = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work;
       // userxattr (Linux 5.11) is what makes an unprivileged overlay mount possible.
       if (::mount("overlay", root_path.c_str(), "overlay", MS_NOSUID | MS_NODEV, (opts + ",userxattr").c_str()) != 0) {
         int e = errno;
+        if (kept)
+          throw Error(SysError(e, "mount(overlay)", kept->path).what(),
+                      "a writable overlay needs unprivileged overlayfs (Linux 5.11 or later) and a directory on a "
+                      "local file system (NFS, Lustre and GPFS cannot hold an overlay's upper layer)");
         Error err = SysError(e, "mount(overlay)", rootfs);
-        throw Error(err.what(), "--write-tmpfs needs unprivileged overlayfs (Linux 5.11 or later)");
+        throw Error(err.what(), "--write-tmpfs and --overlay need unprivileged overlayfs (Linux 5.11 or later)");
       }
     } else {
       do_mount(fd_path(image_.get()), root_path, nullptr, MS_BIND, "", "MS_BIND", rootfs, rootfs);

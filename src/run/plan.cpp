@@ -54,12 +54,38 @@ MountPlan build_plan(const PlanInputs& in) {
   const ExecOptions& o = *in.options;
   const HostInfo& h = *in.host;
   if (o.write && o.write_tmpfs) throw Error("--write and --write-tmpfs exclude each other");
+  if (o.write && in.squashfs)
+    throw Error("--write: image `" + in.rootfs + "` is a SquashFS or SIF file, which cannot be written",
+                "keep the writes in a directory with --overlay DIR, or in memory with --write-tmpfs");
 
   MountPlan p;
   p.rootfs = in.rootfs;
   p.squashfs = in.squashfs;
   p.staging = in.staging.empty() ? in.rootfs : in.staging;
-  p.root_mode = o.write_tmpfs ? RootMode::Overlay : o.write ? RootMode::Writable : RootMode::ReadOnly;
+  p.root_mode = o.write_tmpfs || !o.overlays.empty() ? RootMode::Overlay
+                : o.write                            ? RootMode::Writable
+                                                     : RootMode::ReadOnly;
+  for (const auto& spec : o.overlays) {
+    OverlayLayer l;
+    l.path = spec;
+    if (spec.ends_with(":ro")) {
+      l.path = spec.substr(0, spec.size() - 3);
+    } else {
+      l.writable = true;
+      if (o.write || o.write_tmpfs)
+        throw Error("--overlay " + spec + ": a writable overlay and " + (o.write ? "--write" : "--write-tmpfs") +
+                        " exclude each other",
+                    "give the overlay as " + spec + ":ro, or leave the other out");
+      for (const auto& other : p.overlays)
+        if (other.writable)
+          throw Error("--overlay " + spec + ": only one overlay takes the writes (`" + other.path + "` does)",
+                      "give the others with :ro");
+    }
+    if (l.path.empty()) throw Error("--overlay needs a directory");
+    l.path = util::normalize_path(l.path, h.cwd.empty() ? "/" : h.cwd);
+    p.overlays.push_back(std::move(l));
+  }
+  if (o.write && !o.overlays.empty()) throw Error("--write and --overlay exclude each other");
   p.outer_uid = h.uid;
   p.outer_gid = h.gid;
   p.inner_uid = o.uid.value_or(h.uid);
@@ -213,9 +239,18 @@ HostFilesTree host_files_tree(const std::vector<Mount>& mounts) {
 
 std::vector<std::string> describe(const MountPlan& p, bool each_link) {
   std::vector<std::string> out;
-  const char* mode = p.root_mode == RootMode::ReadOnly   ? "read-only"
-                     : p.root_mode == RootMode::Writable ? "writable"
-                                                         : "writable tmpfs overlay (discarded)";
+  std::string mode = p.root_mode == RootMode::ReadOnly   ? "read-only"
+                    : p.root_mode == RootMode::Writable ? "writable"
+                                                        : "writable tmpfs overlay (discarded)";
+  if (!p.overlays.empty()) {
+    mode = "under overlays";
+    bool kept = false;
+    for (const auto& l : p.overlays) {
+      mode += std::string(" `") + l.path + "`" + (l.writable ? " (writes kept in its upper/)" : " (ro)");
+      kept |= l.writable;
+    }
+    if (!kept) mode += ", writes to a tmpfs (discarded)";
+  }
   out.push_back("image root `" + p.rootfs + "` " + (p.squashfs ? "(SquashFS, served by its rt-sqfs server) " : "") +
                 mode + ", nosuid, nodev");
   out.push_back("uid map: " + std::to_string(p.inner_uid) + " -> " + std::to_string(p.outer_uid) +

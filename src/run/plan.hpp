@@ -42,7 +42,15 @@ struct Mount {
 enum class RootMode {
   ReadOnly,  // default
   Writable,  // --write
-  Overlay,   // --write-tmpfs: writes go to a tmpfs, discarded at exit
+  Overlay,   // --write-tmpfs or --overlay: writes go to a tmpfs (discarded at exit) or an overlay's upper
+};
+
+// An --overlay directory: read-only layers stack on the image in the order
+// given; the writable one (at most one) takes the writes in PATH/upper,
+// with overlayfs's work directory PATH/work.
+struct OverlayLayer {
+  std::string path;  // absolute, host
+  bool writable = false;
 };
 
 struct StagedFile {
@@ -55,6 +63,7 @@ struct MountPlan {
   bool squashfs = false;  // rootfs is a SquashFS file, served over FUSE by its server (run/image_server)
   std::string staging;    // host directory the staging tmpfs covers (rootfs for directories)
   RootMode root_mode = RootMode::ReadOnly;
+  std::vector<OverlayLayer> overlays;  // with RootMode::Overlay
   std::vector<Mount> mounts;
   std::vector<StagedFile> staged;
   uid_t outer_uid = 0, inner_uid = 0;

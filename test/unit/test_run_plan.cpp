@@ -115,6 +115,31 @@ TEST_CASE("write and write-tmpfs exclude each other and cd wins") {
   CHECK(p.cwd_explicit);
 }
 
+TEST_CASE("overlays: read-only ones stack, one takes the writes, and what excludes them") {
+  Fixture f;
+  f.o.overlays = {"base:ro", "/abs/env", "more:ro"};
+  auto p = f.plan();
+  CHECK(p.root_mode == RootMode::Overlay);
+  REQUIRE(p.overlays.size() == 3);
+  CHECK(p.overlays[0].path == "/home/alice/work/base");  // relative to the working directory
+  CHECK_FALSE(p.overlays[0].writable);
+  CHECK(p.overlays[1].path == "/abs/env");
+  CHECK(p.overlays[1].writable);
+  CHECK_THAT(describe(p, false).front(), Catch::Contains("`/abs/env` (writes kept in its upper/)"));
+  f.o.overlays = {"a:ro"};
+  CHECK_THAT(describe(f.plan(), false).front(), Catch::Contains("writes to a tmpfs (discarded)"));
+  f.o.overlays = {"a", "b"};
+  CHECK_THROWS_WITH(f.plan(), Catch::Contains("only one overlay takes the writes"));
+  f.o.overlays = {"a"};
+  f.o.write_tmpfs = true;
+  CHECK_THROWS_WITH(f.plan(), Catch::Contains("exclude each other"));
+  f.o.write_tmpfs = false;
+  f.o.write = true;
+  CHECK_THROWS_WITH(f.plan(), Catch::Contains("exclude each other"));
+  f.o.overlays = {"a:ro"};
+  CHECK_THROWS_WITH(f.plan(), Catch::Contains("--write and --overlay exclude each other"));
+}
+
 TEST_CASE("describe prints every mount") {
   Fixture f;
   auto p = f.plan();

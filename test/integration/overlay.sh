@@ -1,0 +1,89 @@
+#!/bin/bash
+# rt exec --overlay DIR[:ro], as the unprivileged user: writes kept in
+# DIR/upper across runs (deletions too), read-only overlays stacked below
+# (one a writable use filled read through its upper/), over a directory
+# and a SquashFS image; one writer at a time (a second one refused naming
+# the holder, readers with :ro allowed, a stale lock of a dead process or
+# an exited one taken over, another host's lock refused naming it, an
+# instance holding it); the refusals (two writable overlays, with
+# --write-tmpfs, a directory others can write, --write on a SquashFS
+# image); and Apptainer's --overlay and --writable.
+. "$(dirname "$0")/lib.sh"
+IMG=$T/img
+make_image "$IMG"
+mksquashfs "$IMG" "$T/img.sqfs" -quiet -no-progress -all-root >/dev/null || fail "mksquashfs"
+export RT_STORAGE="$T/store" HOME="$T/home"
+mkdir -p "$HOME" "$T/bin"
+ln -s "$RT" "$T/bin/apptainer"
+export PATH="$T/bin:$PATH"
+cd "$T"
+
+# --- persistence -----------------------------------------------------------------
+mkdir ov
+expect_status 0 "a write under --overlay DIR" -- "$RT" exec --overlay ov "$IMG" sh -c 'echo kept > /etc/kept && rm /bin/ls'
+expect_eq "$("$RT" exec --overlay ov "$IMG" cat /etc/kept)" kept "... is there in the next run"
+expect_status 1 "... and so is the deletion" -- "$RT" exec --overlay ov "$IMG" test -e /bin/ls
+[ ! -e "$IMG/etc/kept" ] && [ -e "$IMG/bin/ls" ] || fail "the image itself changed"
+pass "the image is untouched"
+expect_eq "$(cat ov/upper/etc/kept)" kept "the writes are in DIR/upper"
+expect_status 1 "without the overlay the image is as it was" -- "$RT" exec "$IMG" test -e /etc/kept
+
+# --- read-only layers ---------------------------------------------------------------
+mkdir -p ro/etc && echo from-ro >ro/etc/ro-file
+out=$("$RT" exec --overlay ro:ro --overlay ov "$IMG" sh -c 'cat /etc/ro-file /etc/kept; echo changed > /etc/ro-file')
+expect_eq "$out" "from-ro
+kept" "a :ro overlay below the writable one"
+expect_eq "$(cat ro/etc/ro-file)" from-ro "... is never written (the write went up)"
+expect_eq "$(cat ov/upper/etc/ro-file)" changed "... the change is in the writable overlay"
+expect_eq "$("$RT" exec --overlay ov:ro "$IMG" cat /etc/kept)" kept "a filled overlay given :ro is read through its upper/"
+expect_status 0 "... and stays read-only" -- "$RT" exec --overlay ov:ro "$IMG" rt-probe write /etc/new
+expect_eq "$OUT" "ok" "... (writes go to a tmpfs, discarded)"
+expect_status 1 "... discarded" -- "$RT" exec --overlay ov "$IMG" test -e /etc/new
+
+# --- over a SquashFS image ------------------------------------------------------------
+mkdir ovs
+"$RT" exec --overlay ovs "$T/img.sqfs" sh -c 'echo s > /sq' || fail "a write over a SquashFS image"
+expect_eq "$("$RT" exec --overlay ovs "$T/img.sqfs" cat /sq)" s "writes over a SquashFS image are kept too"
+expect_status 125 "--write on a SquashFS image is refused" -- "$RT" exec --write "$T/img.sqfs" true
+expect_match "$ERR" "cannot be written" "... saying why"
+
+# --- one writer ---------------------------------------------------------------------------
+"$RT" exec --overlay ov "$IMG" sleep 30 &
+holder=$!
+wait_until 10 grep -q " $holder " ov/.rt-lock/holder || fail "the first container does not hold the lock"
+expect_status 125 "a second writer is refused" -- "$RT" exec --overlay ov "$IMG" true
+expect_match "$ERR" "in use by process $holder on this host" "... naming the holder"
+expect_status 0 "a reader with :ro is not" -- "$RT" exec --overlay ov:ro "$IMG" cat /etc/kept
+kill "$holder"
+wait "$holder" 2>/dev/null || true
+expect_status 0 "once the holder has exited, a writer may start" -- "$RT" exec --overlay ov "$IMG" true
+dead=$(($(cat /proc/sys/kernel/pid_max) + 1))  # no process has it
+echo "$(hostname) $dead 12345" >ov/.rt-lock/holder
+expect_status 0 "a lock whose process is gone is taken over" -- "$RT" exec --overlay ov "$IMG" true
+echo "elsewhere.example 4242 99" >ov/.rt-lock/holder
+expect_status 125 "another host's lock is refused" -- "$RT" exec --overlay ov "$IMG" true
+expect_match "$ERR" "process 4242 on host elsewhere.example" "... naming that host and process"
+expect_match "$ERR" "remove .*ov/.rt-lock" "... and how to clear it"
+rm -r ov/.rt-lock
+"$RT" instance start -q --overlay ov "$IMG" ovsvc sleep 1000 2>/dev/null || fail "an instance with --overlay"
+expect_status 125 "an instance holds the overlay while it runs" -- "$RT" exec --overlay ov "$IMG" true
+expect_eq "$("$RT" exec instance://ovsvc cat /etc/kept)" kept "... and sees it"
+"$RT" instance stop -q ovsvc
+wait_until 10 "$RT" exec --overlay ov "$IMG" true 2>/dev/null || fail "the overlay is still held after instance stop"
+pass "... and lets it go when stopped"
+
+# --- refusals ----------------------------------------------------------------------------------
+mkdir ov2
+expect_status 125 "two writable overlays" -- "$RT" exec --overlay ov --overlay ov2 "$IMG" true
+expect_match "$ERR" "only one overlay takes the writes" "... refused"
+expect_status 125 "a writable overlay with --write-tmpfs" -- "$RT" exec --overlay ov --write-tmpfs "$IMG" true
+chmod 0777 ov2
+expect_status 125 "an overlay directory others can write" -- "$RT" exec --overlay ov2 "$IMG" true
+expect_match "$ERR" "only you can write" "... refused"
+expect_status 125 "an overlay that does not exist" -- "$RT" exec --overlay nothere "$IMG" true
+expect_match "$ERR" "nothere" "... named"
+
+# --- Apptainer's command line ---------------------------------------------------------------------
+expect_eq "$(apptainer exec --overlay ov "$IMG" cat /etc/kept)" kept "apptainer exec --overlay DIR"
+expect_status 125 "apptainer exec --writable of a SquashFS file is refused, as Apptainer does" -- \
+  apptainer exec --writable "$T/img.sqfs" true
