@@ -145,10 +145,27 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
   // Sourced by the image's /bin/sh; an image without one (a single static
   // program) runs its program directly.
   if (apptainer.env_scripts) {
-    if (image.has("/bin/sh"))
+    if (image.has("/bin/sh")) {
       p.argv = run::after_apptainer_env(std::move(p.argv));
-    else
-      util::debug("image has /.singularity.d/env but no /bin/sh: its environment scripts are not sourced");
+    } else {
+      // No shell to source them: their plain `export NAME=value` lines,
+      // in order, over everything else (as sourcing them would be).
+      std::vector<std::string> scripts = image.list(run::kApptainerEnvDir);
+      std::sort(scripts.begin(), scripts.end());  // glob order
+      for (const auto& name : scripts) {
+        if (!name.ends_with(".sh")) continue;
+        const std::string path = std::string(run::kApptainerEnvDir) + "/" + name;
+        int skipped = 0;
+        for (const auto& kv : run::plain_exports(image.read(path, 1 << 20).value_or(""), &skipped)) {
+          const std::string prefix = kv.substr(0, kv.find('=') + 1);
+          std::erase_if(p.env, [&](const std::string& e) { return e.starts_with(prefix); });
+          p.env.push_back(kv);
+        }
+        if (skipped)
+          util::debug("image has no /bin/sh: " + std::to_string(skipped) + " line(s) of " + path +
+                      " that are not a plain export are not applied");
+      }
+    }
   }
   // An image's USER is not honoured: the program runs as the caller, as
   // under Apptainer. rt run says so, once per node (the first local rank).

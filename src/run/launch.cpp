@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -54,6 +55,43 @@ std::vector<std::string> after_apptainer_env(std::vector<std::string> argv) {
       "if [ -f \"$rt_env_script\" ]; then . \"$rt_env_script\"; fi; done; unset rt_env_script; exec \"$@\"";
   argv.insert(argv.begin(), {"/bin/sh", "-c", script, "rt-env"});
   return argv;
+}
+
+std::vector<std::string> plain_exports(const std::string& script, int* skipped) {
+  std::vector<std::string> out;
+  int skip = 0;
+  for (const auto& raw : util::split(script, '\n')) {
+    std::string l = util::trim(raw);
+    if (l.empty() || l[0] == '#') continue;
+    if (!l.starts_with("export ")) {
+      ++skip;
+      continue;
+    }
+    l = util::trim(l.substr(7));
+    const size_t eq = l.find('=');
+    const std::string name = eq == std::string::npos ? "" : l.substr(0, eq);
+    std::string v = eq == std::string::npos ? "" : l.substr(eq + 1);
+    const bool good_name = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                           name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
+                               std::string::npos;
+    bool plain = good_name;
+    if (plain && v.size() >= 2 && v.front() == '\'' && v.back() == '\'') {
+      v = v.substr(1, v.size() - 2);
+      plain = v.find('\'') == std::string::npos;
+    } else if (plain && v.size() >= 2 && v.front() == '"' && v.back() == '"') {
+      v = v.substr(1, v.size() - 2);
+      plain = v.find_first_of("\"$`\\") == std::string::npos;
+    } else if (plain) {
+      plain = v.find_first_of(" \t\"'$`\\;|&<>(){}*?[]~") == std::string::npos;
+    }
+    if (!plain) {
+      ++skip;
+      continue;
+    }
+    out.push_back(name + "=" + v);
+  }
+  if (skipped) *skipped = skip;
+  return out;
 }
 
 namespace {

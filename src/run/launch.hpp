@@ -23,6 +23,12 @@ std::vector<std::string> command_for(ExecMode mode, const std::vector<std::strin
 // the shell but through "$@".
 std::vector<std::string> after_apptainer_env(std::vector<std::string> argv);
 
+// For an image without /bin/sh (a static program, as HTCondor's images
+// are): the plain `export NAME=value` lines of an environment script, as
+// NAME=value (pure). Values bare or in quotes without expansions; any other
+// line is skipped and counted in `skipped`.
+std::vector<std::string> plain_exports(const std::string& script, int* skipped = nullptr);
+
 // True when `prog` is an executable file, found as exec_program would find
 // it (in the container).
 bool program_found(const std::string& prog, const std::vector<std::string>& env);

@@ -99,6 +99,14 @@ expect_status 37 "HTCondor's probe: exec -C SANDBOX /exit_37" -- apptainer exec 
 inner=$(apptainer exec -C "$T/sandbox" /get_user_ns)
 [ -n "$inner" ] && [ "$inner" != "$(stat -L -c %i /proc/self/ns/user)" ] || fail "get_user_ns: $inner"
 pass "HTCondor's get_user_ns: another user namespace (no setuid)"
+# Without /bin/sh the image's environment scripts cannot be sourced: their
+# plain exports apply.
+mkdir -p sandbox/.singularity.d/env
+printf 'export FROM_SCRIPT="a b"\nexport EXPANDED=$(id)\n' >sandbox/.singularity.d/env/90-environment.sh
+cp "$RT_PROBE" sandbox/rt-probe
+expect_eq "$(apptainer exec -C "$T/sandbox" /rt-probe env FROM_SCRIPT)" "a b" \
+  "an image without /bin/sh gets its environment scripts' plain exports"
+expect_eq "$(apptainer exec -C "$T/sandbox" /rt-probe env EXPANDED)" "<unset>" "... and nothing that needs a shell"
 exe=$T/execute/dir_1234 && mkdir -p "$exe" && echo payload >"$exe/input"
 job=(apptainer -s exec -S /tmp -S /var/tmp -W "$exe" --pwd "$exe" -B "$exe" --home "$exe" -C ./deb.sif
   /bin/sh -c 'echo "$MY_JOB_VAR $(cat input) $HOME $(ls -A /tmp | wc -l)" >output; echo done')

@@ -55,6 +55,16 @@ TEST_CASE("Apptainer's environment scripts run before the program, whose argumen
   CHECK(V(argv.begin() + 4, argv.end()) == V{"prog", "a b", "$(x);"});
 }
 
+TEST_CASE("without /bin/sh, an environment script's plain exports apply") {
+  int skipped = -1;
+  const V kv = plain_exports(
+      "#!/bin/sh\n# a comment\nexport A=1\nexport B=\"two words\"\nexport C='$literal'\n"
+      "export D=\"$HOME/x\"\nexport E=$(id)\nF=3\nif true; then export G=1; fi\nexport 9X=1\nexport H=\n",
+      &skipped);
+  CHECK(kv == V{"A=1", "B=two words", "C=$literal", "H="});
+  CHECK(skipped == 5);  // two expansions, a plain assignment, a compound line, a bad name
+}
+
 namespace {
 
 // A tree of paths, as apptainer_files reads one.
