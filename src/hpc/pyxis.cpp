@@ -1,6 +1,8 @@
 // pyxis's srun options as rt exec's (host, pure); see pyxis.hpp.
 #include "hpc/pyxis.hpp"
 
+#include <unistd.h>
+
 #include <set>
 
 #include "rt/error.hpp"
@@ -122,8 +124,13 @@ PyxisTask translate_pyxis(const std::map<std::string, std::string>& v,
   t.save = value(v, "save");
   if (!t.save.empty() && t.save.front() != '/')
     throw Error("--container-save=" + t.save + ": the file must be an absolute path");
+  // The site's storage=DIR is every user's: each has a store of their own
+  // below it, by real uid (a name from the environment could be another's).
   t.storage = value(v, "storage");
-  if (!t.storage.empty()) t.options.insert(t.options.end(), {"--storage", t.storage});
+  if (!t.storage.empty()) {
+    t.storage += "/" + std::to_string(::getuid());
+    t.options.insert(t.options.end(), {"--storage", t.storage});
+  }
   return t;
 }
 

@@ -62,6 +62,7 @@ HolderKey join_key(const MountPlan& plan, const hpc::Launcher& launcher, const s
     s += '\0' + m.src + '\0' + m.dst;
   }
   for (const auto& f : plan.staged) s += '\0' + f.name + '\0' + f.content;
+  for (const auto& l : plan.overlays) s += '\0' + l.path + (l.writable ? "w" : "r");
   return {"rt-join", secret, s};
 }
 

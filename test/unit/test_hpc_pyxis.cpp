@@ -1,4 +1,6 @@
 // hpc/pyxis: the Slurm plugin's options as rt exec's.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -56,7 +58,7 @@ TEST_CASE("pyxis: every option as rt exec's") {
   CHECK(t.run);
   CHECK(t.options == std::vector<std::string>{"--root", "--no-home", "--write-tmpfs", "--bind", "/site:/site", "--bind",
                                               "/data:/data:ro", "--cd", "/work", "--env", "FOO=host value",
-                                              "--storage", "/local/rt"});
+                                              "--storage", "/local/rt/" + std::to_string(::getuid())});
   CHECK(task("image=/a.sqfs\n").options.empty());  // rt's defaults: read-only, home bound, own uid
 }
 
