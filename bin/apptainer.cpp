@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -28,7 +29,8 @@ constexpr const char* kUsage =
     "  test [OPTIONS] IMAGE                  the image's test script\n"
     "  pull [--force] [--name FILE] [FILE] docker://REF\n"
     "  build [--force] [--sandbox] [--notest] [--build-arg K=V] TARGET docker://REF|docker-archive://TAR|DIR|FILE.sif|FILE.def\n"
-    "  inspect IMAGE | instance start|stop|list | cache clean | version\n"
+    "  inspect [--deffile|--labels|--runscript|--startscript|--test|--environment|--helpfile] IMAGE\n"
+    "  run-help IMAGE | instance start|stop|list | cache clean | version\n"
     "\n"
     "IMAGE: a SIF, SquashFS or .simg file, a directory, a stored name, docker://REF\n"
     "or instance://NAME. man rt-apptainer lists every option and what rt makes of it.\n";
@@ -570,12 +572,24 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     }
     return plan;
   }
-  if (command == "inspect") {
+  if (command == "inspect" || command == "run-help") {
+    // One section by its flag (the first given); without one, all rt
+    // knows, as JSON (--json, --all).
+    static const std::map<std::string, std::string> kSections = {
+        {"-d", "deffile"},      {"--deffile", "deffile"},         {"-l", "labels"},       {"--labels", "labels"},
+        {"-r", "runscript"},    {"--runscript", "runscript"},     {"-t", "test"},         {"--test", "test"},
+        {"-e", "environment"},  {"--environment", "environment"}, {"-H", "help"},         {"--helpfile", "help"},
+        {"-s", "startscript"},  {"--startscript", "startscript"}};
     std::vector<std::string> step{"inspect"};
+    if (command == "run-help") step.insert(step.end(), {"--section", "help"});
     std::vector<std::string> pos;
-    for (const auto& x : w.rest())
-      if (x.empty() || x[0] != '-') pos.push_back(x);  // --json, --labels...: rt inspect prints all it knows, as JSON
-    if (pos.size() != 1) throw Error("usage: apptainer inspect IMAGE");
+    for (const auto& x : w.rest()) {
+      if (auto s = kSections.find(x); s != kSections.end() && step.size() == 1)
+        step.insert(step.end(), {"--section", s->second});
+      else if (x.empty() || x[0] != '-')
+        pos.push_back(x);
+    }
+    if (pos.size() != 1) throw Error("usage: apptainer " + command + " IMAGE");
     step.push_back(without_docker(path_first(pos[0])));
     plan.steps.push_back(step);
     return plan;
@@ -593,7 +607,7 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     throw Error("apptainer cache " + sub + ": rt knows cache clean (rt prune) and cache list (rt images)");
   }
   refuse("`" + command + "`",
-         "rt's Apptainer command line has exec, run, shell, test, pull, build, inspect, "
+         "rt's Apptainer command line has exec, run, shell, test, pull, build, inspect, run-help, "
          "instance, cache and version");
 }
 

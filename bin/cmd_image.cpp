@@ -308,11 +308,20 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     struct S {
       Common common;
       StoreOptions o;
-      std::string name;
+      std::string name, section;
     };
     auto s = std::make_shared<S>();
     Command c = make<S>(
         app, "inspect", "print what the store knows of an image, or what a SIF file holds, as JSON", s, [](S& st) {
+          if (!st.section.empty()) {
+            auto text = inspect_section(st.name, st.section, st.o);
+            if (!text) {
+              std::fprintf(stderr, "rt: image `%s` has no %s\n", st.name.c_str(), st.section.c_str());
+              return st.section == "help" ? 0 : 1;
+            }
+            std::cout << *text;
+            return 0;
+          }
           struct stat file;
           if (image_is_path(st.name, st.o) && ::stat(st.name.c_str(), &file) == 0 && S_ISREG(file.st_mode)) {
             std::cout << inspect_sif(st.name);
@@ -336,6 +345,11 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
           std::cout << "\n}\n";
           return 0;
         });
+    c.app
+        ->add_option("--section", s->section,
+                     "print one of Apptainer's files instead: deffile, labels, runscript, startscript, test, help or "
+                     "environment")
+        ->type_name("SECTION");
     c.app->add_option("name", s->name, "image name, or a SIF file")->required()->type_name("NAME|FILE.sif");
     out.push_back(std::move(c));
   }

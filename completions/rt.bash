@@ -82,7 +82,10 @@ _rt() {
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --to --format --compression --level -j --jobs -f --force" -- "$cur"))
       else COMPREPLY=($(images)); _filedir; fi ;;
     images) COMPREPLY=($(compgen -W "$common --json" -- "$cur")) ;;
-    inspect | rm)
+    inspect)
+      if [[ $prev == --section ]]; then COMPREPLY=($(compgen -W "deffile labels runscript startscript test help environment" -- "$cur"))
+      elif [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --section" -- "$cur")); else COMPREPLY=($(images)); fi ;;
+    rm)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common" -- "$cur")); else COMPREPLY=($(images)); fi ;;
     prune) COMPREPLY=($(compgen -W "$common" -- "$cur")) ;;
     doctor) COMPREPLY=($(compgen -W "$common --json" -- "$cur")) ;;

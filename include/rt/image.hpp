@@ -1,6 +1,7 @@
 // Public entry points for images: pull, import, and the store.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,13 @@ ImageSummary inspect_image(const std::string& name, const StoreOptions& options)
 // definition file, labels) and Apptainer's scripts, as JSON. Throws
 // rt::Error when `path` is not a readable SIF file.
 std::string inspect_sif(const std::string& path);
+// One of Apptainer's files in an image (a path, a SIF or SquashFS file, a
+// stored name), as apptainer inspect --deffile and the like print it:
+// `section` is deffile, labels, runscript, startscript, test, help or
+// environment (each env/*.sh after a `=== PATH ===` line). nullopt when the
+// image has none; throws rt::Error for an unknown section or image.
+std::optional<std::string> inspect_section(const std::string& image, const std::string& section,
+                                           const StoreOptions& options);
 // Whether every command takes `name` as a path rather than a store name:
 // it begins with /, ./ or ../, or holds a / and is no registry reference
 // and not a stored name (rt-image(1), IMAGE NAMES).

@@ -1,11 +1,15 @@
 // rt inspect FILE.sif: what a SIF file holds, as JSON (host).
 #include <fcntl.h>
 
+#include <algorithm>
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "run/image.hpp"
+#include "run/image_root.hpp"
 #include "squash/sif.hpp"
 #include "squash/sqfs.hpp"
 #include "util/fs.hpp"
@@ -84,6 +88,28 @@ std::string inspect_sif(const std::string& path) {
   if (deffile) j["definition"] = util::utf8_escaped(*deffile);
   if (!root_error.empty()) j["root_filesystem"] = "not readable: " + util::utf8_escaped(root_error);
   return j.dump(2) + "\n";
+}
+
+std::optional<std::string> inspect_section(const std::string& image, const std::string& section,
+                                           const StoreOptions& options) {
+  static const std::map<std::string, std::string> kFiles = {
+      {"deffile", "/.singularity.d/Singularity"}, {"labels", "/.singularity.d/labels.json"},
+      {"runscript", run::kApptainerRunscript},    {"startscript", run::kApptainerStartscript},
+      {"test", run::kApptainerTest},              {"help", "/.singularity.d/runscript.help"}};
+  if (section != "environment" && !kFiles.count(section))
+    throw Error("no section `" + section + "`",
+                "sections are deffile, labels, runscript, startscript, test, help and environment");
+  const auto root = run::ImageRoot::open(image, util::current_dir(), options.storage, true);
+  if (section != "environment") return root->read(kFiles.at(section), kTextLimit);
+  std::vector<std::string> names = root->list(run::kApptainerEnvDir);
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const auto& n : names) {
+    const std::string path = std::string(run::kApptainerEnvDir) + "/" + n;
+    if (auto text = root->read(path, kTextLimit)) out += "=== " + path + " ===\n" + *text + "\n";
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
 }
 
 }  // namespace rt

@@ -126,6 +126,15 @@ MYVAR=from-environment POSTVAR=from-post
 sif from post" "apptainer run of the SIF file"
 expect_status 125 "the store keeps no name of that build" -- "$RT" inspect apptainer-build-feat-sif
 expect_match "$(apptainer inspect feat.sif)" 'Bootstrap: docker' "apptainer inspect shows the definition"
+expect_eq "$(apptainer inspect --deffile feat.sif | sed -n 3p)" "From: debian" "apptainer inspect --deffile: the file as substituted"
+expect_match "$(apptainer inspect -l feat.sif)" '"built.by": "rt-post"' "apptainer inspect --labels"
+expect_eq "$(apptainer inspect --runscript feat.sif | sed -n 3p)" '    echo "args: $*"' "apptainer inspect --runscript"
+expect_match "$(apptainer inspect --environment feat.sif)" "=== /.singularity.d/env/90-environment.sh ===
+#!/bin/sh" "apptainer inspect --environment: each script after its path"
+expect_eq "$(apptainer run-help feat.sif)" "    Says hello." "apptainer run-help"
+expect_match "$("$RT" inspect --section test feat)" 'echo "test ran"' "rt inspect --section test of the stored image"
+expect_status 1 "a section the image lacks" -- "$RT" inspect --section startscript multi
+expect_match "$ERR" "has no startscript" "... said"
 if command -v go >/dev/null; then
   GOPATH=/usr/share/gocode GO111MODULE=off GOCACHE="$T/gocache" GOFLAGS= \
     go build -o "$T/sifread" "$RT_SOURCE_DIR/test/integration/sifread/main.go" || fail "building sifread"

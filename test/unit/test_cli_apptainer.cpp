@@ -117,6 +117,13 @@ TEST_CASE("apptainer pull and build: rt pull, then rt convert to one file") {
   CHECK(plan.refuse_if_exists == "out/My.sif");
 }
 
+TEST_CASE("apptainer inspect's flags and run-help: one section") {
+  CHECK(step({"inspect", "--deffile", "x.sif"}) == V{"inspect", "--section", "deffile", "x.sif"});
+  CHECK(step({"inspect", "-e", "-l", "img"}) == V{"inspect", "--section", "environment", "img"});  // the first given
+  CHECK(step({"inspect", "--json", "img"}) == V{"inspect", "img"});
+  CHECK(step({"run-help", "img"}) == V{"inspect", "--section", "help", "img"});
+}
+
 TEST_CASE("apptainer test, instance and cache") {
   auto plan = translate_apptainer({"-q", "test", "-C", "img"}, {});
   CHECK(plan.test);
