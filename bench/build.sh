@@ -8,6 +8,9 @@
 # with nothing changed with each (the cold builds wrote their caches:
 # rt build --no-cache, ch-image build --rebuild, podman build --no-cache). Prints medians, ratios and rt's own
 # peak resident memory (its -v report: the RUN steps are other processes).
+# The same steps as a definition file (test/build/numpy/numpy.def: %files,
+# one %post with the apt-get line and the RUN) built cold by rt beside the
+# Dockerfile: target <= 1.0x.
 # Then cache mounts: a Dockerfile whose RUN installs the same packages with
 # apt's lists and archives under RUN --mount=type=cache, after a COPY of a
 # file each round changes: rt and podman rebuild it (the RUN runs again,
@@ -65,6 +68,7 @@ run() { # LABEL CMD...: appends the wall time in seconds
 for i in $(seq "$rounds"); do
   run "rt cold" as_user "$RT" build -v --no-cache -t "np$i" "$ctx"
   rss+="$(sed -n 's/.*peak resident memory of rt build itself: \([0-9]*\) kB.*/\1/p' "$work/out") "
+  run "rt cold .def" as_user sh -c 'cd "$1" && shift && exec "$@"' sh "$ctx" "$RT" build --no-cache -t "npdef$i" numpy.def
   # --rebuild: every step runs, and (unlike --no-cache) its cache is written.
   run "ch-image cold" as_user ch-image -s "$work/ch" build --force --rebuild -t "np$i" "$ctx"
   run "podman cold" "${podman[@]}" build -q --isolation=chroot --no-cache --build-arg BASE=localhost/debian -t "np$i" "$ctx"
@@ -77,12 +81,13 @@ done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo "rt build vs ch-image build (Charliecloud $(as_user ch-image --version 2>&1)) vs podman build ($(podman --version | cut -d' ' -f3)),"
 echo "$rounds interleaved rounds, $(nproc) cores; Dockerfile: test/build/numpy (apt-get python3-numpy from the mirror)"
-for k in "rt cold" "ch-image cold" "podman cold" "rt rebuild" "ch-image rebuild" "podman rebuild"; do
+for k in "rt cold" "rt cold .def" "ch-image cold" "podman cold" "rt rebuild" "ch-image rebuild" "podman rebuild"; do
   printf '  %-18s median %7.3f s   (%s)\n' "$k" "$(echo "${times[$k]}" | median)" "${times[$k]% }"
 done
 ratio() { echo "scale=3; $(echo "${times[$1]}" | median) / $(echo "${times[$2]}" | median)" | bc; }
 echo "  cold:    rt/ch-image $(ratio "rt cold" "ch-image cold")  (target <= 0.7)   rt/podman $(ratio "rt cold" "podman cold")"
 echo "  rebuild: rt/ch-image $(ratio "rt rebuild" "ch-image rebuild")  (target <= 0.2)   rt/podman $(ratio "rt rebuild" "podman rebuild")   rt $(echo "${times[rt rebuild]}" | median) s (target <= 1 s)"
+echo "  definition file: rt cold .def / rt cold $(ratio "rt cold .def" "rt cold")  (target <= 1.0)"
 echo "  rt's own peak resident memory: $(echo "$rss" | tr ' ' '\n' | grep . | sort -n | tail -1) kB (target <= 65536)"
 
 # ---- cache mounts: a changed source before a RUN that apt-gets ----------------
