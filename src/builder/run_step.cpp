@@ -429,9 +429,15 @@ Builder::RunExtras Builder::run_extras(Stage& s, const Instruction& ins) {
     } else if (type == "cache") {
       // One directory per user and cache id (default: the target), kept
       // in the store across builds, never in a layer; a new one seeded
-      // from= a stage (its source= directory) when asked.
+      // from= a stage (its source= directory) when asked. As Docker, by id;
+      // unlike Docker, a base image's ONBUILD trigger gets caches of its
+      // own, keyed with that base too: someone else's image must not fill
+      // the caches the user's other projects read.
       const std::string id = m.count("id") ? m["id"] : target;
-      const std::string rel = std::string(store::kRunCacheDir) + "/" + image::sha256_digest(id).substr(7, 32);
+      const bool trigger =
+          std::any_of(triggers_.begin(), triggers_.end(), [&](const Instruction& t) { return &t == &ins; });
+      const std::string scope = trigger ? "onbuild " + s.base_digest + " " + id : id;
+      const std::string rel = std::string(store::kRunCacheDir) + "/" + image::sha256_digest(scope).substr(7, 32);
       store_.dir().dir(store::kRunCacheDir, true);
       const std::string dir = store_.dir().sub(rel);
       std::optional<std::string> seed;

@@ -54,6 +54,16 @@ pass "no mount target is left in the image"
 expect_eq "$(cat "$R/bind-rw-wrote")|$(cat ctx/req.txt)" "scribbled|from-req" \
   "a rw bind mount is writable in the step, its writes dropped after it"
 expect_eq "$(cat "$R/seeded-saw")" "seed-content" "a new cache mount seeded from= a stage's directory"
+# A base image's ONBUILD trigger gets cache mounts of its own: it cannot
+# fill the cache the user's other builds read.
+mkdir -p onb/base onb/child onb/other
+printf 'FROM debian\nONBUILD RUN --mount=type=cache,target=/c echo planted > /c/x\n' >onb/base/Dockerfile
+printf 'FROM onb-base\nRUN true\n' >onb/child/Dockerfile
+printf 'FROM debian\nRUN --mount=type=cache,target=/c cat /c/x > /saw 2>&1 || echo clean > /saw\n' >onb/other/Dockerfile
+"$RT" build -q -t onb-base onb/base >/dev/null && "$RT" build -q -t onb-child onb/child >/dev/null ||
+  fail "building FROM an image whose ONBUILD uses a cache mount"
+"$RT" build -q -t onb-other onb/other >/dev/null || fail "another project's build with the same cache target"
+expect_eq "$(cat "$(rootfs onb-other)/saw")" clean "an ONBUILD trigger's cache is not the user's own"
 expect_eq "$(grep -c ':' "$R/net-dev")" 1 "--network=none: loopback alone"
 if grep -rlF s3cr3t "$RT_STORAGE/blobs" "$RT_STORAGE/images/mounts" "$RT_STORAGE/build-cache" 2>/dev/null; then
   fail "a secret reached the store"
@@ -64,7 +74,7 @@ sed -i "s|> /seen'|> /seen; true'|" ctx/Dockerfile
 "$RT" build -q -t mounts "${secrets[@]}" ctx
 expect_eq "$(cat "$(rootfs mounts)/seen")" 2 "a cache mount is kept across builds"
 # rt prune takes the cache with the rest.
-expect_match "$("$RT" prune)" "^removed [0-9]+ cached build steps, 2 RUN caches, " "rt prune removes the RUN cache"
+expect_match "$("$RT" prune)" "^removed [0-9]+ cached build steps, 4 RUN caches, " "rt prune removes the RUN cache"
 [ -z "$(ls "$RT_STORAGE/run-cache")" ] || fail "rt prune left $(ls "$RT_STORAGE/run-cache")"
 # The bound file is part of the step's key: an edit reruns it.
 echo changed >ctx/req.txt
