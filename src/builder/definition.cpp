@@ -65,6 +65,14 @@ std::optional<std::string> read_in_tree(int root, const std::string& path) {
 
 bool has_glob(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
+// The layout Apptainer's runtime expects, made by the first step of a
+// stage that changes its tree (before %post may write there): a step of
+// its own would cost a walk of the whole tree for its layer.
+void layout(int root) {
+  for (const char* dir : {"/.singularity.d/env", "/.singularity.d/actions", "/.singularity.d/libs"})
+    dirs_in_tree(root, dir);
+}
+
 }  // namespace
 
 bool Builder::read_definition(const std::string& text) {
@@ -103,7 +111,7 @@ void Builder::plan_def_stages() {
   stages_.resize(static_cast<size_t>(target->index) + 1);
   for (const auto& s : stages_) {
     if (!s.needed) continue;
-    steps_ += 3;  // the base, Apptainer's files, their layout
+    steps_ += 2;  // the base, Apptainer's files
     for (const auto& sec : s.def->sections)
       steps_ += sec.name == "setup" || sec.name == "files" || sec.name == "post" ||
                 (sec.name == "test" && !o_.no_test);
@@ -143,13 +151,6 @@ void Builder::build_def_stage(Stage& s) {
   set_base(s, base);
   o_.host_paths = host_paths;
 
-  // The layout Apptainer's runtime expects, before anything may write there.
-  note_step(s, "/.singularity.d");
-  fs_step(s, "apptainer layout", "", [&] {
-    for (const char* dir : {"/.singularity.d/env", "/.singularity.d/actions", "/.singularity.d/libs"})
-      dirs_in_tree(s.root.get(), dir);
-  });
-
   if (const auto* sec = d.section("setup")) def_setup(s, *sec);
   for (const auto& sec : d.sections)
     if (sec.name == "files") def_files(s, sec);
@@ -164,6 +165,7 @@ void Builder::def_setup(Stage& s, const image::DefSection& sec) {
   const std::string shown = "%setup";
   note_step(s, shown);
   fs_step(s, shown, sec.body, [&] {
+    layout(s.root.get());
     util::note("%setup runs on this host as uid " + std::to_string(::getuid()) + " (not as root), in " +
                util::current_dir());
     const int status = image::run_program({"/usr/bin/env", "APPTAINER_ROOTFS=" + s.rootfs,
@@ -221,6 +223,7 @@ void Builder::def_files(Stage& s, const image::DefSection& sec) {
     key += t.digest(t.match(src.pattern, where)) + "\n";
   }
   fs_step(s, shown, key, [&] {
+    layout(s.root.get());
     if (from) materialize(*from);
     for (const auto& src : sources) {
       image::SourceTree t(from ? from->rootfs : src.dir);
@@ -266,6 +269,7 @@ void Builder::def_post(Stage& s, const image::DefSection& sec) {
                 "APPTAINER_ROOTFS=/",
                 "SINGULARITY_ROOTFS=/"};
   fs_step(s, shown, shell + "\n" + sec.body, [&] {
+    layout(s.root.get());
     const int status = run_container(s, {shell, "-e", kPostScript}, &extras);
     if (status != 0) {
       std::string tail;
@@ -315,6 +319,7 @@ void Builder::def_meta(Stage& s) {
   const json labels = c["Labels"];
   note_step(s, "Apptainer's files in /.singularity.d");
   fs_step(s, "apptainer files", json(files).dump() + labels.dump(), [&] {
+    layout(s.root.get());
     for (const auto& [path, text] : files)
       put_in_tree(s.root.get(), path, text, path.ends_with(".help") || path.ends_with("Singularity") ? 0644 : 0755);
     json all = labels;
