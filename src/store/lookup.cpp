@@ -19,16 +19,20 @@ namespace rt::store {
 
 namespace {
 
-// The name of user `uid` in /etc/passwd; "" when it is not there.
-std::string passwd_name(uid_t uid) {
+// The name of user `uid` in /etc/passwd ("" when it is not there), and
+// whether `other` names another user there.
+std::string passwd_name(uid_t uid, const char* other = nullptr, bool* other_is_another = nullptr) {
   const auto text = util::read_file_if_exists("/etc/passwd");
   if (!text) return "";
   const std::string id = std::to_string(uid);
+  std::string name;
   for (std::string_view line : util::split(*text, '\n')) {
     auto f = util::split(line, ':');
-    if (f.size() >= 3 && f[2] == id && !f[0].empty() && f[0].find('/') == std::string::npos) return f[0];
+    if (f.size() < 3) continue;
+    if (other && other_is_another && f[0] == other && f[2] != id) *other_is_another = true;
+    if (name.empty() && f[2] == id && !f[0].empty() && f[0].find('/') == std::string::npos) name = f[0];
   }
-  return "";
+  return name;
 }
 
 }  // namespace
@@ -36,11 +40,16 @@ std::string passwd_name(uid_t uid) {
 std::string default_root() {
   if (const char* s = std::getenv("RT_STORAGE"); s && *s) return s;
   // By the real user: a program started with a cleared environment
-  // (env -i, as HTCondor and Nextflow do) finds the same store. /etc/passwd
-  // is read only then; a name from a directory service needs $USER/$LOGNAME.
+  // (env -i, as HTCondor and Nextflow do) finds the same store; a name from
+  // a directory service needs $USER/$LOGNAME. $USER names the store only
+  // when /etc/passwd does not give that name to another user: a $USER of
+  // someone else's name never picks their store.
   std::string u;
-  if (const char* user = std::getenv("USER"); user && *user && !std::strchr(user, '/')) u = user;
-  if (u.empty()) u = passwd_name(::getuid());
+  const char* user = std::getenv("USER");
+  bool another = false;
+  const std::string mine = passwd_name(::getuid(), user, &another);
+  if (user && *user && !std::strchr(user, '/') && !another) u = user;
+  if (u.empty()) u = mine;
   if (const char* l = std::getenv("LOGNAME"); u.empty() && l && *l && !std::strchr(l, '/')) u = l;
   if (u.empty()) u = std::to_string(::getuid());
   return "/var/tmp/" + u + ".rt";

@@ -84,15 +84,14 @@ TEST_CASE("foreign_path names a place another user could change") {
   fs::remove_all(dir);
 }
 
-TEST_CASE("the default store is found by the real user when USER is unset") {
+TEST_CASE("the default store is found by the real user when USER is unset or names another") {
   const char* saved_storage = std::getenv("RT_STORAGE");
   const char* saved_user = std::getenv("USER");
-  const std::string storage = saved_storage ? saved_storage : "", user = saved_user ? saved_user : "";
+  const char* saved_logname = std::getenv("LOGNAME");
+  const std::string storage = saved_storage ? saved_storage : "", user = saved_user ? saved_user : "",
+                    logname = saved_logname ? saved_logname : "";
   ::unsetenv("RT_STORAGE");
-  ::setenv("USER", "someone-else-entirely", 1);
-  CHECK(rt::store::default_root() == "/var/tmp/someone-else-entirely.rt");
-  ::unsetenv("USER");
-  ::setenv("LOGNAME", "not-from-logname", 1);
+  ::unsetenv("LOGNAME");
   // /etc/passwd's name for this uid (when it is there, not in a directory service).
   std::string name;
   if (FILE* f = std::fopen("/etc/passwd", "re")) {
@@ -100,9 +99,18 @@ TEST_CASE("the default store is found by the real user when USER is unset") {
       if (pw->pw_uid == ::getuid() && name.empty()) name = pw->pw_name;
     std::fclose(f);
   }
+  ::setenv("USER", "someone-else-entirely", 1);  // no user of /etc/passwd: a directory service's, say
+  CHECK(rt::store::default_root() == "/var/tmp/someone-else-entirely.rt");
+  if (::getuid() != 1) {
+    ::setenv("USER", "daemon", 1);  // another user's name (uid 1 in /etc/passwd): never theirs
+    CHECK(rt::store::default_root() == "/var/tmp/" + (name.empty() ? std::to_string(::getuid()) : name) + ".rt");
+  }
+  ::unsetenv("USER");
+  ::setenv("LOGNAME", "not-from-logname", 1);
   CHECK(rt::store::default_root() == "/var/tmp/" + (name.empty() ? "not-from-logname" : name) + ".rt");
   ::unsetenv("LOGNAME");
   if (saved_user) ::setenv("USER", user.c_str(), 1);
+  if (saved_logname) ::setenv("LOGNAME", logname.c_str(), 1);
   if (saved_storage) ::setenv("RT_STORAGE", storage.c_str(), 1);
 }
 
