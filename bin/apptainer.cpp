@@ -186,6 +186,7 @@ Action read_action_options(Words& w, const std::string& command) {
        }},
       {"-w,--writable", false, [](Action& a, const std::string&) { a.rt.push_back("--write"); }},
       {"--writable-tmpfs", false, [](Action& a, const std::string&) { a.rt.push_back("--write-tmpfs"); }},
+      {"--app", true, [](Action& a, const std::string& v) { a.rt.insert(a.rt.end(), {"--app", v}); }},
       {"-o,--overlay", true,
        [](Action& a, const std::string& v) {
          a.rt.insert(a.rt.end(), {"--overlay", v});
@@ -239,7 +240,6 @@ Action read_action_options(Words& w, const std::string& command) {
        "--pids-limit,--oom-kill-disable,--apply-cgroups",
        true,
        "limits need a cgroup delegated to the user; ask the batch system for them (Slurm --cpus-per-task, --mem)"},
-      {"--app", true, "SCIF apps are not supported"},
       {"--keep-privs,--allow-setuid", false, "rt gives the container no privilege"},
       {"--add-caps,--drop-caps,--security", true, "rt gives the container no capability to add or drop"},
       {"--hostname", true, "rt shares the host's UTS namespace"},

@@ -11,7 +11,7 @@ _rt() {
   fi
   local commands="exec run shell instance pull push import build convert stage images inspect rm prune login logout doctor"
   local common="-v --verbose -q --quiet --storage -h --help"
-  local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs --overlay
+  local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs --overlay --app
     --private-tmp --no-home --home --contain --tmpfs --net --pid --ipc --volume --mount --workdir --rm --cd -e --env --env-file --unset-env --clean-env -n --dry-run
     --join --no-join --mpi --mpi= --gpu --no-gpu --ib --no-ib --fabric --no-glibc-replace --device --no-pull --seccomp"
   if [[ $cword -eq 1 ]]; then
@@ -32,7 +32,7 @@ _rt() {
     -b | --bind | --env-file | --ca-file | --squash | -f | --file | -o | --output | --build-arg-file) _filedir; return ;;
     --cd | --storage | --overlay) _filedir -d; return ;;
     --device) COMPREPLY=($(compgen -W "nvidia.com/gpu=all" -- "$cur")); return ;;
-    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level | -t | --timeout | --tag | --build-arg | --target) return ;;
+    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level | -t | --timeout | --tag | --build-arg | --target | --app) return ;;
     -s | --signal) COMPREPLY=($(compgen -W "TERM INT HUP KILL USR1 USR2 QUIT" -- "$cur")); return ;;
     --compression) COMPREPLY=($(compgen -W "zstd gzip lz4 xz lzo" -- "$cur")); return ;;
     --format) COMPREPLY=($(compgen -W "dir sqfs" -- "$cur")); return ;;
@@ -55,7 +55,7 @@ _rt() {
       local i
       for ((i = 2; i < cword; i++)); do
         case ${words[i]} in
-          --uid | --gid | -b | --bind | --cd | -e | --env | --env-file | --unset-env | --storage | --device | --overlay) ((i++)) ;;
+          --uid | --gid | -b | --bind | --cd | -e | --env | --env-file | --unset-env | --storage | --device | --overlay | --app) ((i++)) ;;
           -*) ;;
           *) _filedir; return ;;
         esac

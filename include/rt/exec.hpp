@@ -40,6 +40,9 @@ struct ExecOptions {
   // --overlay DIR[:ro]: directories laid over the image, the first lowest;
   // one without :ro takes the container's writes and keeps them (DIR/upper).
   std::vector<std::string> overlays;
+  // --app NAME: a SCIF app of the image (/scif/apps/NAME): its environment,
+  // and for run and test its runscript and test script.
+  std::string app;
   bool private_tmp = false;  // a private tmpfs on /tmp instead of the host's
   bool image_tmp = false;    // the image's own /tmp, neither the host's nor a tmpfs (rt build's RUN)
   bool no_home = false;      // do not bind $HOME

@@ -131,8 +131,10 @@ private:
   void plan_def_stages();
   void build_def_stage(Stage& s);
   void def_setup(Stage& s, const image::DefSection& sec);
-  void def_files(Stage& s, const image::DefSection& sec);
-  void def_post(Stage& s, const image::DefSection& sec);
+  // %files (DEST below `dest_base`: an app's root for %appfiles).
+  void def_files(Stage& s, const image::DefSection& sec, const std::string& dest_base = "/");
+  // %post, or an app's %appinstall (run in its root, SCIF_* set).
+  void def_post(Stage& s, const image::DefSection& sec, const std::string& app = "");
   void def_meta(Stage& s);
   void def_test(Stage& s);
   // The stage --target names, else the last.

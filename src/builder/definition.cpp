@@ -65,6 +65,24 @@ std::optional<std::string> read_in_tree(int root, const std::string& path) {
 
 bool has_glob(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
+// The SCIF apps of a stage, in the order their sections first appear.
+std::vector<std::string> app_names(const image::DefStage& d, const std::string& file) {
+  std::vector<std::string> out;
+  for (const auto& sec : d.sections) {
+    if (!sec.name.starts_with("app")) continue;
+    const std::string& n = sec.args;
+    if (n.empty() || n.front() == '.' ||
+        n.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") != std::string::npos)
+      throw Error(file + ":" + std::to_string(sec.line) + ": %" + sec.name + " needs an app name of letters, digits, "
+                  "`_`, `.` and `-`, not `" + n + "`");
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  }
+  return out;
+}
+
+// Where an app lives (SCIF's layout, as Apptainer makes it).
+std::string app_root(const std::string& app) { return "/scif/apps/" + app; }
+
 // The layout Apptainer's runtime expects, made by the first step of a
 // stage that changes its tree (before %post may write there): a step of
 // its own would cost a walk of the whole tree for its layer.
@@ -113,8 +131,8 @@ void Builder::plan_def_stages() {
     if (!s.needed) continue;
     steps_ += 2;  // the base, Apptainer's files
     for (const auto& sec : s.def->sections)
-      steps_ += sec.name == "setup" || sec.name == "files" || sec.name == "post" ||
-                (sec.name == "test" && !o_.no_test);
+      steps_ += sec.name == "setup" || sec.name == "files" || sec.name == "post" || sec.name == "appfiles" ||
+                sec.name == "appinstall" || (sec.name == "test" && !o_.no_test);
   }
 }
 
@@ -137,11 +155,6 @@ void Builder::build_def_stage(Stage& s) {
                 "rt builds on `docker` (a registry or the store), `localimage` (a file or directory) and `scratch`; "
                 "pull the base with rt pull and use Bootstrap: docker");
   }
-  for (const auto& sec : d.sections)
-    if (sec.name.starts_with("app"))
-      throw Error(file_shown_ + ":" + std::to_string(sec.line) + ": %" + sec.name +
-                      ": SCIF apps are not supported by rt build yet",
-                  "install the app in %post and give it a %runscript");
   for (const auto& [k, v] : d.header)
     if (k != "bootstrap" && k != "from" && k != "stage" && k != "includecmd")
       util::warn(where + ": header `" + k + ": " + v + "` is read and ignored by rt build");
@@ -155,6 +168,14 @@ void Builder::build_def_stage(Stage& s) {
   for (const auto& sec : d.sections)
     if (sec.name == "files") def_files(s, sec);
   if (const auto* sec = d.section("post")) def_post(s, *sec);
+  // SCIF apps, after %post: each one's files (DEST below its root), then
+  // its install script, run in its root.
+  for (const auto& app : app_names(d, file_shown_)) {
+    for (const auto& sec : d.sections)
+      if (sec.name == "appfiles" && sec.args == app) def_files(s, sec, app_root(app));
+    for (const auto& sec : d.sections)
+      if (sec.name == "appinstall" && sec.args == app) def_post(s, sec, app);
+  }
   def_meta(s);
   if (const auto* sec = d.section("test"); sec && !o_.no_test) def_test(s);
 }
@@ -180,12 +201,12 @@ void Builder::def_setup(Stage& s, const image::DefSection& sec) {
 // %files [from STAGE]: SOURCE [DEST] lines, copied as cp -r copies: a
 // directory to DEST, or into DEST when that is a directory. Sources are
 // host paths (relative to the working directory) or the stage's.
-void Builder::def_files(Stage& s, const image::DefSection& sec) {
+void Builder::def_files(Stage& s, const image::DefSection& sec, const std::string& dest_base) {
   const std::string where = file_shown_ + ":" + std::to_string(sec.line);
   const auto pairs = image::def_files(sec, file_shown_);
   Stage* from = nullptr;
-  if (!sec.args.empty()) from = earlier_stage(util::split(sec.args, ' ').back(), s.index);
-  const std::string shown = "%files" + (sec.args.empty() ? "" : " " + sec.args);
+  if (!sec.args.empty() && sec.name == "files") from = earlier_stage(util::split(sec.args, ' ').back(), s.index);
+  const std::string shown = "%" + sec.name + (sec.args.empty() ? "" : " " + sec.args);
   note_step(s, shown);
   // Each source as a tree and a pattern: the tree its directory above any
   // glob (a pattern is matched below its tree only).
@@ -212,7 +233,7 @@ void Builder::def_files(Stage& s, const image::DefSection& sec) {
       pattern = util::base_name(dir);
       dir = util::dir_name(dir);
     }
-    sources.push_back({dir, pattern, util::normalize_path(dst, "/"), dst.ends_with("/")});
+    sources.push_back({dir, pattern, util::normalize_path(dst, dest_base), dst.ends_with("/")});
   }
   std::string key = from ? "stage " + from->state.key + "\n" : "";
   for (const auto& src : sources) {
@@ -244,21 +265,27 @@ void Builder::def_files(Stage& s, const image::DefSection& sec) {
 
 // %post [-c SHELL]: in the container under root emulation, `SHELL -e`
 // (/bin/sh by default) running the section as a script.
-void Builder::def_post(Stage& s, const image::DefSection& sec) {
+void Builder::def_post(Stage& s, const image::DefSection& sec, const std::string& app) {
   std::string shell = "/bin/sh";
-  if (!sec.args.empty()) {
+  if (!sec.args.empty() && app.empty()) {
     const auto w = util::split(sec.args, ' ');
     if (w.size() != 2 || w[0] != "-c")
       throw Error(file_shown_ + ":" + std::to_string(sec.line) + ": %post takes `-c SHELL` or nothing");
     shell = w[1];
   }
-  const std::string shown = "%post" + (sec.args.empty() ? "" : " " + sec.args);
+  const std::string shown = "%" + sec.name + (sec.args.empty() ? "" : " " + sec.args);
   note_step(s, shown);
   app::WorkDir scratch(store_.tmp_dir(), "post");
   const std::string file = scratch.path() + "/script";
   {
     util::UniqueFd fd = util::open_fd(file, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    util::write_all(fd.get(), sec.body, file);
+    // An app's install script runs in its root, made first with its bin/,
+    // lib/ and data directories.
+    const std::string r = app_root(app);
+    const std::string cd = app.empty() ? ""
+                                       : "mkdir -p " + r + "/bin " + r + "/lib " + r + "/scif/env /scif/data/" + app +
+                                             "/input /scif/data/" + app + "/output && cd " + r + "\n";
+    util::write_all(fd.get(), cd + sec.body, file);
   }
   RunExtras extras;
   extras.binds.push_back({file, kPostScript, true});
@@ -268,13 +295,17 @@ void Builder::def_post(Stage& s, const image::DefSection& sec) {
                 std::string("SINGULARITY_LABELS=") + kPostLabels,
                 "APPTAINER_ROOTFS=/",
                 "SINGULARITY_ROOTFS=/"};
+  if (!app.empty())
+    extras.env.insert(extras.env.end(), {"SCIF_APPNAME=" + app, "SCIF_APPROOT=" + app_root(app),
+                                         "SCIF_APPDATA=/scif/data/" + app, "SCIF_APPBIN=" + app_root(app) + "/bin",
+                                         "SCIF_APPLIB=" + app_root(app) + "/lib"});
   fs_step(s, shown, shell + "\n" + sec.body, [&] {
     layout(s.root.get());
     const int status = run_container(s, {shell, "-e", kPostScript}, &extras);
     if (status != 0) {
       std::string tail;
       for (const auto& l : last_lines_) tail += "\n  | " + l;
-      throw Error(file_shown_ + ":" + std::to_string(sec.line) + ": %post failed with status " +
+      throw Error(file_shown_ + ":" + std::to_string(sec.line) + ": " + shown + " failed with status " +
                       std::to_string(status) + (tail.empty() ? " (it printed nothing)" : "; its last lines:" + tail),
                   "the steps before it are cached", 1);
     }
@@ -316,12 +347,34 @@ void Builder::def_meta(Stage& s) {
   if (const auto* t = d.section("test")) files.emplace_back("/.singularity.d/test", script_text(t->body));
   if (const auto* h = d.section("help")) files.emplace_back("/.singularity.d/runscript.help", h->body);
   files.emplace_back("/.singularity.d/Singularity", def_->text);
+  // Each SCIF app's files in its scif/ directory, as Apptainer lays them out.
+  std::vector<std::string> dirs;
+  for (const auto& app : app_names(d, file_shown_)) {
+    const std::string r = app_root(app);
+    for (const auto& dir : {r + "/bin", r + "/lib", r + "/scif/env", "/scif/data/" + app + "/input",
+                            "/scif/data/" + app + "/output"})
+      dirs.push_back(dir);
+    json app_labels = {{"SCIF_APP_NAME", app}};
+    for (const auto& sec : d.sections) {
+      if (sec.args != app) continue;
+      if (sec.name == "apprun") files.emplace_back(r + "/scif/runscript", script_text(sec.body));
+      if (sec.name == "appstart") files.emplace_back(r + "/scif/startscript", script_text(sec.body));
+      if (sec.name == "apptest") files.emplace_back(r + "/scif/test", script_text(sec.body));
+      if (sec.name == "apphelp") files.emplace_back(r + "/scif/runscript.help", sec.body);
+      if (sec.name == "appenv") files.emplace_back(r + "/scif/env/90-environment.sh", "#!/bin/sh\n" + sec.body);
+      if (sec.name == "applabels")
+        for (const auto& [k, v] : image::def_labels(sec)) app_labels[k] = v;
+    }
+    files.emplace_back(r + "/scif/labels.json", app_labels.dump(2) + "\n");
+  }
   const json labels = c["Labels"];
   note_step(s, "Apptainer's files in /.singularity.d");
   fs_step(s, "apptainer files", json(files).dump() + labels.dump(), [&] {
     layout(s.root.get());
+    for (const auto& dir : dirs) dirs_in_tree(s.root.get(), dir);
     for (const auto& [path, text] : files)
-      put_in_tree(s.root.get(), path, text, path.ends_with(".help") || path.ends_with("Singularity") ? 0644 : 0755);
+      put_in_tree(s.root.get(), path, text,
+                  path.ends_with(".help") || path.ends_with("Singularity") || path.ends_with(".json") ? 0644 : 0755);
     json all = labels;
     if (auto added = read_in_tree(s.root.get(), kPostLabels)) {
       for (const auto& l : util::split(*added, '\n')) {

@@ -142,9 +142,46 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
   }
   const run::ApptainerFiles apptainer = image.apptainer();
   p.argv = run::command_for(o.mode, o.command, config, image.name(), shell, apptainer);
+  // --app NAME: the SCIF app's variables, its bin/ and lib/ first, and for
+  // run and test its own scripts, as Apptainer gives them.
+  bool app_env = false;
+  if (!o.app.empty()) {
+    const std::string root = "/scif/apps/" + o.app;
+    if (o.app.find('/') != std::string::npos || o.app.front() == '.' || !image.has(root))
+      throw Error("image `" + image.name() + "` has no app `" + o.app + "` (" + root + ")",
+                  "rt inspect --section deffile " + image.name() + " shows its %app sections");
+    const std::vector<std::string> vars = {"SCIF_APPNAME=" + o.app,       "SCIF_APPROOT=" + root,
+                                           "SCIF_APPDATA=/scif/data/" + o.app, "SCIF_APPBIN=" + root + "/bin",
+                                           "SCIF_APPLIB=" + root + "/lib",  "SCIF_APPRUN=" + root + "/scif/runscript",
+                                           "SCIF_APPENV=" + root + "/scif/env"};
+    for (const auto& kv : vars) {
+      const std::string prefix = kv.substr(0, kv.find('=') + 1);
+      std::erase_if(p.env, [&](const std::string& e) { return e.starts_with(prefix); });
+      p.env.push_back(kv);
+    }
+    auto prepend = [&](const std::string& name, const std::string& dir) {
+      for (auto& kv : p.env)
+        if (kv.starts_with(name + "=")) {
+          kv = name + "=" + dir + (kv.size() > name.size() + 1 ? ":" + kv.substr(name.size() + 1) : "");
+          return;
+        }
+      p.env.push_back(name + "=" + dir);
+    };
+    prepend("PATH", root + "/bin");
+    prepend("LD_LIBRARY_PATH", root + "/lib");
+    const std::string script = o.mode == ExecMode::Run ? root + "/scif/runscript" : root + "/scif/test";
+    if (o.mode == ExecMode::Run || o.mode == ExecMode::Test) {
+      if (!image.has(script))
+        throw Error("app `" + o.app + "` of image `" + image.name() + "` has no " +
+                    (o.mode == ExecMode::Run ? "%apprun" : "%apptest") + " (" + script + ")");
+      p.argv = {script};
+      p.argv.insert(p.argv.end(), o.command.begin(), o.command.end());
+    }
+    app_env = image.has(root + "/scif/env");
+  }
   // Sourced by the image's /bin/sh; an image without one (a single static
   // program) runs its program directly.
-  if (apptainer.env_scripts) {
+  if (apptainer.env_scripts || app_env) {
     if (image.has("/bin/sh")) {
       p.argv = run::after_apptainer_env(std::move(p.argv));
     } else {
@@ -321,7 +358,7 @@ void exec(const ExecOptions& given) {
   HostInfo host = run::gather_host_info();
   if (o.base_env) host.env = *o.base_env;
   const std::unique_ptr<ImageRoot> image = ImageRoot::open(o.image, host.cwd, o.storage, o.any_directory);
-  if (o.mode == ExecMode::Test && !image->has(run::kApptainerTest)) {
+  if (o.mode == ExecMode::Test && o.app.empty() && !image->has(run::kApptainerTest)) {
     util::info("image `" + image->name() + "` has no test script (" + run::kApptainerTest + "): nothing to test");
     return;
   }

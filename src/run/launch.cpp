@@ -51,7 +51,7 @@ std::vector<std::string> command_for(ExecMode mode, const std::vector<std::strin
 
 std::vector<std::string> after_apptainer_env(std::vector<std::string> argv) {
   static const char script[] =
-      "for rt_env_script in /.singularity.d/env/*.sh; do "
+      "for rt_env_script in /.singularity.d/env/*.sh ${SCIF_APPENV:+\"$SCIF_APPENV\"/*.sh}; do "
       "if [ -f \"$rt_env_script\" ]; then . \"$rt_env_script\"; fi; done; unset rt_env_script; exec \"$@\"";
   argv.insert(argv.begin(), {"/bin/sh", "-c", script, "rt-env"});
   return argv;

@@ -18,7 +18,8 @@ std::vector<std::string> command_for(ExecMode mode, const std::vector<std::strin
                                      const ApptainerFiles& apptainer = {});
 
 // `argv` run by the image's /bin/sh after it sources Apptainer's
-// environment scripts (/.singularity.d/env/*.sh, in glob order), as
+// environment scripts (/.singularity.d/env/*.sh, in glob order, then a
+// SCIF app's, $SCIF_APPENV/*.sh, when --app set it), as
 // Apptainer's action scripts do. The script is a constant: no name reaches
 // the shell but through "$@".
 std::vector<std::string> after_apptainer_env(std::vector<std::string> argv);

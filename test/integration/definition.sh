@@ -96,6 +96,24 @@ expect_eq "$("$RT" run multi)" "hello from stage build" "%files from STAGE bring
 expect_eq "$("$RT" exec multi cat /opt/shell)" "bash" "%post -c /bin/bash ran bash"
 expect_status 1 "... and nothing else of that stage" -- "$RT" exec multi test -e /left-behind
 
+# --- SCIF apps ----------------------------------------------------------------------------
+expect_status 0 "SCIF apps (%appfiles, %appinstall, %appenv, %apprun, ...)" -- "$RT" build -t scif scif.def
+expect_eq "$("$RT" run scif)" "the image's runscript" "without --app: the image's runscript"
+expect_eq "$("$RT" run --app foo scif a b)" "foo runs with a b: fast foo foo-tool
+changed" "rt run --app: the app's runscript, its %appenv, its bin/ on PATH, its %appfiles"
+expect_eq "$("$RT" exec --app foo scif cat /scif/apps/foo/install.log)" \
+  "installed in /scif/apps/foo for foo" "%appinstall ran in the app's root, with SCIF_APPNAME"
+expect_eq "$("$RT" exec --app foo scif sh -c 'echo $SCIF_APPROOT $SCIF_APPDATA')" "/scif/apps/foo /scif/data/foo" \
+  "rt exec --app sets the app's variables"
+expect_eq "$("$RT" run --app bar scif)" "bar runs" "a second app"
+expect_match "$("$RT" exec scif cat /scif/apps/foo/scif/labels.json)" '"Maintainer": "someone"' "%applabels"
+expect_eq "$("$RT" exec scif cat /scif/apps/foo/scif/runscript.help)" "    foo does things." "%apphelp"
+expect_status 0 "apptainer test --app runs the app's %apptest" -- apptainer test --app foo scif
+expect_status 125 "an app the image lacks" -- "$RT" run --app nope scif
+expect_match "$ERR" "has no app .nope." "... named"
+expect_status 125 "an app without %apptest" -- apptainer test --app bar scif
+expect_eq "$(apptainer run --app foo scif x | head -1)" "foo runs with x: fast foo foo-tool" "apptainer run --app"
+
 # --- errors ---------------------------------------------------------------------------
 printf 'Bootstrap: docker\nFrom: debian\n\n%%pots\n  true\n' >typo.def
 expect_status 125 "an unknown section" -- "$RT" build -t x typo.def
