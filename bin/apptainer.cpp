@@ -606,6 +606,9 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     }
     throw Error("apptainer cache " + sub + ": rt knows cache clean (rt prune) and cache list (rt images)");
   }
+  if (command == "overlay")
+    refuse("`overlay` (overlay image files)", "rt's overlays are directories, not ext3 images",
+           "mkdir -m 0755 DIR, then apptainer exec --overlay DIR IMAGE ... (writes kept in DIR/upper)");
   refuse("`" + command + "`",
          "rt's Apptainer command line has exec, run, shell, test, pull, build, inspect, run-help, "
          "instance, cache and version");

@@ -93,6 +93,7 @@ TEST_CASE("apptainer: what rt cannot honour is refused, named, with the reason")
   CHECK_THAT(refusal({"exec", "i"}), Catch::Contains("no program"));
   CHECK_THAT(refusal({"exec", "library://x/y", "p"}), Catch::Contains("library://"));
   CHECK_THAT(refusal({"oci", "run"}), Catch::Contains("`oci`"));
+  CHECK_THAT(refusal({"overlay", "create", "--size", "64", "o.img"}), Catch::Contains("overlays are directories"));
   CHECK_THAT(refusal({"build", "--notest", "x.sif", "docker://debian"}), Catch::Contains("for definition files"));
 }
 
