@@ -28,8 +28,7 @@ std::string seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
+  return util::ascii_lower(std::move(s));
 }
 
 json& cfg_of(State& s) {

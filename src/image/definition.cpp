@@ -15,11 +15,6 @@ const std::set<std::string, std::less<>> kSections = {
     "help",     "arguments", "appinstall", "appfiles", "appenv",   "apprun",      "applabels", "apphelp",
     "apptest",  "appstart"};
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 std::vector<std::string_view> lines_of(std::string_view text) {
   std::vector<std::string_view> out;
   size_t at = 0;
@@ -38,7 +33,7 @@ bool section_header(std::string_view line, std::string& name, std::string& args)
   size_t end = 1;
   while (end < line.size() && (std::isalnum(static_cast<unsigned char>(line[end])) || line[end] == '_')) ++end;
   if (end == 1) return false;
-  name = lower(std::string(line.substr(1, end - 1)));
+  name = util::ascii_lower(std::string(line.substr(1, end - 1)));
   args = util::trim(std::string(line.substr(end)));
   return true;
 }
@@ -149,7 +144,7 @@ bool looks_like_definition(std::string_view text) {
   for (auto l : lines_of(text)) {
     std::string t = util::trim(std::string(l));
     if (t.empty() || t[0] == '#') continue;
-    return lower(t).starts_with("bootstrap:");
+    return util::ascii_lower(t).starts_with("bootstrap:");
   }
   return false;
 }
@@ -188,7 +183,7 @@ Definition parse_definition(std::string_view text, const std::string& file,
     }
     const std::string t = util::trim(std::string(lines[i]));
     // In a section, every line is its own but one that begins a stage.
-    if (section && !lower(std::string(lines[i])).starts_with("bootstrap:")) {
+    if (section && !util::ascii_lower(std::string(lines[i])).starts_with("bootstrap:")) {
       section->body.append(lines[i]);
       section->body += '\n';
       continue;
@@ -197,7 +192,7 @@ Definition parse_definition(std::string_view text, const std::string& file,
     const size_t colon = t.find(':');
     if (colon == std::string::npos || colon == 0)
       throw Error(where + ": `" + t + "` is neither a `Key: value` header line nor a %section");
-    const std::string key = lower(util::trim(t.substr(0, colon)));
+    const std::string key = util::ascii_lower(util::trim(t.substr(0, colon)));
     const std::string value = util::trim(t.substr(colon + 1));
     if (key == "bootstrap" && (!stage || section)) {
       def.stages.emplace_back();

@@ -125,4 +125,23 @@ std::vector<std::string> parse_env_file(const std::string& text, const std::stri
   return out;
 }
 
+void set_var(std::vector<std::string>& env, const std::string& kv) {
+  const size_t eq = kv.find('=');
+  const std::string prefix = eq == std::string::npos ? kv + "=" : kv.substr(0, eq + 1);
+  std::erase_if(env, [&](const std::string& e) { return e.starts_with(prefix); });
+  env.push_back(kv);
+}
+
+void prepend_list(std::vector<std::string>& env, const std::string& name, const std::string& dirs) {
+  if (dirs.empty()) return;
+  const std::string prefix = name + "=";
+  for (auto& kv : env)
+    if (kv.starts_with(prefix)) {
+      const std::string old = kv.substr(prefix.size());
+      kv = prefix + dirs + (old.empty() ? "" : ":" + old);
+      return;
+    }
+  env.push_back(prefix + dirs);
+}
+
 }  // namespace rt::run

@@ -31,6 +31,11 @@ bool is_launcher_var(const std::string& name);
 // naming the file and line.
 std::vector<std::string> parse_env_file(const std::string& text, const std::string& file);
 
+// Sets K=V in `env`, replacing any earlier K.
+void set_var(std::vector<std::string>& env, const std::string& kv);
+// Puts `dirs` (':'-joined) in front of the list variable `name`, or sets it.
+void prepend_list(std::vector<std::string>& env, const std::string& name, const std::string& dirs);
+
 inline constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 }  // namespace rt::run

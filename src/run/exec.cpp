@@ -154,21 +154,9 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
                                            "SCIF_APPDATA=/scif/data/" + o.app, "SCIF_APPBIN=" + root + "/bin",
                                            "SCIF_APPLIB=" + root + "/lib",  "SCIF_APPRUN=" + root + "/scif/runscript",
                                            "SCIF_APPENV=" + root + "/scif/env"};
-    for (const auto& kv : vars) {
-      const std::string prefix = kv.substr(0, kv.find('=') + 1);
-      std::erase_if(p.env, [&](const std::string& e) { return e.starts_with(prefix); });
-      p.env.push_back(kv);
-    }
-    auto prepend = [&](const std::string& name, const std::string& dir) {
-      for (auto& kv : p.env)
-        if (kv.starts_with(name + "=")) {
-          kv = name + "=" + dir + (kv.size() > name.size() + 1 ? ":" + kv.substr(name.size() + 1) : "");
-          return;
-        }
-      p.env.push_back(name + "=" + dir);
-    };
-    prepend("PATH", root + "/bin");
-    prepend("LD_LIBRARY_PATH", root + "/lib");
+    for (const auto& kv : vars) run::set_var(p.env, kv);
+    run::prepend_list(p.env, "PATH", root + "/bin");
+    run::prepend_list(p.env, "LD_LIBRARY_PATH", root + "/lib");
     const std::string script = o.mode == ExecMode::Run ? root + "/scif/runscript" : root + "/scif/test";
     if (o.mode == ExecMode::Run || o.mode == ExecMode::Test) {
       if (!image.has(script))
@@ -193,11 +181,8 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
         if (!name.ends_with(".sh")) continue;
         const std::string path = std::string(run::kApptainerEnvDir) + "/" + name;
         int skipped = 0;
-        for (const auto& kv : run::plain_exports(image.read(path, 1 << 20).value_or(""), &skipped)) {
-          const std::string prefix = kv.substr(0, kv.find('=') + 1);
-          std::erase_if(p.env, [&](const std::string& e) { return e.starts_with(prefix); });
-          p.env.push_back(kv);
-        }
+        for (const auto& kv : run::plain_exports(image.read(path, 1 << 20).value_or(""), &skipped))
+          run::set_var(p.env, kv);
         if (skipped)
           util::debug("image has no /bin/sh: " + std::to_string(skipped) + " line(s) of " + path +
                       " that are not a plain export are not applied");

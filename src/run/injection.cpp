@@ -11,6 +11,7 @@
 
 #include "hpc/site_config.hpp"
 #include "rt/error.hpp"
+#include "run/env.hpp"
 #include "run/launch.hpp"
 #include "store/root.hpp"
 #include "util/fs.hpp"
@@ -207,25 +208,9 @@ std::vector<Mount> injected_mounts(const hpc::Injection& inj) {
 }
 
 void apply_injected_env(const hpc::Injection& inj, std::vector<std::string>& env) {
-  auto prepend = [&](const char* name, const std::vector<std::string>& dirs) {
-    if (dirs.empty()) return;
-    std::string value = util::join(dirs, ':');
-    std::string prefix = std::string(name) + "=";
-    for (auto& kv : env)
-      if (kv.starts_with(prefix)) {
-        std::string old = kv.substr(prefix.size());
-        kv = prefix + value + (old.empty() ? "" : ":" + old);
-        return;
-      }
-    env.push_back(prefix + value);
-  };
-  prepend("LD_LIBRARY_PATH", inj.lib_path);
-  prepend("PATH", inj.bin_path);
-  for (const auto& kv : inj.env_set) {
-    std::string key = kv.substr(0, kv.find('='));
-    std::erase_if(env, [&](const std::string& e) { return e.starts_with(key + "="); });
-    env.push_back(kv);
-  }
+  prepend_list(env, "LD_LIBRARY_PATH", util::join(inj.lib_path, ':'));
+  prepend_list(env, "PATH", util::join(inj.bin_path, ':'));
+  for (const auto& kv : inj.env_set) set_var(env, kv);
 }
 
 }  // namespace rt::run

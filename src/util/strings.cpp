@@ -32,6 +32,12 @@ std::string join(std::span<const std::string> parts, std::string_view sep) {
   return out;
 }
 
+std::string ascii_lower(std::string s) {
+  for (auto& c : s)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return s;
+}
+
 std::string trim(std::string_view s, std::string_view chars) {
   size_t b = s.find_first_not_of(chars);
   if (b == std::string_view::npos) return {};

@@ -14,6 +14,8 @@ std::string join(std::span<const std::string> parts, std::string_view sep);
 inline std::string join(std::span<const std::string> parts, char sep) { return join(parts, std::string_view(&sep, 1)); }
 // `s` without the `chars` it starts and ends with.
 std::string trim(std::string_view s, std::string_view chars = " \t\r\n");
+// ASCII letters to lower case, other bytes as they are.
+std::string ascii_lower(std::string s);
 // The last component of a path ("/a/b" -> "b"; "b" -> "b"), and the
 // directory it is in ("/a/b" -> "/a"; "/b" and "b" -> "/"); lexical.
 std::string base_name(std::string_view path);
