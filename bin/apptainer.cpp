@@ -606,12 +606,42 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     }
     throw Error("apptainer cache " + sub + ": rt knows cache clean (rt prune) and cache list (rt images)");
   }
-  if (command == "overlay")
-    refuse("`overlay` (overlay image files)", "rt's overlays are directories, not ext3 images",
-           "mkdir -m 0755 DIR, then apptainer exec --overlay DIR IMAGE ... (writes kept in DIR/upper)");
+  if (command == "overlay") {
+    // apptainer overlay create [--size MiB] [--sparse] [--create-dir DIR]... FILE
+    if (w.done() || w.take() != "create") throw Error("usage: apptainer overlay create [OPTIONS] FILE");
+    std::vector<std::string> step{"overlay", "create"};
+    std::vector<std::string> pos;
+    while (!w.done()) {
+      std::string x = w.take();
+      std::optional<std::string> value;
+      if (x.starts_with("--") && x.find('=') != std::string::npos) {
+        value = x.substr(x.find('=') + 1);
+        x = x.substr(0, x.find('='));
+      }
+      if (x == "-s" || x == "--size")
+        step.insert(step.end(), {"--size", w.value_for(x, value)});
+      else if (x == "--create-dir")
+        step.insert(step.end(), {"--create-dir", w.value_for(x, value)});
+      else if (x == "--sparse")
+        step.push_back("--sparse");
+      else if (x == "--fakeroot")
+        refuse("overlay create --fakeroot", "rt's overlay images hold the user's own files");
+      else if (x.starts_with("-") && x != "-")
+        refuse("overlay create " + x, "rt takes --size, --sparse and --create-dir");
+      else
+        pos.push_back(x);
+    }
+    if (pos.size() != 1) throw Error("usage: apptainer overlay create [OPTIONS] FILE");
+    if (pos[0].ends_with(".sif"))
+      refuse("an overlay inside a SIF file", "rt keeps overlays in image files of their own",
+             "apptainer overlay create FILE.img, then apptainer exec --overlay FILE.img " + pos[0] + " ...");
+    step.insert(step.end(), {"--", pos[0]});
+    plan.steps.push_back(step);
+    return plan;
+  }
   refuse("`" + command + "`",
          "rt's Apptainer command line has exec, run, shell, test, pull, build, inspect, run-help, "
-         "instance, cache and version");
+         "instance, overlay create, cache and version");
 }
 
 }  // namespace rt::cli

@@ -398,6 +398,32 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     out.push_back(std::move(c));
   }
   {
+    struct S {
+      Common common;
+      OverlayCreateOptions o;
+      std::string file;
+    };
+    auto s = std::make_shared<S>();
+    Command c;
+    c.app = app.add_subcommand("overlay", "make overlay images: ext3 files that keep a container's writes");
+    c.app->require_subcommand(1);
+    CLI::App* create =
+        c.app->add_subcommand("create", "make FILE, an ext3 overlay image for rt exec --overlay FILE (Apptainer's format)");
+    create->add_flag("-v,--verbose", s->common.verbose, "more detail; twice for debugging");
+    create->add_flag("-q,--quiet", s->common.quiet, "print errors only");
+    create->add_option("-s,--size", s->o.size_mib, "its size in MiB (default 64)")->type_name("MiB");
+    create->add_flag("--sparse", s->o.sparse, "allocate its blocks as they are written, not at once");
+    create->add_option("--create-dir", s->o.dirs, "make DIR in it (as /DIR in the container); repeatable")
+        ->type_name("DIR");
+    create->add_option("file", s->file, "the image file to make (refused if it exists)")->required()->type_name("FILE");
+    c.run = [s] {
+      s->common.fill(s->o);
+      overlay_create(s->file, s->o);
+      return 0;
+    };
+    out.push_back(std::move(c));
+  }
+  {
     using S = JsonState;
     auto s = std::make_shared<S>();
     Command c = make<S>(app, "doctor", "check whether rt can run containers here, and what it will find", s, [](S& st) {

@@ -78,8 +78,9 @@ constexpr OptSpec kOptions[] = {
     {"--app", "NAME",
      "a SCIF app of the image: its runscript (run), test (test), environment and PATH (/scif/apps/NAME)",
      [](ExecState& s, const std::string& v) { s.opts.app = v; }},
-    {"--overlay", "DIR[:ro]",
-     "lay DIR over the image: writes kept in DIR/upper (one such), or read-only with :ro; repeatable",
+    {"--overlay", "DIR|FILE[:ro]",
+     "lay a directory or an ext3 overlay image (rt overlay create) over the image: writes kept in its upper/ (one "
+     "such), or read-only with :ro; repeatable",
      [](ExecState& s, const std::string& v) { s.opts.overlays.push_back(v); }},
     {"--seccomp", nullptr,
      "root emulation: chown, set*id, setgroups and device mknod succeed without effect (for package managers)",

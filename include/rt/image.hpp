@@ -77,6 +77,17 @@ struct ConvertOptions : StoreOptions {
 // directory, a plain name a store name.
 void convert(const std::string& src, const std::string& dst, const ConvertOptions& options);
 
+struct OverlayCreateOptions : StoreOptions {
+  unsigned size_mib = 64;         // --size: the file system's size
+  bool sparse = false;            // --sparse: blocks allocated as written, not at once
+  std::vector<std::string> dirs;  // --create-dir DIR: made in the overlay (as /DIR in the container)
+};
+// rt overlay create: FILE, a new ext3 overlay image as Apptainer makes
+// one (upper/ and work/ at its root, the user's), for `rt exec --overlay
+// FILE`. Throws rt::Error naming FILE; an existing FILE is refused, and
+// nothing is left of a failed one.
+void overlay_create(const std::string& file, const OverlayCreateOptions& options);
+
 struct BuildOptions : StoreOptions {
   std::string tag;                      // -t: the store name of the result
   std::string file;                     // -f: the Dockerfile; "": CONTEXT/Dockerfile; "-": stdin

@@ -34,6 +34,7 @@
 #include <utility>
 
 #include "rt/error.hpp"
+#include "run/overlay_image.hpp"
 #include "util/fs.hpp"
 #include "util/inroot.hpp"
 #include "util/log.hpp"
@@ -216,16 +217,28 @@ private:
       if (!kept)
         for (const char* d : {"upper", "work"})
           if (::mkdirat(staging_.get(), d, 0755) != 0) throw SysError{errno, "mkdir", rootfs + "/" + d};
+      const bool images = std::any_of(plan_.overlays.begin(), plan_.overlays.end(), [](auto& l) { return l.image; });
       const std::string opts = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work;
       // userxattr (Linux 5.11) is what makes an unprivileged overlay mount possible.
-      if (::mount("overlay", root_path.c_str(), "overlay", MS_NOSUID | MS_NODEV, (opts + ",userxattr").c_str()) != 0) {
+      if (images ||
+          ::mount("overlay", root_path.c_str(), "overlay", MS_NOSUID | MS_NODEV, (opts + ",userxattr").c_str()) != 0) {
         int e = errno;
-        if (kept)
+        // An image, or layers the kernel refuses (an older kernel, an
+        // upper layer on NFS): fuse-overlayfs, where it is installed.
+        if (images || !plan_.fuse_overlayfs.empty()) {
+          if (!images) util::debug(std::string("overlayfs refused (") + std::strerror(e) + "): fuse-overlayfs instead");
+          UniqueFd tree = fuse_root(
+              {image_.get(), fd_path(staging_.get()), plan_.overlays, rootfs, plan_.fuse2fs, plan_.fuse_overlayfs});
+          if (::move_mount(tree.get(), "", AT_FDCWD, root_path.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+            throw SysError{errno, "move_mount", "fuse-overlayfs", rootfs};
+        } else if (kept)
           throw Error(SysError(e, "mount(overlay)", kept->path).what(),
                       "a writable overlay needs unprivileged overlayfs (Linux 5.11 or later) and a directory on a "
                       "local file system (NFS, Lustre and GPFS cannot hold an overlay's upper layer)");
-        Error err = SysError(e, "mount(overlay)", rootfs);
-        throw Error(err.what(), "--write-tmpfs and --overlay need unprivileged overlayfs (Linux 5.11 or later)");
+        else {
+          Error err = SysError(e, "mount(overlay)", rootfs);
+          throw Error(err.what(), "--write-tmpfs and --overlay need unprivileged overlayfs (Linux 5.11 or later)");
+        }
       }
     } else {
       do_mount(fd_path(image_.get()), root_path, nullptr, MS_BIND, "", "MS_BIND", rootfs, rootfs);

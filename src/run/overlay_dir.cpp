@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <thread>
 
 #include "rt/error.hpp"
@@ -52,21 +53,52 @@ void make_own(const std::string& path, const std::string& what) {
   check_own(path, what);
 }
 
-void take_lock(const std::string& dir) {
-  const std::string lock = dir + "/" + kLockDir, holder = lock + "/holder";
+// Where a layer's lock is: in a directory, beside an image.
+std::string lock_of(const OverlayLayer& l) {
+  if (!l.image) return l.path + "/" + kLockDir;
+  return util::dir_name(l.path) + "/." + util::base_name(l.path) + kLockDir;
+}
+
+// Writes this process's holder line into `lock` (held), with a state.
+void write_holder(const std::string& lock, const char* state = "") {
+  const std::string holder = lock + "/holder", tmp = holder + ".new";
+  util::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) throw SysError{errno, "create", tmp};
+  util::write_all(fd.get(), overlay_holder_line() + (*state ? " " : "") + state + "\n", tmp);
+  fd.reset();
+  if (::rename(tmp.c_str(), holder.c_str()) != 0) throw SysError{errno, "rename", tmp, holder};
+}
+
+// An image file of the user's that no one else can write (its content
+// becomes the container's files).
+void check_own_file(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) throw SysError{errno, "stat", "overlay image `" + path + "`"};
+  if (!S_ISREG(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 022))
+    throw Error("overlay image `" + path + "` is not a file of yours that only you can write",
+                "make it with rt overlay create (or apptainer overlay create)");
+}
+
+void take_lock(const OverlayLayer& layer, bool only_check) {
+  const std::string& dir = layer.path;
+  const std::string lock = lock_of(layer), holder = lock + "/holder";
   const std::string mine = overlay_holder_line();
+  // An image's keeper writes it out after the container ends, saying so
+  // in the lock ("closing") once the container's file system is gone:
+  // such a lock is waited for a while (the run before this one,
+  // finishing), and any image lock a moment (the container just gone).
+  const auto start = std::chrono::steady_clock::now();
   for (int attempt = 0; attempt < 50; ++attempt) {
-    if (::mkdir(lock.c_str(), 0700) == 0) {
-      const std::string tmp = holder + ".new";
-      util::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-      if (!fd) throw SysError{errno, "create", tmp};
-      util::write_all(fd.get(), mine + "\n", tmp);
-      fd.reset();
-      if (::rename(tmp.c_str(), holder.c_str()) != 0) throw SysError{errno, "rename", tmp, holder};
+    if (only_check) {
+      struct stat st;
+      if (::lstat(lock.c_str(), &st) != 0) return;
+    } else if (::mkdir(lock.c_str(), 0700) == 0) {
+      write_holder(lock);
       util::debug("overlay `" + dir + "` locked by " + mine);
       return;
+    } else if (errno != EEXIST) {
+      throw SysError{errno, "mkdir", lock};
     }
-    if (errno != EEXIST) throw SysError{errno, "mkdir", lock};
     check_own(lock, "the overlay's lock");
     auto text = util::read_file_if_exists(holder, 4096);
     if (!text) {  // being written, or left half made by a process killed at that moment
@@ -75,17 +107,27 @@ void take_lock(const std::string& dir) {
       text = "";
     }
     const auto f = util::split(util::trim(*text), ' ');
-    const bool here = f.size() == 3 && f[0] == host_name();
+    const bool closing = f.size() == 4 && f[3] == "closing";
+    const bool here = (f.size() == 3 || closing) && f[0] == host_name();
     long pid = 0;
     if (here) pid = std::strtol(f[1].c_str(), nullptr, 10);
     const bool alive = here && pid > 0 && start_time(pid) == f[2];
-    if (f.size() == 3 && !here)
+    if ((f.size() == 3 || closing) && !here)
       throw Error("overlay `" + dir + "` is in use by process " + f[1] + " on host " + f[0],
                   "one container at a time may write an overlay; if no container of yours runs there, remove `" +
                       lock + "`");
+    if (alive && layer.image && std::chrono::steady_clock::now() - start < std::chrono::seconds(closing ? 10 : 2)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      --attempt;
+      continue;
+    }
+    if (alive && only_check)
+      throw Error("overlay image `" + dir + "` is being written by process " + f[1] + " on this host",
+                  "an image can be read only while no container writes it");
     if (alive)
       throw Error("overlay `" + dir + "` is in use by process " + f[1] + " on this host",
                   "one container at a time may write an overlay; give it as " + dir + ":ro to read it meanwhile");
+    if (only_check) return;
     // Stale: its process is gone (or the lock was never finished).
     util::debug("overlay `" + dir + "`: a stale lock (" + util::trim(*text) + ") taken over");
     ::unlink(holder.c_str());
@@ -102,20 +144,43 @@ std::string overlay_holder_line() {
   return host_name() + " " + std::to_string(pid) + " " + start_time(pid);
 }
 
+void take_over_overlay_lock(const OverlayLayer& layer) { write_holder(lock_of(layer)); }
+
+void closing_overlay_lock(const OverlayLayer& layer) {
+  try {
+    write_holder(lock_of(layer), "closing");
+  } catch (const Error&) {  // then a next run finds it in use a moment longer
+  }
+}
+
+void release_overlay_lock(const OverlayLayer& layer) {
+  const std::string lock = lock_of(layer), holder = lock + "/holder";
+  auto text = util::read_file_if_exists(holder, 4096);
+  if (!text || !util::trim(*text).starts_with(overlay_holder_line())) return;
+  ::unlink(holder.c_str());
+  ::rmdir(lock.c_str());
+}
+
 void prepare_overlays(const std::vector<OverlayLayer>& layers) {
   for (const auto& l : layers) {
     if (l.path.find_first_of(":,\\") != std::string::npos)
       throw Error("--overlay `" + l.path + "`: overlayfs cannot take a path with : , or \\ in it",
                   "give the directory through a link whose name has none");
+    if (l.image) {
+      check_own_file(l.path);
+      take_lock(l, /*only_check=*/!l.writable);
+      continue;
+    }
     if (!l.writable) {
       struct stat st;
       if (::stat(l.path.c_str(), &st) != 0) throw SysError{errno, "stat", "overlay `" + l.path + "`"};
       if (!S_ISDIR(st.st_mode))
-        throw Error("overlay `" + l.path + "` is not a directory", "rt's overlays are directories, for now");
+        throw Error("overlay `" + l.path + "` is neither a directory nor an ext3 overlay image",
+                    "a SquashFS or SIF file cannot be an overlay yet: give its contents as a directory");
       continue;  // one that held writes is read through its upper/ (mount_apply)
     }
     check_own(l.path, "overlay");
-    take_lock(l.path);
+    take_lock(l, false);
     make_own(l.path + "/upper", "the overlay's upper layer");
     make_own(l.path + "/work", "the overlay's work directory");
   }

@@ -1,6 +1,6 @@
-// Persistent --overlay directories (host, before the namespaces): each
-// checked to be the user's alone, the writable one given its upper/ and
-// work/ and locked while a container uses it.
+// Persistent --overlay directories and images (host, before the
+// namespaces): each checked to be the user's alone, the writable one given
+// its upper/ and work/ (a directory's) and locked while a container uses it.
 //
 // The lock is a directory, DIR/.rt-lock, made with mkdir (atomic on every
 // file system rt's users keep overlays on, NFS, Lustre and GPFS included,
@@ -18,9 +18,20 @@
 namespace rt::run {
 
 // Throws rt::Error naming the directory (and, when locked, the holder).
+// An image file (layer.image) is checked the same way, and locked by
+// .NAME.rt-lock beside it.
 void prepare_overlays(const std::vector<OverlayLayer>& layers);
 
 // The lock's holder line for this process: "HOST PID STARTTIME".
 std::string overlay_holder_line();
+
+// For the process that keeps an image's file systems (run/overlay_image):
+// the lock names it instead of the process that took it, and it removes
+// the lock when the image is written out (only while it still names it).
+// Between the two, "closing": the container is gone, the image is being
+// written out (a next run waits for it rather than refusing).
+void take_over_overlay_lock(const OverlayLayer& layer);
+void closing_overlay_lock(const OverlayLayer& layer);
+void release_overlay_lock(const OverlayLayer& layer);
 
 }  // namespace rt::run

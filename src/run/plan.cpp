@@ -6,6 +6,7 @@
 #include <map>
 
 #include "rt/error.hpp"
+#include "run/overlay_image.hpp"
 #include "util/fs.hpp"
 #include "util/strings.hpp"
 
@@ -56,7 +57,8 @@ MountPlan build_plan(const PlanInputs& in) {
   if (o.write && o.write_tmpfs) throw Error("--write and --write-tmpfs exclude each other");
   if (o.write && in.squashfs)
     throw Error("--write: image `" + in.rootfs + "` is a SquashFS or SIF file, which cannot be written",
-                "keep the writes in a directory with --overlay DIR, or in memory with --write-tmpfs");
+                "keep the writes in an overlay (--overlay DIR, or an image from rt overlay create), or in memory "
+                "with --write-tmpfs");
 
   MountPlan p;
   p.rootfs = in.rootfs;
@@ -81,11 +83,20 @@ MountPlan build_plan(const PlanInputs& in) {
           throw Error("--overlay " + spec + ": only one overlay takes the writes (`" + other.path + "` does)",
                       "give the others with :ro");
     }
-    if (l.path.empty()) throw Error("--overlay needs a directory");
+    if (l.path.empty()) throw Error("--overlay needs a directory or an overlay image");
     l.path = util::normalize_path(l.path, h.cwd.empty() ? "/" : h.cwd);
+    l.image = is_ext_image(l.path);
+    if (l.image && o.uid && *o.uid != h.uid)
+      throw Error("--overlay " + spec + ": an overlay image with --fakeroot or --uid is not supported",
+                  "use a directory overlay (mkdir -m 0755 DIR; --overlay DIR)");
     p.overlays.push_back(std::move(l));
   }
   if (o.write && !o.overlays.empty()) throw Error("--write and --overlay exclude each other");
+  if (!p.overlays.empty()) {
+    p.fuse_overlayfs = find_system_program("fuse-overlayfs");
+    if (std::any_of(p.overlays.begin(), p.overlays.end(), [](const OverlayLayer& l) { return l.image; }))
+      p.fuse2fs = find_system_program("fuse2fs");
+  }
   p.outer_uid = h.uid;
   p.outer_gid = h.gid;
   p.inner_uid = o.uid.value_or(h.uid);
@@ -246,7 +257,8 @@ std::vector<std::string> describe(const MountPlan& p, bool each_link) {
     mode = "under overlays";
     bool kept = false;
     for (const auto& l : p.overlays) {
-      mode += std::string(" `") + l.path + "`" + (l.writable ? " (writes kept in its upper/)" : " (ro)");
+      mode += std::string(" `") + l.path + "`" + (l.image ? " (ext3 image, through fuse2fs and fuse-overlayfs)" : "") +
+              (l.writable ? " (writes kept in its upper/)" : " (ro)");
       kept |= l.writable;
     }
     if (!kept) mode += ", writes to a tmpfs (discarded)";

@@ -45,12 +45,13 @@ enum class RootMode {
   Overlay,   // --write-tmpfs or --overlay: writes go to a tmpfs (discarded at exit) or an overlay's upper
 };
 
-// An --overlay directory: read-only layers stack on the image in the order
-// given; the writable one (at most one) takes the writes in PATH/upper,
-// with overlayfs's work directory PATH/work.
+// An --overlay directory or ext3 image file: read-only layers stack on the
+// image in the order given; the writable one (at most one) takes the
+// writes in its upper/, with overlayfs's work directory work/ beside it.
 struct OverlayLayer {
   std::string path;  // absolute, host
   bool writable = false;
+  bool image = false;  // an ext3 image (run/overlay_image), not a directory
 };
 
 struct StagedFile {
@@ -64,6 +65,9 @@ struct MountPlan {
   std::string staging;    // host directory the staging tmpfs covers (rootfs for directories)
   RootMode root_mode = RootMode::ReadOnly;
   std::vector<OverlayLayer> overlays;  // with RootMode::Overlay
+  // The FUSE programs of overlays the kernel cannot mount (run/overlay_image),
+  // found on the host when there are overlays; "" when missing.
+  std::string fuse2fs, fuse_overlayfs;
   std::vector<Mount> mounts;
   std::vector<StagedFile> staged;
   uid_t outer_uid = 0, inner_uid = 0;
