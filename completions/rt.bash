@@ -9,7 +9,7 @@ _rt() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
   fi
-  local commands="exec run shell instance pull push import build convert stage images inspect rm prune login logout doctor"
+  local commands="exec run shell instance pull push import build convert stage images inspect rm prune overlay login logout doctor"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs --overlay --app
     --private-tmp --no-home --home --contain --tmpfs --net --pid --ipc --volume --mount --workdir --rm --cd -e --env --env-file --unset-env --clean-env -n --dry-run
@@ -30,9 +30,10 @@ _rt() {
   }
   case $prev in
     -b | --bind | --env-file | --ca-file | --squash | -f | --file | -o | --output | --build-arg-file) _filedir; return ;;
-    --cd | --storage | --overlay) _filedir -d; return ;;
+    --cd | --storage) _filedir -d; return ;;
+    --overlay) _filedir; return ;;
     --device) COMPREPLY=($(compgen -W "nvidia.com/gpu=all" -- "$cur")); return ;;
-    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level | -t | --timeout | --tag | --build-arg | --target | --app) return ;;
+    --uid | --gid | -e | --env | --unset-env | --platform | -j | --jobs | --max-size | -u | --username | --level | -t | --timeout | --tag | --build-arg | --target | --app | -s | --size | --create-dir) return ;;
     -s | --signal) COMPREPLY=($(compgen -W "TERM INT HUP KILL USR1 USR2 QUIT" -- "$cur")); return ;;
     --compression) COMPREPLY=($(compgen -W "zstd gzip lz4 xz lzo" -- "$cur")); return ;;
     --format) COMPREPLY=($(compgen -W "dir sqfs" -- "$cur")); return ;;
@@ -88,6 +89,10 @@ _rt() {
     rm)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common" -- "$cur")); else COMPREPLY=($(images)); fi ;;
     prune) COMPREPLY=($(compgen -W "$common" -- "$cur")) ;;
+    overlay)
+      if [[ $cword -eq 2 ]]; then COMPREPLY=($(compgen -W "create" -- "$cur"))
+      elif [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-v --verbose -q --quiet -h --help -s --size --sparse --create-dir" -- "$cur"))
+      else _filedir; fi ;;
     doctor) COMPREPLY=($(compgen -W "$common --json" -- "$cur")) ;;
     login) COMPREPLY=($(compgen -W "$common -u --username --password-stdin --ca-file --insecure --plain-http --no-check" -- "$cur")) ;;
     logout) COMPREPLY=($(compgen -W "$common --all" -- "$cur")) ;;

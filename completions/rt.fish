@@ -1,9 +1,11 @@
 # fish completion for rt. Commands are listed here; each command's options
 # come from its own --help, so they are always those of the rt installed.
-set -l rt_commands exec run shell instance pull push import build convert stage images inspect rm prune login logout doctor
+set -l rt_commands exec run shell instance pull push import build convert stage images inspect rm prune overlay login logout doctor
 
 function __rt_options --argument-names cmd
-    rt $cmd --help 2>/dev/null | string match -ar -- '--[a-z][a-z-]*' | sort -u
+    set -l sub
+    test "$cmd" = overlay; and set sub create
+    rt $cmd $sub --help 2>/dev/null | string match -ar -- '--[a-z][a-z-]*' | sort -u
 end
 
 function __rt_images
@@ -33,3 +35,5 @@ complete -c rt -n "__fish_seen_subcommand_from instance; and not __fish_seen_sub
 complete -c rt -n "__fish_seen_subcommand_from stop logs; and __fish_seen_subcommand_from instance" -a "(__rt_instances)"
 complete -c rt -n "__fish_seen_subcommand_from exec run shell; and not string match -q -- '-*' (commandline -ct)" \
     -a "(__rt_instances | string replace -r '^' instance://)"
+complete -c rt -n "__fish_seen_subcommand_from overlay; and not __fish_seen_subcommand_from create" -a create
+complete -c rt -n "__fish_seen_subcommand_from create; and not string match -q -- '-*' (commandline -ct)" -F

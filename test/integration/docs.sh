@@ -4,10 +4,12 @@ set -euo pipefail
 : "${RT:?}" "${RT_SOURCE_DIR:?}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 n=0
-for cmd in exec run shell instance pull push import build convert stage images inspect rm prune login logout doctor; do
+for cmd in exec run shell instance pull push import build convert stage images inspect rm prune overlay login logout doctor; do
   page="$RT_SOURCE_DIR/man/rt-$cmd.1"
   [ -f "$page" ] || fail "no man page $page"
-  opts=$("$RT" "$cmd" --help | grep -oE -- '--[a-z][a-z-]*' | sort -u)
+  sub=
+  [ "$cmd" = overlay ] && sub=create
+  opts=$("$RT" "$cmd" $sub --help | grep -oE -- '--[a-z][a-z-]*' | sort -u)
   [ -n "$opts" ] || fail "rt $cmd --help lists no options"
   for o in $opts; do
     grep -qF -- "${o//-/\\-}" "$page" || fail "$o missing from $page"
@@ -52,7 +54,7 @@ echo "ok: bash completion without bash-completion"
 # zsh and fish take each command's options from its --help: the commands
 # they list must be rt's, and an option must come back for a command.
 bin=$(dirname "$RT")
-commands="exec run shell instance pull import build convert stage images inspect rm prune login logout doctor"
+commands="exec run shell instance pull import build convert stage images inspect rm prune overlay login logout doctor"
 for shell in zsh fish; do
   command -v $shell >/dev/null || fail "$shell is missing (test/install-deps.sh installs it)"
 done
@@ -72,5 +74,8 @@ done
 zsh_words rt exec --no-j | grep -qx -- --no-join || fail "zsh completion of exec options"
 [ "$(fish_words rt exec --no-j)" = --no-join ] || fail "fish completion of exec options: [$(fish_words rt exec --no-j)]"
 fish_words rt doctor --j | grep -qx -- --json || fail "fish completion of doctor options"
+zsh_words rt overlay create --sp | grep -qx -- --sparse || fail "zsh completion of overlay create options"
+fish_words rt overlay create --sp | grep -qx -- --sparse || fail "fish completion of overlay create options"
+[ "$(complete_words rt overlay cr)" = create ] || fail "bash completion of overlay commands"
 echo "ok: zsh and fish completion"
 echo "ok: $n options documented"
