@@ -111,7 +111,9 @@ PyxisTask translate_pyxis(const std::map<std::string, std::string>& v,
   if (flag(v, "remap_root")) t.options.push_back("--root");
   if (v.count("mount_home") && v.at("mount_home") == "0") t.options.push_back("--no-home");
   t.readonly = v.count("writable") && v.at("writable") == "0";
-  if (flag(v, "writable") && t.name.empty()) t.options.push_back("--write-tmpfs");
+  // A named container and one to save are writable copies of their own
+  // (--write); only a plain image takes its writes in memory.
+  if (flag(v, "writable") && t.name.empty() && value(v, "save").empty()) t.options.push_back("--write-tmpfs");
   for (const auto& m : util::split(value(v, "mounts"), ','))
     if (!m.empty()) t.options.insert(t.options.end(), {"--bind", pyxis_mount(m)});
   if (std::string w = value(v, "workdir"); !w.empty()) {

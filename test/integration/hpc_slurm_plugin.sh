@@ -105,6 +105,15 @@ one --container-image="$T/img.sqfs" --container-save="$T/saved.sqfs" /bin/sh -c 
   fail "--container-save: $(cat "$T/err")"
 expect_eq "$("$RT" exec "$T/saved.sqfs" cat /saved-marker /etc/marker)" "saved
 rt plugin test image" "--container-save wrote a SquashFS image that rt exec runs"
+one --container-image="$T/img.sqfs" --container-writable --container-save="$T/saved2.sqfs" \
+  /bin/sh -c 'echo saved2 >/saved-marker' || fail "--container-writable --container-save: $(cat "$T/err")"
+expect_eq "$("$RT" exec "$T/saved2.sqfs" cat /saved-marker)" saved2 "... with --container-writable too"
+out=$(on_head env RT_STORAGE="$RT_STORAGE" timeout 120 salloc -N 1 /bin/sh -c "
+  srun -n 2 --container-image=$T/img.sqfs --container-name=wr --container-writable /bin/sh -c 'echo w >/w-\$SLURM_PROCID'
+  srun -n 1 --container-name=wr --container-writable /bin/sh -c 'cat /w-0 /w-1'
+" 2>"$T/err")
+expect_eq "$out" "w
+w" "--container-name with --container-writable: both ranks write, a later step reads"
 
 # --- A job script from pyxis's documentation ------------------------------------
 cat >job.sh <<EOF

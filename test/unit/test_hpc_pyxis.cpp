@@ -69,6 +69,7 @@ TEST_CASE("pyxis: named containers, save, and what is refused") {
   CHECK(t.image.empty());
   CHECK(task("image=/a.sqfs\nname=work\nwritable=0\n").readonly);
   CHECK(task("image=/a.sqfs\nname=work\nwritable=1\n").options.empty());  // a named container is a writable copy
+  CHECK(task("image=/a.sqfs\nsave=/s.sqfs\nwritable=1\n").options.empty());  // so is one to save
   CHECK(task("image=/a.sqfs\nsave=/out/x.sqfs\n").save == "/out/x.sqfs");
   CHECK(refusal("name=work:later\n").find("unknown mode `later`") != std::string::npos);
   CHECK(refusal("name=../x\n").find("a name is letters") != std::string::npos);
