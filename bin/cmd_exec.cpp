@@ -119,10 +119,8 @@ std::optional<int> exec_command(const std::vector<std::string>& words) {
   if (words[0] == "instance") return instance_command(words);
   auto opts = parse_exec_args(mode_of(words[0]), std::vector<std::string>(words.begin() + 1, words.end()));
   if (!opts) return std::nullopt;
-#ifndef RT_FULL
   // Root emulation is built with libseccomp, which only rt-image links.
-  if (opts->seccomp) exec_full_program(words);
-#endif
+  if (opts->seccomp && !kProgram.full) exec_full_program(words);
   return run_exec(*opts);
 }
 
@@ -256,17 +254,12 @@ int apptainer_main(const std::vector<std::string>& words) {
       auto opts = parse_exec_args(mode, std::vector<std::string>(step.begin() + 1, step.end()));
       if (!opts) return 0;
       opts->any_directory = true;  // Apptainer's sandbox: any directory
-#ifndef RT_FULL
-      if (opts->seccomp) exec_full_program(words, "apptainer");  // root emulation lives in rt-image
-#endif
+      if (opts->seccomp && !kProgram.full) exec_full_program(words, "apptainer");  // root emulation lives in rt-image
       return run_exec(*opts);
     }
     if (last && step[0] == "instance") return instance_command(step);
-#ifndef RT_FULL
-    exec_full_program(words, "apptainer");  // pull, build, inspect, cache: rt-image's
-#else
+    if (!kProgram.full) exec_full_program(words, "apptainer");  // pull, build, inspect, cache: rt-image's
     if (int rc = run_full_program(step); rc != 0 || last) return rc;
-#endif
   }
   return 0;
 }

@@ -18,7 +18,7 @@
 namespace rt::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kInstanceUsage =
     "Usage:\n"
     "  rt instance start [EXEC OPTIONS] IMAGE NAME [--] [ARGS...]\n"
     "  rt instance list [--json]\n"
@@ -32,7 +32,7 @@ constexpr const char* kUsage =
     "EXEC OPTIONS are those of rt exec (rt exec --help). Every subcommand takes\n"
     "--storage DIR, -v and -q. Under Slurm an instance ends with its job.\n";
 
-struct Common {
+struct InstanceCommon {
   std::string storage;
   int verbose = 0;
   bool quiet = false;
@@ -41,7 +41,7 @@ struct Common {
 
 // Parses `words` for `app` with the options every instance command takes;
 // CLI11's errors become rt's.
-void parse(CLI::App& app, Common& c, std::vector<std::string> words) {
+void parse(CLI::App& app, InstanceCommon& c, std::vector<std::string> words) {
   app.add_option("--storage", c.storage, "the image store");
   app.add_flag("-v,--verbose", c.verbose, "more detail");
   app.add_flag("-q,--quiet", c.quiet, "errors only");
@@ -84,7 +84,7 @@ void print_log(const std::string& path, FILE* to) {
 int start(const std::vector<std::string>& words) {
   auto o = parse_exec_args(ExecMode::Exec, words);
   if (!o) {
-    std::fputs(kUsage, stdout);
+    std::fputs(kInstanceUsage, stdout);
     return 0;
   }
   if (o->command.empty())
@@ -99,7 +99,7 @@ int start(const std::vector<std::string>& words) {
 }
 
 int list(const std::vector<std::string>& words) {
-  Common c;
+  InstanceCommon c;
   bool json = false;
   CLI::App app{"rt instance list", "rt instance list"};
   app.add_flag("--json", json, "print JSON");
@@ -128,7 +128,7 @@ int list(const std::vector<std::string>& words) {
 }
 
 int stop(const std::vector<std::string>& words) {
-  Common c;
+  InstanceCommon c;
   std::string name, sig = "TERM";
   bool all = false;
   int timeout = 10;
@@ -147,7 +147,7 @@ int stop(const std::vector<std::string>& words) {
 }
 
 int logs(const std::vector<std::string>& words) {
-  Common c;
+  InstanceCommon c;
   std::string name;
   CLI::App app{"rt instance logs", "rt instance logs"};
   app.add_option("name", name, "the instance")->required();
@@ -172,14 +172,14 @@ int instance_command(const std::vector<std::string>& words) {
   if (sub == "start") return start(rest);
   for (const auto& w : rest)
     if (w == "-h" || w == "--help") {
-      std::fputs(kUsage, stdout);
+      std::fputs(kInstanceUsage, stdout);
       return 0;
     }
   if (sub == "list") return list(rest);
   if (sub == "stop") return stop(rest);
   if (sub == "logs") return logs(rest);
   if (sub.empty() || sub == "-h" || sub == "--help") {
-    std::fputs(kUsage, stdout);
+    std::fputs(kInstanceUsage, stdout);
     return sub.empty() ? kExitRtFailed : 0;
   }
   throw Error("unknown instance command `" + sub + "`", "rt instance --help lists them: start, list, stop, logs");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "program.hpp"
 #include "rt/exec.hpp"
 
 namespace rt::cli {
@@ -22,8 +23,6 @@ struct Command {
 // subcommand is wasted work on the per-rank start path.
 void add_exec_commands(CLI::App& app, std::vector<Command>& out, const std::string& only = {});
 
-// cmd_image.cpp: pull, import, images, inspect, rm, prune, login (rt-image only).
-void add_image_commands(CLI::App& app, std::vector<Command>& out);
 
 // The verbs the static rt program serves itself; it hands every other
 // command line to the full program (rt-image), which links the registry,

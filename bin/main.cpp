@@ -11,9 +11,6 @@
 #include "commands.hpp"
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
-#ifdef RT_FULL
-#include "rt/image.hpp"
-#endif
 
 namespace {
 
@@ -66,17 +63,14 @@ int main(int argc, char** argv) {
       return report(e);
     }
   }
-#ifdef RT_FULL
-  rt::enable_root_emulation();
-#endif
+  if (rt::cli::kProgram.setup) rt::cli::kProgram.setup();
   // Started as apptainer or singularity: that command line (apptainer.hpp).
   if (rt::cli::apptainer_personality(argv[0])) return reporting_errors([&] { return rt::cli::apptainer_main(words); });
-#ifndef RT_FULL
-  if (words.size() == 1 && words[0] == "--version") {
+  if (!rt::cli::kProgram.full && words.size() == 1 && words[0] == "--version") {
     std::printf("rt %s\n", RT_VERSION);
     return 0;
   }
-  if (words.empty() || !rt::cli::is_exec_verb(words[0])) {
+  if (!rt::cli::kProgram.full && (words.empty() || !rt::cli::is_exec_verb(words[0]))) {
     try {
       rt::cli::exec_full_program(words);
     } catch (const rt::Error& e) {
@@ -84,7 +78,6 @@ int main(int argc, char** argv) {
       return rt::kExitRtFailed;
     }
   }
-#endif
   if (!words.empty() && rt::cli::is_exec_verb(words[0])) {
     try {
       if (auto rc = rt::cli::exec_command(words)) return *rc;
@@ -96,21 +89,19 @@ int main(int argc, char** argv) {
     }
     words = {words[0], "--help"};  // asked for: CLI11 shows the option table
   }
-#ifdef RT_FULL
-  rt::handle_signals_for_image_commands();
-#endif
+  if (rt::cli::kProgram.before_commands) rt::cli::kProgram.before_commands();
   CLI::App app{"rt: rootless containers for HPC"};
   app.name("rt");
   app.set_version_flag("--version", std::string("rt ") + RT_VERSION);
   app.require_subcommand(1);
   app.fallthrough(false);
   std::vector<rt::cli::Command> commands;
-#ifdef RT_FULL
-  rt::cli::add_exec_commands(app, commands, words.empty() ? std::string() : words[0]);
-  rt::cli::add_image_commands(app, commands);
-#else
-  rt::cli::add_exec_commands(app, commands, words[0]);
-#endif
+  if (rt::cli::kProgram.add_commands) {
+    rt::cli::add_exec_commands(app, commands, words.empty() ? std::string() : words[0]);
+    rt::cli::kProgram.add_commands(app, commands);
+  } else {
+    rt::cli::add_exec_commands(app, commands, words[0]);
+  }
 
   if (!words.empty() && !words[0].empty() && words[0][0] != '-') {
     bool known = false;

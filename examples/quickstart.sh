@@ -18,12 +18,22 @@ work=/var/tmp/rt-quickstart
 rm -rf "$work"
 mkdir -p "$work"
 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DRT_TESTS=OFF >/dev/null
-# The static rt links glibc's dlopen (libfuse's module loader, which rt never
-# uses): ld's warning about it says nothing about rt, so it is left out here.
-# Each line is shown as the build writes it (--line-buffered: a pipe would
-# otherwise hold the lines back in bursts).
-cmake --build "$work/build" -j"$(nproc)" 2>&1 | grep --line-buffered -v "Using 'dlopen' in statically linked" |
-  grep --line-buffered -E '^\[ *[0-9]+%\]|error|warning' || true
+# Each progress line is shown as the build writes it, and a line every 20 s
+# while a batch of sources compiles in silence. The static rt links glibc's
+# dlopen (libfuse's module loader, which rt never uses): ld's warning about
+# it says nothing about rt, so it is left out.
+cmake --build "$work/build" -j"$(nproc)" 2>&1 | while :; do
+  if IFS= read -r -t 20 line; then
+    case $line in
+      *"Using 'dlopen' in statically linked"*) ;;
+      "["*"%]"* | *error* | *warning*) echo "$line" ;;
+    esac
+  elif [ $? -gt 128 ]; then
+    echo "      ... compiling ($((SECONDS - start)) s)"
+  else
+    break
+  fi
+done
 [ -x "$work/build/rt" ] || { echo "quickstart: the build failed" >&2; exit 1; }
 
 step 3 "installing rt into /usr/local (cmake --install)"

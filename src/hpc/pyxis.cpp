@@ -11,7 +11,7 @@
 namespace rt::hpc {
 namespace {
 
-const std::set<std::string> kKeys = {"image",      "mounts",     "workdir", "env",  "mount_home", "writable",
+const std::set<std::string> kPyxisKeys = {"image",      "mounts",     "workdir", "env",  "mount_home", "writable",
                                      "remap_root", "entrypoint", "name",    "save", "storage"};
 
 bool flag(const std::map<std::string, std::string>& v, const std::string& key) {
@@ -32,7 +32,7 @@ std::map<std::string, std::string> parse_pyxis_lines(const std::string& text) {
     if (line.empty()) continue;
     size_t eq = line.find('=');
     std::string key = line.substr(0, eq);
-    if (eq == std::string::npos || !kKeys.count(key))
+    if (eq == std::string::npos || !kPyxisKeys.count(key))
       throw Error("the Slurm plugin passed `" + line + "`, which this rt does not know",
                   "the plugin and rt must come from the same installation");
     std::string value = line.substr(eq + 1);

@@ -11,7 +11,7 @@
 namespace rt::hpc {
 namespace {
 
-const std::set<std::string> kKeys = {"ld_cache",    "openmpi.library", "openmpi.paths", "mpich.library",
+const std::set<std::string> kSiteKeys = {"ld_cache",    "openmpi.library", "openmpi.paths", "mpich.library",
                                      "mpich.paths", "gpu.libraries",   "gpu.binaries",  "gpu.paths",
                                      "gpu.procfs",  "gpu.dev",         "ib.libraries",  "ib.paths",
                                      "ib.devices",  "fabric.libraries", "fabric.paths", "glibc.replace",
@@ -38,7 +38,7 @@ SiteConfig parse_site_config(const std::string& text, const std::string& file) {
     if (eq == std::string::npos)
       throw Error("site configuration `" + file + "` line " + std::to_string(n) + ": expected `key = value`");
     std::string key = trim(line.substr(0, eq));
-    if (!kKeys.count(key))
+    if (!kSiteKeys.count(key))
       throw Error("site configuration `" + file + "` line " + std::to_string(n) + ": unknown key `" + key + "`");
     std::vector<std::string> words;
     for (const auto& w : util::split(line.substr(eq + 1), ' '))

@@ -208,4 +208,6 @@ Xattrs read_xattrs(int fd) {
   return out;
 }
 
+void EntryDeleter::operator()(::archive_entry* e) const { archive_entry_free(e); }
+
 }  // namespace rt::image

@@ -12,6 +12,7 @@
 // so that any name a file system holds (newlines included) round-trips.
 #pragma once
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -47,6 +48,12 @@ void write_attrs(const std::string& bundle, const AttrMap& attrs);
 
 // A tar entry's set-id bits and extended attributes.
 FileAttrs attrs_of(::archive_entry* e);
+
+// A libarchive entry, freed with its owner.
+struct EntryDeleter {
+  void operator()(::archive_entry* e) const;
+};
+using EntryPtr = std::unique_ptr<::archive_entry, EntryDeleter>;
 // Adds `a` to a tar entry: its set-id bits to the mode, its attributes.
 void add_attrs(::archive_entry* e, const FileAttrs& a);
 

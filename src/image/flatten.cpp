@@ -8,16 +8,13 @@
 #include <memory>
 #include <vector>
 
+#include "image/file_attrs.hpp"
 #include "rt/error.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
 
 namespace rt::image {
 namespace {
-
-struct EntryDeleter {
-  void operator()(archive_entry* e) const { archive_entry_free(e); }
-};
 
 // A hole of a sparse file, written as zeros a bounded buffer at a time.
 void write_zeros(archive* out, uint64_t n) {
@@ -45,7 +42,7 @@ void Flattener::scan_layer(const image::ReadFn& read, const std::string& layer) 
 }
 
 void Flattener::write_header(archive* out, const std::string& key, const Node& n, int64_t size) {
-  std::unique_ptr<archive_entry, EntryDeleter> e(archive_entry_new());
+  EntryPtr e(archive_entry_new());
   archive_entry_set_pathname(e.get(), key.c_str());
   archive_entry_set_uid(e.get(), 0);
   archive_entry_set_gid(e.get(), 0);

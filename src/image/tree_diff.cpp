@@ -77,7 +77,7 @@ std::string parent_of(const std::string& rel) {
   return slash == std::string::npos ? std::string() : rel.substr(0, slash);
 }
 
-struct Sink {
+struct DiffSink {
   int fd;
   std::string shown;
   Sha256 hash;
@@ -85,7 +85,7 @@ struct Sink {
 };
 
 la_ssize_t sink_write(struct archive*, void* data, const void* buf, size_t size) {
-  auto* s = static_cast<Sink*>(data);
+  auto* s = static_cast<DiffSink*>(data);
   util::write_all(s->fd, std::string_view(static_cast<const char*>(buf), size), s->shown);
   s->hash.update(buf, size);
   s->bytes += size;
@@ -95,10 +95,6 @@ la_ssize_t sink_write(struct archive*, void* data, const void* buf, size_t size)
 struct ArchiveDeleter {
   void operator()(struct archive* a) const { archive_write_free(a); }
 };
-struct EntryDeleter {
-  void operator()(archive_entry* e) const { archive_entry_free(e); }
-};
-
 // Opens a file of the tree for reading, granting the owner read for the
 // open when its mode denies it (then puts the mode back).
 util::UniqueFd open_for_reading(int rootfd, const std::string& rel, unsigned mode, const std::string& shown) {
@@ -152,7 +148,7 @@ LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot
     out[(parent.empty() ? "" : parent + "/") + ".wh." + rel.substr(parent.empty() ? 0 : parent.size() + 1)] = true;
   }
 
-  Sink sink{out_fd, shown + " (layer)", {}, 0};
+  DiffSink sink{out_fd, shown + " (layer)", {}, 0};
   std::unique_ptr<struct archive, ArchiveDeleter> a(archive_write_new());
   archive_write_set_format_pax_restricted(a.get());
   // Names are bytes, whatever the locale: never translated (a name that is
@@ -165,7 +161,7 @@ LayerWritten write_tree_layer(int rootfd, const std::string& shown, TreeSnapshot
   std::vector<char> buf(1 << 16);
   uint64_t changes = 0;
   for (const auto& [rel, whiteout] : out) {
-    std::unique_ptr<archive_entry, EntryDeleter> e(archive_entry_new());
+    EntryPtr e(archive_entry_new());
     archive_entry_set_pathname(e.get(), rel.c_str());
     archive_entry_set_uid(e.get(), 0);
     archive_entry_set_gid(e.get(), 0);

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "rt/error.hpp"
+#include "squash/le.hpp"
 #include "util/fs.hpp"
 #include "util/strings.hpp"
 
@@ -20,8 +21,8 @@ namespace {
 // [16], then eight little-endian int64: created, modified, descriptors
 // free, total, offset, size, data offset, size.
 constexpr size_t kHeaderSize = 128;
-constexpr size_t kMagicAt = 32;
-constexpr char kMagic[10] = {'S', 'I', 'F', '_', 'M', 'A', 'G', 'I', 'C', '\0'};
+constexpr size_t kSifMagicAt = 32;
+constexpr char kSifMagic[10] = {'S', 'I', 'F', '_', 'M', 'A', 'G', 'I', 'C', '\0'};
 // A descriptor, packed: type i32, used u8, id, group, link u32, offset,
 // size, size with padding, created, modified, uid, gid i64, name [128],
 // extra [384].
@@ -29,13 +30,6 @@ constexpr size_t kDescriptorSize = 4 + 1 + 3 * 4 + 7 * 8 + 128 + 384;
 constexpr size_t kNameAt = 4 + 1 + 3 * 4 + 7 * 8;
 constexpr size_t kExtraAt = kNameAt + 128;
 constexpr uint64_t kMaxDescriptors = 1 << 16;
-
-template <class T>
-T le(const std::string& s, size_t at) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t{static_cast<unsigned char>(s[at + i])} << (8 * i);
-  return static_cast<T>(v);
-}
 
 // A NUL-padded field as a string.
 std::string padded(const std::string& s, size_t at, size_t n) {
@@ -91,7 +85,7 @@ std::string sif_prefix(uint64_t size, const std::string& id, int64_t now, const 
   std::string s(kSifDataStart, '\0');
   static const char launch[] = "#!/usr/bin/env run-singularity\n";
   std::memcpy(s.data(), launch, sizeof launch - 1);
-  std::memcpy(s.data() + kMagicAt, kMagic, sizeof kMagic);
+  std::memcpy(s.data() + kSifMagicAt, kSifMagic, sizeof kSifMagic);
   std::memcpy(s.data() + 42, "01", 2);
   std::memcpy(s.data() + 45, own_arch(), 2);
   std::memcpy(s.data() + 48, id.data(), std::min<size_t>(id.size(), 16));
@@ -146,8 +140,8 @@ size_t SifFile::signatures() const {
 }
 
 bool is_sif(int fd) {
-  char m[sizeof kMagic];
-  return ::pread(fd, m, sizeof m, kMagicAt) == static_cast<ssize_t>(sizeof m) && std::memcmp(m, kMagic, sizeof m) == 0;
+  char m[sizeof kSifMagic];
+  return ::pread(fd, m, sizeof m, kSifMagicAt) == static_cast<ssize_t>(sizeof m) && std::memcmp(m, kSifMagic, sizeof m) == 0;
 }
 
 SifFile read_sif(int fd, const std::string& path) {
@@ -157,7 +151,7 @@ SifFile read_sif(int fd, const std::string& path) {
   const auto size = static_cast<uint64_t>(st.st_size);
   try {
     const std::string h = read_at(fd, 0, kHeaderSize, "the SIF header");
-    if (std::memcmp(h.data() + kMagicAt, kMagic, sizeof kMagic) != 0) throw Error("is not a SIF file (no SIF_MAGIC)");
+    if (std::memcmp(h.data() + kSifMagicAt, kSifMagic, sizeof kSifMagic) != 0) throw Error("is not a SIF file (no SIF_MAGIC)");
     // Version "01" is the one SIF format there is (sif(5), Apptainer 1.x).
     if (const std::string version = padded(h, 42, 3); version != "01")
       throw Error("its SIF version " + util::utf8_escaped(util::quoted(version)) + " is not one rt knows (01)");

@@ -17,6 +17,7 @@ extern "C" {
 }
 
 #include "rt/error.hpp"
+#include "squash/le.hpp"
 #include "util/fs.hpp"
 
 namespace rt::squash {
@@ -32,13 +33,6 @@ struct Bad : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 [[noreturn]] void bad(const std::string& why) { throw Bad(why); }
-
-template <class T>
-T le(const std::string& s, size_t at) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t{static_cast<unsigned char>(s[at + i])} << (8 * i);
-  return static_cast<T>(v);
-}
 
 // The image's bytes: `size` of them from `base` in the file.
 class File {

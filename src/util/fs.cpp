@@ -259,12 +259,12 @@ void remove_tree_at(int dirfd, const std::string& name, const std::string& shown
   // once a directory is empty. Each level's identity is kept and ".." must
   // match it: a directory moved meanwhile (one inside an image may be
   // world-writable) stops the removal rather than lead it elsewhere.
-  struct Level {
+  struct DirLevel {
     std::string name;
     dev_t dev;
     ino_t ino;
   };
-  std::vector<Level> path;
+  std::vector<DirLevel> path;
   UniqueFd cur = open_for_removal(dirfd, name, shown, st);
   path.push_back({name, st.st_dev, st.st_ino});
   std::string where = shown;
