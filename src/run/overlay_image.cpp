@@ -169,6 +169,10 @@ void send_fd(int sock, int fd, const std::string& text) {
     const std::string image_lower = "f/l";
     if (::move_mount(image, "", AT_FDCWD, image_lower.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
       throw SysError{errno, "move_mount", r.shown};
+    image_tree.reset();
+    // Nothing of the container's stays open here for its lifetime (a
+    // holder's socket, the store): only the socket to it.
+    util::close_own_fds(/*only_stdio=*/true, sock);
     // The layers, top first, as overlayfs takes them.
     std::string lower = image_lower, upper = "upper", work = "work";
     for (size_t i = 0; i < r.layers.size(); ++i) {
