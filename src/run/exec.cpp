@@ -23,6 +23,7 @@
 #include "run/hostinfo.hpp"
 #include "run/image_root.hpp"
 #include "run/overlay_dir.hpp"
+#include "run/overlay_image.hpp"
 #include "run/injection.hpp"
 #include "run/instance.hpp"
 #include "run/join.hpp"
@@ -130,6 +131,7 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
   run::apply_injected_env(injection, p.env);
   if (injection.gpu) pin.hidden = run::select_gpus(injection, p.env);
   p.plan = run::build_plan(pin);
+  run::find_overlay_programs(p.plan);
 
   std::string shell;
   if (o.mode == ExecMode::Shell) {

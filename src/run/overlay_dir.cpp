@@ -156,7 +156,8 @@ void closing_overlay_lock(const OverlayLayer& layer) {
 void release_overlay_lock(const OverlayLayer& layer) {
   const std::string lock = lock_of(layer), holder = lock + "/holder";
   auto text = util::read_file_if_exists(holder, 4096);
-  if (!text || !util::trim(*text).starts_with(overlay_holder_line())) return;
+  const std::string mine = overlay_holder_line();
+  if (!text || (util::trim(*text) != mine && util::trim(*text) != mine + " closing")) return;
   ::unlink(holder.c_str());
   ::rmdir(lock.c_str());
 }

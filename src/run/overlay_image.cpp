@@ -237,6 +237,20 @@ void send_fd(int sock, int fd, const std::string& text) {
 
 }  // namespace
 
+void find_overlay_programs(MountPlan& plan) {
+  if (plan.overlays.empty()) return;
+  bool images = false;
+  for (auto& l : plan.overlays) {
+    l.image = is_ext_image(l.path);
+    if (l.image && plan.inner_uid != plan.outer_uid)
+      throw Error("--overlay " + l.path + ": an overlay image with --fakeroot, --root or --uid is not supported",
+                  "use a directory overlay (mkdir -m 0755 DIR; --overlay DIR)");
+    images |= l.image;
+  }
+  plan.fuse_overlayfs = find_system_program("fuse-overlayfs");
+  if (images) plan.fuse2fs = find_system_program("fuse2fs");
+}
+
 bool is_ext_image(const std::string& path) {
   util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a link: refused by its check
   struct stat st;

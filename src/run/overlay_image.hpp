@@ -38,6 +38,11 @@ bool is_ext_image(const std::string& path);
 // the user's overlay in its hands. "" when there is none.
 std::string find_system_program(const std::string& name);
 
+// Marks the plan's overlays that are images and finds the programs they
+// need (host, after build_plan, which stays pure). Throws rt::Error for an
+// image with an id other than the user's inside (--uid, --root).
+void find_overlay_programs(MountPlan& plan);
+
 struct FuseRootRequest {
   int image = -1;                    // the image's root directory (any fd that names it)
   std::string staging;               // the staging tmpfs's path (its fd's /proc path will do)

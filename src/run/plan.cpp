@@ -6,7 +6,6 @@
 #include <map>
 
 #include "rt/error.hpp"
-#include "run/overlay_image.hpp"
 #include "util/fs.hpp"
 #include "util/strings.hpp"
 
@@ -85,18 +84,9 @@ MountPlan build_plan(const PlanInputs& in) {
     }
     if (l.path.empty()) throw Error("--overlay needs a directory or an overlay image");
     l.path = util::normalize_path(l.path, h.cwd.empty() ? "/" : h.cwd);
-    l.image = is_ext_image(l.path);
-    if (l.image && o.uid && *o.uid != h.uid)
-      throw Error("--overlay " + spec + ": an overlay image with --fakeroot or --uid is not supported",
-                  "use a directory overlay (mkdir -m 0755 DIR; --overlay DIR)");
     p.overlays.push_back(std::move(l));
   }
   if (o.write && !o.overlays.empty()) throw Error("--write and --overlay exclude each other");
-  if (!p.overlays.empty()) {
-    p.fuse_overlayfs = find_system_program("fuse-overlayfs");
-    if (std::any_of(p.overlays.begin(), p.overlays.end(), [](const OverlayLayer& l) { return l.image; }))
-      p.fuse2fs = find_system_program("fuse2fs");
-  }
   p.outer_uid = h.uid;
   p.outer_gid = h.gid;
   p.inner_uid = o.uid.value_or(h.uid);
