@@ -93,8 +93,15 @@ TEST_CASE("apptainer: what rt cannot honour is refused, named, with the reason")
   CHECK_THAT(refusal({"exec", "i"}), Catch::Contains("no program"));
   CHECK_THAT(refusal({"exec", "library://x/y", "p"}), Catch::Contains("library://"));
   CHECK_THAT(refusal({"oci", "run"}), Catch::Contains("`oci`"));
-  CHECK_THAT(refusal({"overlay", "create", "--size", "64", "o.img"}), Catch::Contains("overlays are directories"));
+  CHECK_THAT(refusal({"overlay", "create", "--fakeroot", "o.img"}), Catch::Contains("--fakeroot"));
+  CHECK_THAT(refusal({"overlay", "create", "x.sif"}), Catch::Contains("inside a SIF file"));
   CHECK_THAT(refusal({"build", "--notest", "x.sif", "docker://debian"}), Catch::Contains("for definition files"));
+}
+
+TEST_CASE("apptainer overlay create: rt overlay create") {
+  CHECK(step({"overlay", "create", "--size=128", "--sparse", "--create-dir", "/opt", "o.img"}) ==
+        V{"overlay", "create", "--size", "128", "--sparse", "--create-dir", "/opt", "--", "o.img"});
+  CHECK(step({"overlay", "create", "-s", "8", "o.img"}) == V{"overlay", "create", "--size", "8", "--", "o.img"});
 }
 
 TEST_CASE("apptainer pull and build: rt pull, then rt convert to one file") {
