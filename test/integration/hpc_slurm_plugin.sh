@@ -111,7 +111,7 @@ expect_eq "$("$RT" exec "$T/saved2.sqfs" cat /saved-marker)" saved2 "... with --
 out=$(on_head env RT_STORAGE="$RT_STORAGE" timeout 120 salloc -N 1 /bin/sh -c "
   srun -n 2 --container-image=$T/img.sqfs --container-name=wr --container-writable /bin/sh -c 'echo w >/w-\$SLURM_PROCID'
   srun -n 1 --container-name=wr --container-writable /bin/sh -c 'cat /w-0 /w-1'
-" 2>"$T/err")
+" 2>"$T/err") || fail "--container-name with --container-writable: $(cat "$T/err")"
 expect_eq "$out" "w
 w" "--container-name with --container-writable: both ranks write, a later step reads"
 

@@ -41,7 +41,7 @@ T=$(mktemp -d "${RT_TEST_TMP:-/tmp}/rt-test.XXXXXX")
 STOP_PIDS=  # processes a test started, ended on exit
 cleanup() {
   [ -z "${POD_RUN:-}" ] || rootless_podman_done
-  [ -z "$STOP_PIDS" ] || kill $STOP_PIDS 2>/dev/null
+  [ -z "$STOP_PIDS" ] || kill $STOP_PIDS 2>/dev/null || true  # some may have ended
   chmod -R u+w "$T" 2>/dev/null || true
   rm -rf "$T"
 }
