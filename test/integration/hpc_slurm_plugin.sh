@@ -108,7 +108,7 @@ rt plugin test image" "--container-save wrote a SquashFS image that rt exec runs
 one --container-image="$T/img.sqfs" --container-writable --container-save="$T/saved2.sqfs" \
   /bin/sh -c 'echo saved2 >/saved-marker' || fail "--container-writable --container-save: $(cat "$T/err")"
 expect_eq "$("$RT" exec "$T/saved2.sqfs" cat /saved-marker)" saved2 "... with --container-writable too"
-out=$(on_head env RT_STORAGE="$RT_STORAGE" timeout 120 salloc -N 1 /bin/sh -c "
+out=$(on_head env RT_STORAGE="$RT_STORAGE" timeout 120 salloc -N 1 -n 2 /bin/sh -c "
   srun -n 2 --container-image=$T/img.sqfs --container-name=wr --container-writable /bin/sh -c 'echo w >/w-\$SLURM_PROCID'
   srun -n 1 --container-name=wr --container-writable /bin/sh -c 'cat /w-0 /w-1'
 " 2>"$T/err") || fail "--container-name with --container-writable: $(cat "$T/err")"
