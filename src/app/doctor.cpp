@@ -25,6 +25,7 @@
 #include "hpc/site_config.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
+#include "run/overlay_image.hpp"
 #include "store/layout.hpp"
 #include "store/root.hpp"
 #include "util/error.hpp"
@@ -211,6 +212,25 @@ DoctorCheck check_overlay() {
       "rt falls back to copying directory entries (slower --bind into images)", "a kernel of 5.11 or later");
 }
 
+// Overlay images (rt overlay create, --overlay FILE) run through two FUSE
+// programs; without them only directory overlays work.
+DoctorCheck check_overlay_images() {
+  DoctorCheck c{"overlay images", Status::Ok, "", ""};
+  std::vector<std::string> missing, found;
+  for (const char* p : {"fuse2fs", "fuse-overlayfs", "mkfs.ext3"}) {
+    const std::string at = run::find_system_program(p);
+    (at.empty() ? missing : found).push_back(at.empty() ? p : at);
+  }
+  if (missing.empty()) {
+    c.detail = util::join(found, ", ") + ": --overlay FILE.img works";
+    return c;
+  }
+  c.status = Status::Warn;
+  c.detail = "no " + util::join(missing, ", ") + ": --overlay takes directories only";
+  c.fix = "ask the administrator: apt install fuse2fs fuse-overlayfs e2fsprogs";
+  return c;
+}
+
 DoctorCheck check_seccomp() {
   return probed(
       "root emulation (--seccomp)", "seccomp filters, for package managers under --root",
@@ -366,7 +386,7 @@ DoctorCheck check_ib(const std::map<std::string, std::string>& cache, const hpc:
 }  // namespace
 
 std::vector<DoctorCheck> doctor(const StoreOptions& o) {
-  std::vector<DoctorCheck> out{check_userns(),  check_fuse(),    check_overlay(),
+  std::vector<DoctorCheck> out{check_userns(),  check_fuse(),    check_overlay(), check_overlay_images(),
                                check_openat2(), check_seccomp(), check_store(o)};
   DoctorCheck site{"site configuration", Status::Ok, "", ""};
   hpc::SiteConfig conf;
