@@ -30,6 +30,7 @@ constexpr const char* kUsage =
     "  pull [--force] [--name FILE] [FILE] docker://REF\n"
     "  build [--force] [--sandbox] [--notest] [--build-arg K=V] TARGET docker://REF|docker-archive://TAR|DIR|FILE.sif|FILE.def\n"
     "  inspect [--deffile|--labels|--runscript|--startscript|--test|--environment|--helpfile] IMAGE\n"
+    "  overlay create [--size MiB] [--sparse] [--create-dir DIR] FILE\n"
     "  run-help IMAGE | instance start|stop|list | cache clean | version\n"
     "\n"
     "IMAGE: a SIF, SquashFS or .simg file, a directory, a stored name, docker://REF\n"
