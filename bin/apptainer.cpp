@@ -100,6 +100,16 @@ public:
   bool done() const { return i_ >= w_.size(); }
   const std::string& peek() const { return w_[i_]; }
   std::string take() { return w_[i_++]; }
+  // The next word, an option: "--name=value" gives "--name" and sets
+  // `inline_value` (for value_for).
+  std::string take_option(std::optional<std::string>& inline_value) {
+    std::string word = take();
+    if (size_t eq = word.find('='); eq != std::string::npos && word.starts_with("--")) {
+      inline_value = word.substr(eq + 1);
+      word.resize(eq);
+    }
+    return word;
+  }
   std::vector<std::string> rest() const { return {w_.begin() + static_cast<long>(i_), w_.end()}; }
   std::string value_for(const std::string& opt, std::optional<std::string>& inline_value) {
     if (inline_value) return *std::exchange(inline_value, std::nullopt);
@@ -389,12 +399,8 @@ struct OutputOptions {
 OutputOptions read_output_options(Words& w, const std::string& command) {
   OutputOptions o;
   while (!w.done() && w.peek().size() > 1 && w.peek()[0] == '-') {
-    std::string word = w.take();
     std::optional<std::string> v;
-    if (size_t eq = word.find('='); eq != std::string::npos && word.starts_with("--")) {
-      v = word.substr(eq + 1);
-      word.resize(eq);
-    }
+    const std::string word = w.take_option(v);
     if (word == "-F" || word == "--force")
       o.force = true;
     else if ((word == "-s" || word == "--sandbox") && command == "build")
@@ -613,12 +619,8 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     std::vector<std::string> step{"overlay", "create"};
     std::vector<std::string> pos;
     while (!w.done()) {
-      std::string x = w.take();
       std::optional<std::string> value;
-      if (x.starts_with("--") && x.find('=') != std::string::npos) {
-        value = x.substr(x.find('=') + 1);
-        x = x.substr(0, x.find('='));
-      }
+      const std::string x = w.take_option(value);
       if (x == "-s" || x == "--size")
         step.insert(step.end(), {"--size", w.value_for(x, value)});
       else if (x == "--create-dir")

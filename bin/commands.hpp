@@ -23,7 +23,6 @@ struct Command {
 // subcommand is wasted work on the per-rank start path.
 void add_exec_commands(CLI::App& app, std::vector<Command>& out, const std::string& only = {});
 
-
 // The verbs the static rt program serves itself; it hands every other
 // command line to the full program (rt-image), which links the registry,
 // archive and TLS libraries the exec path must not load.

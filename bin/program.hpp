@@ -12,9 +12,9 @@ namespace rt::cli {
 struct Command;
 
 struct Program {
-  bool full;                                              // rt-image (else the static rt)
-  void (*setup)();                                        // before anything runs (root emulation)
-  void (*before_commands)();                              // before a command of the CLI11 parser
+  bool full;                                               // rt-image (else the static rt)
+  void (*setup)();                                         // before anything runs (root emulation)
+  void (*before_commands)();                               // before a command of the CLI11 parser
   void (*add_commands)(CLI::App&, std::vector<Command>&);  // its own commands (rt-image's image commands)
 };
 extern const Program kProgram;

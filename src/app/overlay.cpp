@@ -1,13 +1,9 @@
 // rt overlay create: ext3 overlay images (host).
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 
 #include "image/child.hpp"
 #include "rt/error.hpp"
@@ -18,35 +14,6 @@
 #include "util/strings.hpp"
 
 namespace rt {
-namespace {
-
-// A directory to fill the image from, removed with its contents at scope end.
-struct SeedDir {
-  std::string path;
-  SeedDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string t = std::string(tmp && *tmp == '/' ? tmp : "/tmp") + "/rt-overlay.XXXXXX";
-    if (!::mkdtemp(t.data())) throw SysError{errno, "mkdtemp", t};
-    path = t;
-  }
-  ~SeedDir() {
-    try {
-      util::remove_tree(path);
-    } catch (const Error&) {
-    }
-  }
-};
-
-// What a program wrote into `fd` (a memfd), on one line.
-std::string said(int fd) {
-  std::string text(8192, '\0');
-  const ssize_t n = ::pread(fd, text.data(), text.size(), 0);
-  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return util::trim(text);
-}
-
-}  // namespace
 
 void overlay_create(const std::string& file, const OverlayCreateOptions& o) {
   util::log_init(o.verbosity);
@@ -62,11 +29,13 @@ void overlay_create(const std::string& file, const OverlayCreateOptions& o) {
       throw Error("rt overlay create: --create-dir `" + d + "` is not a directory below /");
     dirs.push_back(n);
   }
-  SeedDir seed;
-  for (const char* d : {"/upper", "/work"})
-    if (::mkdir((seed.path + d).c_str(), 0755) != 0) throw SysError{errno, "mkdir", seed.path + d};
+  // The tree to fill it from, beside it (ours alone; removed at the end).
+  util::TempDirBeside tmp(file);
+  const std::string seed = tmp.path("seed");
+  for (const char* d : {"", "/upper", "/work"})
+    if (::mkdir((seed + d).c_str(), 0755) != 0) throw SysError{errno, "mkdir", seed + d};
   for (const auto& d : dirs) {
-    std::string at = seed.path + "/upper";
+    std::string at = seed + "/upper";
     for (const auto& part : util::split(d.substr(1), '/'))
       if (::mkdir((at += "/" + part).c_str(), 0755) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", at};
   }
@@ -96,14 +65,12 @@ void overlay_create(const std::string& file, const OverlayCreateOptions& o) {
   // Apptainer's layout: upper/ and work/ at the root, owned by the user,
   // who alone writes the file system (fuse2fs serves it as theirs).
   const std::string owner = std::to_string(::getuid()) + ":" + std::to_string(::getgid());
-  const int err_fd = static_cast<int>(::syscall(SYS_memfd_create, "mkfs.ext3", MFD_CLOEXEC));
-  if (err_fd < 0) throw SysError{errno, "memfd_create"};
-  util::UniqueFd err(err_fd);
-  const int status = image::run_program({mkfs, "-q", "-F", "-E", "root_owner=" + owner, "-d", seed.path, file},
+  util::UniqueFd err = util::memory_file("mkfs.ext3");
+  const int status = image::run_program({mkfs, "-q", "-F", "-E", "root_owner=" + owner, "-d", seed, file},
                                         {.in = -1, .out = err.get(), .err = err.get()});
   if (status != 0)
     throw Error("rt overlay create: mkfs.ext3 failed on `" + file + "` (exit status " + std::to_string(status) +
-                "): " + said(err.get()));
+                "): " + util::memory_file_text(err.get()));
   done = true;
   util::info("created overlay image `" + file + "` (" + std::to_string(o.size_mib) + " MiB, ext3)");
 }

@@ -12,7 +12,7 @@ namespace rt::hpc {
 namespace {
 
 const std::set<std::string> kPyxisKeys = {"image",      "mounts",     "workdir", "env",  "mount_home", "writable",
-                                     "remap_root", "entrypoint", "name",    "save", "storage"};
+                                          "remap_root", "entrypoint", "name",    "save", "storage"};
 
 bool flag(const std::map<std::string, std::string>& v, const std::string& key) {
   auto it = v.find(key);

@@ -34,6 +34,7 @@
 #include <utility>
 
 #include "rt/error.hpp"
+#include "run/overlay_dir.hpp"
 #include "run/overlay_image.hpp"
 #include "util/fs.hpp"
 #include "util/inroot.hpp"
@@ -196,50 +197,7 @@ private:
     const unsigned long image_locked = locked_flags(image_.get(), rootfs);
     const std::string root_path = stage_path("root");
     if (plan_.root_mode == RootMode::Overlay) {
-      // Writes go to the writable --overlay's upper/ (kept), else to the
-      // staging tmpfs (discarded); read-only overlays stack on the image,
-      // the last given on top.
-      std::string upper = stage_path("upper"), work = stage_path("work"), lower = fd_path(image_.get());
-      const OverlayLayer* kept = nullptr;
-      for (const auto& l : plan_.overlays) {
-        if (l.writable) {
-          kept = &l;
-          upper = l.path + "/upper";
-          work = l.path + "/work";
-        } else {
-          // A directory a writable use filled is read through its upper/.
-          struct stat st;
-          const bool used = ::stat((l.path + "/upper").c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-                            ::stat((l.path + "/work").c_str(), &st) == 0;
-          lower = (used ? l.path + "/upper" : l.path) + ":" + lower;
-        }
-      }
-      if (!kept)
-        for (const char* d : {"upper", "work"})
-          if (::mkdirat(staging_.get(), d, 0755) != 0) throw SysError{errno, "mkdir", rootfs + "/" + d};
-      const bool images = std::any_of(plan_.overlays.begin(), plan_.overlays.end(), [](auto& l) { return l.image; });
-      const std::string opts = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work;
-      // userxattr (Linux 5.11) is what makes an unprivileged overlay mount possible.
-      if (images ||
-          ::mount("overlay", root_path.c_str(), "overlay", MS_NOSUID | MS_NODEV, (opts + ",userxattr").c_str()) != 0) {
-        int e = errno;
-        // An image, or layers the kernel refuses (an older kernel, an
-        // upper layer on NFS): fuse-overlayfs, where it is installed.
-        if (images || !plan_.fuse_overlayfs.empty()) {
-          if (!images) util::debug(std::string("overlayfs refused (") + std::strerror(e) + "): fuse-overlayfs instead");
-          UniqueFd tree = fuse_root(
-              {image_.get(), fd_path(staging_.get()), plan_.overlays, rootfs, plan_.fuse2fs, plan_.fuse_overlayfs});
-          if (::move_mount(tree.get(), "", AT_FDCWD, root_path.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
-            throw SysError{errno, "move_mount", "fuse-overlayfs", rootfs};
-        } else if (kept)
-          throw Error(SysError(e, "mount(overlay)", kept->path).what(),
-                      "a writable overlay needs unprivileged overlayfs (Linux 5.11 or later) and a directory on a "
-                      "local file system (NFS, Lustre and GPFS cannot hold an overlay's upper layer)");
-        else {
-          Error err = SysError(e, "mount(overlay)", rootfs);
-          throw Error(err.what(), "--write-tmpfs and --overlay need unprivileged overlayfs (Linux 5.11 or later)");
-        }
-      }
+      mount_overlay_root(root_path);
     } else {
       do_mount(fd_path(image_.get()), root_path, nullptr, MS_BIND, "", "MS_BIND", rootfs, rootfs);
       unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | image_locked;
@@ -249,6 +207,51 @@ private:
     root_ = util::open_fd(root_path, O_PATH | O_DIRECTORY);
     writable_devs_.insert(dev_of(staging_.get(), rootfs));
     if (plan_.root_mode == RootMode::Overlay) writable_devs_.insert(dev_of(root_.get(), rootfs));
+  }
+
+  // The root under --write-tmpfs or --overlay. Writes go to the writable
+  // overlay's upper/ (kept), else to the staging tmpfs (discarded);
+  // read-only overlays stack on the image, the last given on top. The
+  // kernel's overlayfs, unless a layer is an image or the kernel refuses
+  // the layers (an older kernel, an upper layer on NFS): then
+  // fuse-overlayfs's tree (run/overlay_image), where it is installed.
+  void mount_overlay_root(const std::string& root_path) {
+    const std::string& rootfs = plan_.rootfs;
+    const OverlayLayer* kept = nullptr;
+    bool images = false;
+    for (const auto& l : plan_.overlays) {
+      if (l.writable) kept = &l;
+      images |= l.image;
+    }
+    if (!kept)
+      for (const char* d : {"upper", "work"})
+        if (::mkdirat(staging_.get(), d, 0755) != 0) throw SysError{errno, "mkdir", rootfs + "/" + d};
+    if (!images) {
+      std::string upper = stage_path("upper"), work = stage_path("work"), lower = fd_path(image_.get());
+      for (const auto& l : plan_.overlays)
+        if (&l == kept) {
+          upper = l.path + "/upper";
+          work = l.path + "/work";
+        } else {
+          lower = overlay_read_dir(l.path) + ":" + lower;
+        }
+      // userxattr (Linux 5.11) is what makes an unprivileged overlay mount possible.
+      const std::string opts = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + ",userxattr";
+      if (::mount("overlay", root_path.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) == 0) return;
+      const int e = errno;
+      if (plan_.fuse_overlayfs.empty() && kept)
+        throw Error(SysError(e, "mount(overlay)", kept->path).what(),
+                    "a writable overlay needs unprivileged overlayfs (Linux 5.11 or later) and a directory on a "
+                    "local file system (NFS, Lustre and GPFS cannot hold an overlay's upper layer)");
+      if (plan_.fuse_overlayfs.empty())
+        throw Error(SysError(e, "mount(overlay)", rootfs).what(),
+                    "--write-tmpfs and --overlay need unprivileged overlayfs (Linux 5.11 or later)");
+      util::debug(std::string("overlayfs refused (") + std::strerror(e) + "): fuse-overlayfs instead");
+    }
+    UniqueFd tree =
+        fuse_root({image_.get(), fd_path(staging_.get()), plan_.overlays, rootfs, plan_.fuse2fs, plan_.fuse_overlayfs});
+    if (::move_mount(tree.get(), "", AT_FDCWD, root_path.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      throw SysError{errno, "move_mount", "fuse-overlayfs", rootfs};
   }
 
   static bool same_file(int a, int b) {

@@ -113,9 +113,9 @@ void take_lock(const OverlayLayer& layer, bool only_check) {
     if (here) pid = std::strtol(f[1].c_str(), nullptr, 10);
     const bool alive = here && pid > 0 && start_time(pid) == f[2];
     if ((f.size() == 3 || closing) && !here)
-      throw Error("overlay `" + dir + "` is in use by process " + f[1] + " on host " + f[0],
-                  "one container at a time may write an overlay; if no container of yours runs there, remove `" +
-                      lock + "`");
+      throw Error(
+          "overlay `" + dir + "` is in use by process " + f[1] + " on host " + f[0],
+          "one container at a time may write an overlay; if no container of yours runs there, remove `" + lock + "`");
     if (alive && layer.image && std::chrono::steady_clock::now() - start < std::chrono::seconds(closing ? 10 : 2)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       --attempt;
@@ -138,6 +138,13 @@ void take_lock(const OverlayLayer& layer, bool only_check) {
 }
 
 }  // namespace
+
+std::string overlay_read_dir(const std::string& dir) {
+  struct stat st;
+  const bool used =
+      ::stat((dir + "/upper").c_str(), &st) == 0 && S_ISDIR(st.st_mode) && ::stat((dir + "/work").c_str(), &st) == 0;
+  return used ? dir + "/upper" : dir;
+}
 
 std::string overlay_holder_line() {
   const long pid = static_cast<long>(::getpid());

@@ -22,6 +22,10 @@ namespace rt::run {
 // .NAME.rt-lock beside it.
 void prepare_overlays(const std::vector<OverlayLayer>& layers);
 
+// A read-only directory layer as overlayfs reads it: DIR/upper where a
+// writable use filled it (upper/ and work/ there), else DIR itself.
+std::string overlay_read_dir(const std::string& dir);
+
 // The lock's holder line for this process: "HOST PID STARTTIME".
 std::string overlay_holder_line();
 

@@ -5,7 +5,6 @@
 #include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -15,7 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -75,9 +73,8 @@ struct Daemon {
 Daemon spawn(const std::vector<std::string>& argv) {
   Daemon d;
   d.name = util::base_name(argv.front());
-  const int err = static_cast<int>(::syscall(SYS_memfd_create, d.name.c_str(), MFD_CLOEXEC));
-  if (err < 0) throw SysError{errno, "memfd_create", d.name};
-  d.err = util::UniqueFd(err);
+  d.err = util::memory_file(d.name);
+  const int err = d.err.get();
   std::vector<char*> a;
   for (const auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
   a.push_back(nullptr);
@@ -100,20 +97,6 @@ Daemon spawn(const std::vector<std::string>& argv) {
   return d;
 }
 
-// What a daemon wrote on stderr, on one line.
-std::string said(const Daemon& d) {
-  std::string text;
-  char buf[4096];
-  ssize_t n;
-  off_t at = 0;
-  while (text.size() < 16384 && (n = ::pread(d.err.get(), buf, sizeof buf, at)) > 0) {
-    text.append(buf, static_cast<size_t>(n));
-    at += n;
-  }
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return util::trim(text);
-}
-
 // Waits until `point` is a FUSE mount (the daemon serves it), or the
 // daemon ends (an error with what it said).
 void await_mount(Daemon& d, const std::string& point, const std::string& what) {
@@ -124,7 +107,7 @@ void await_mount(Daemon& d, const std::string& point, const std::string& what) {
     int st = 0;
     if (::waitpid(d.pid, &st, WNOHANG) == d.pid) {
       d.pid = -1;
-      const std::string text = said(d);
+      const std::string text = util::memory_file_text(d.err.get());
       throw Error(d.name + " could not mount " + what + (text.empty() ? "" : ": " + text));
     }
     if (std::chrono::steady_clock::now() > until) throw Error(d.name + " did not mount " + what + " in 30 s");
@@ -133,7 +116,9 @@ void await_mount(Daemon& d, const std::string& point, const std::string& what) {
 }
 
 void send_fd(int sock, int fd, const std::string& text) {
-  struct iovec iov {const_cast<char*>(text.data()), text.size()};
+  struct iovec iov {
+    const_cast<char*>(text.data()), text.size()
+  };
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   struct msghdr msg {};
   msg.msg_iov = &iov;
@@ -180,18 +165,16 @@ void send_fd(int sock, int fd, const std::string& text) {
       std::string top = l.path;
       if (l.image) {
         const std::string point = "f/i" + std::to_string(i);
-        daemons.push_back(spawn({need_program(r.fuse2fs, "fuse2fs", "overlay image `" + l.path + "`"), l.path, point, "-f", "-o",
-                                 l.writable ? "rw" : "ro"}));
+        daemons.push_back(spawn({need_program(r.fuse2fs, "fuse2fs", "overlay image `" + l.path + "`"), l.path, point,
+                                 "-f", "-o", l.writable ? "rw" : "ro"}));
         await_mount(daemons.back(), point, "overlay image `" + l.path + "`");
         top = point;
       }
-      struct stat st;
-      const bool filled = ::stat((top + "/upper").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
       if (l.writable) {
         upper = top + "/upper";
         work = top + "/work";
       } else {
-        lower = (filled || l.image ? top + "/upper" : top) + ":" + lower;
+        lower = (l.image ? top + "/upper" : overlay_read_dir(top)) + ":" + lower;
       }
     }
     // Every file the user's, as the user's images are: a file of an id
@@ -295,7 +278,9 @@ util::UniqueFd fuse_root(const FuseRootRequest& r) {
   }
   char text[8192];
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  struct iovec iov {text, sizeof text - 1};
+  struct iovec iov {
+    text, sizeof text - 1
+  };
   struct msghdr msg {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;

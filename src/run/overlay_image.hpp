@@ -44,10 +44,10 @@ std::string find_system_program(const std::string& name);
 void find_overlay_programs(MountPlan& plan);
 
 struct FuseRootRequest {
-  int image = -1;                    // the image's root directory (any fd that names it)
-  std::string staging;               // the staging tmpfs's path (its fd's /proc path will do)
-  std::vector<OverlayLayer> layers;  // as in the plan: read-only ones stack, the writable one takes the writes
-  std::string shown;                 // the image, for messages
+  int image = -1;                       // the image's root directory (any fd that names it)
+  std::string staging;                  // the staging tmpfs's path (its fd's /proc path will do)
+  std::vector<OverlayLayer> layers;     // as in the plan: read-only ones stack, the writable one takes the writes
+  std::string shown;                    // the image, for messages
   std::string fuse2fs, fuse_overlayfs;  // the programs (find_system_program), "" when missing
 };
 

@@ -331,6 +331,22 @@ size_t read_some(int fd, void* buf, size_t size, const std::string& name) {
   }
 }
 
+UniqueFd memory_file(const std::string& name) {
+  const int fd = static_cast<int>(::syscall(SYS_memfd_create, name.c_str(), 1U /* MFD_CLOEXEC */));
+  if (fd < 0) throw SysError{errno, "memfd_create", name};
+  return UniqueFd(fd);
+}
+
+std::string memory_file_text(int fd) {
+  std::string text;
+  try {
+    text = read_at(fd, 0, 16384, "stderr");
+  } catch (const Error&) {
+  }
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return trim(text);
+}
+
 std::string read_at(int fd, uint64_t offset, size_t n, const std::string& name) {
   std::string out(n, '\0');
   size_t got = 0;

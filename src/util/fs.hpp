@@ -79,6 +79,12 @@ size_t read_some(int fd, void* buf, size_t size, const std::string& name);
 // Up to `n` bytes of `fd` from `offset`: fewer only where the file ends.
 // Throws SysError naming `name`.
 std::string read_at(int fd, uint64_t offset, size_t n, const std::string& name);
+
+// A file in memory (memfd_create), for a child's stderr: the child never
+// blocks on it, and it is read back once the child has failed.
+UniqueFd memory_file(const std::string& name);
+// The first 16 KiB such a file holds, on one line.
+std::string memory_file_text(int fd);
 }  // namespace rt::util
 
 namespace rt::util {
