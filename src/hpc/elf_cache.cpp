@@ -91,8 +91,10 @@ std::optional<ElfInfo> ElfCache::get(const std::string& path) {
   // Checked once per process: a plan asks for a library more than once.
   if (it != entries_.end() && it->second.checked) return it->second.info;
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return read_elf(path);  // read_elf explains the error
-  std::string stamp = util::file_stamp(st);
+  const bool here = ::stat(path.c_str(), &st) == 0;
+  std::string stamp = here ? util::file_stamp(st) : "-";
+  if (record_) record_->emplace(path, stamp);
+  if (!here) return read_elf(path);  // read_elf explains the error
   if (it != entries_.end() && it->second.stamp == stamp && (it->second.raw.empty() || parse(it->second))) {
     it->second.checked = true;
     return it->second.info;

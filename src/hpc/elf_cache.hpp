@@ -22,6 +22,9 @@ public:
   // Facts about other files, under keys that change with them.
   std::optional<std::string> note(const std::string& key) const;
   void set_note(const std::string& key, const std::string& value);
+  // From now on, each path get() is asked for is put in `into` with its
+  // identity (host_stamp's), the first time.
+  void record(std::map<std::string, std::string>* into) { record_ = into; }
   // Writes the cache back if anything was read (atomically: concurrent
   // ranks each write a whole file, the last one wins). Errors are ignored:
   // the cache is only an optimisation.
@@ -40,6 +43,7 @@ private:
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> notes_;
   bool dirty_ = false;
+  std::map<std::string, std::string>* record_ = nullptr;
 };
 
 }  // namespace rt::hpc

@@ -97,9 +97,12 @@ using util::dir_name;
 // /usr/local/nvidia/bin/nvidia-smi`: bound in its place, the script would
 // run a path the container lacks), else the first script. Returns the
 // program and the script it was found through ("" when none).
-std::optional<std::pair<std::string, std::string>> driver_program(const std::vector<std::string>& candidates) {
+// `consult` is told each path before it is read.
+std::optional<std::pair<std::string, std::string>> driver_program(
+    const std::vector<std::string>& candidates, const std::function<void(const std::string&)>& consult) {
   // The first bytes of a regular file; nullopt for anything else.
-  auto head = [](const std::string& path) -> std::optional<std::string> {
+  auto head = [&consult](const std::string& path) -> std::optional<std::string> {
+    consult(path);
     util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
     struct stat st;
     if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
@@ -137,30 +140,40 @@ std::string libcuda_version(const std::string& name) {
   return v;
 }
 
-// The driver version of the file a libcuda.so.1 link leads to.
-std::string cuda_version(const std::string& libcuda) {
-  char real[PATH_MAX];
-  return ::realpath(libcuda.c_str(), real) ? libcuda_version(base_name(real)) : "";
-}
-
 class Planner {
 public:
-  Planner(const SiteConfig& conf, const ImageView& image, ElfCache& elf, bool glibc_replace)
-      : conf_(conf), image_(image), elf_(elf), glibc_replace_(glibc_replace) {
+  Planner(const SiteConfig& conf, const ImageView& image, ElfCache& elf, bool glibc_replace, PlanInputs* inputs)
+      : conf_(conf), image_(image), elf_(elf), glibc_replace_(glibc_replace), inputs_(inputs) {
     auto cache = conf.get("ld_cache", {"/etc/ld.so.cache"});
     cache_file_ = cache.empty() ? "/etc/ld.so.cache" : cache.front();
-    struct stat st;
-    if (::stat(cache_file_.c_str(), &st) == 0) cache_stamp_ = util::file_stamp(st);
+    if (std::string stamp = consult(cache_file_); stamp != "-") cache_stamp_ = stamp;
   }
 
   Injection out;
+
+  // Every host path the plan looks at goes through here: its identity
+  // before it is used, in `inputs_` when a plan is recorded.
+  std::string consult(const std::string& path, bool* is_directory = nullptr) {
+    struct stat st;
+    const bool here = ::stat(path.c_str(), &st) == 0;
+    std::string stamp = here ? util::file_stamp(st) : "-";
+    if (inputs_) inputs_->host.emplace(path, stamp);
+    if (is_directory) *is_directory = here && S_ISDIR(st.st_mode);
+    return stamp;
+  }
+  bool host_exists(const std::string& path) { return consult(path) != "-"; }
+  bool host_is_directory(const std::string& path) {
+    bool dir = false;
+    consult(path, &dir);
+    return dir;
+  }
 
   // A host library by soname (or "name.so.*", or an absolute path).
   // Reading the linker cache whole is most of a plan's work: every rank
   // asks for the same names, so the answers are remembered under the
   // cache's identity, and it is read only for a name not asked before.
   std::optional<std::string> find(const std::string& name) {
-    if (!name.empty() && name.front() == '/') return util::path_exists(name) ? std::optional(name) : std::nullopt;
+    if (!name.empty() && name.front() == '/') return host_exists(name) ? std::optional(name) : std::nullopt;
     if (cache_stamp_.empty()) return std::nullopt;
     const std::string key = "ld " + cache_stamp_ + " " + name;
     if (auto known = elf_.note(key)) return known->empty() ? std::nullopt : std::optional(*known);
@@ -213,7 +226,7 @@ public:
       std::optional<std::string> found;
       for (auto dir : info.runpath) {
         if (dir.starts_with("$ORIGIN")) dir = dir_name(path) + dir.substr(7);
-        if (util::path_exists(dir + "/" + n)) {
+        if (host_exists(dir + "/" + n)) {
           found = dir + "/" + n;
           break;
         }
@@ -299,6 +312,7 @@ public:
   void add_plugin_dir(const std::string& dir, int depth = 0) {
     static const std::set<std::string> kNoPlugins = {"include", "share", "man", "doc", "pkgconfig", "cmake"};
     if (depth > 4) return;
+    consult(dir);  // its entries, by its identity
     DIR* d = ::opendir(dir.c_str());
     if (!d) return;  // an unreadable plugin directory: the host's MPI cannot use it either
     std::vector<std::pair<std::string, unsigned char>> entries;
@@ -329,7 +343,7 @@ public:
   }
 
   void add_dir(const std::string& dir) {
-    if (!util::is_directory(dir)) return;
+    if (!host_is_directory(dir)) return;
     for (const auto& d : out.dirs)
       if (d == dir) return;
     out.dirs.push_back(dir);
@@ -349,7 +363,7 @@ public:
   // names; empty when it links none or cannot be read. The program is
   // looked up in the image (on the image's usual PATH when it has no '/'),
   // else on the host (the working directory and home are bound).
-  std::pair<std::string, std::string> program_mpi(const std::string& program) const {
+  std::pair<std::string, std::string> program_mpi(const std::string& program) {
     if (program.empty()) return {};
     std::vector<std::string> candidates;
     if (program.find('/') == std::string::npos) {
@@ -376,7 +390,7 @@ public:
           elf_.set_note("mpi-needs " + stamp, found.first.empty() ? "" : found.first + " " + found.second);
           return found;
         }
-        if (program.find('/') != std::string::npos && util::path_exists(c)) return from(elf_.get(c));
+        if (program.find('/') != std::string::npos && host_exists(c)) return from(elf_.get(c));
       } catch (const Error&) {  // too large, unreadable, not ELF: no opinion
         return {};
       }
@@ -398,7 +412,7 @@ public:
     }
     if (!which.empty() && which.front() == '/') {
       lib = which;
-      if (!util::path_exists(lib)) throw Error("--mpi: `" + lib + "` does not exist");
+      if (!host_exists(lib)) throw Error("--mpi: `" + lib + "` does not exist");
       auto info = elf_.get(lib);
       flavor = mpi_abi(info && !info->soname.empty() ? info->soname : base_name(lib));
       if (flavor.empty())
@@ -465,13 +479,16 @@ public:
       if (auto f = find(l)) primary(*f);
     for (const auto& l : libs)
       if (auto f = find(l)) add_library(*f, "GPU", false);
-    auto cuda = find("libcuda.so.1");
-    if (cuda) cuda_compat(cuda_version(*cuda));
-    // The driver's programs live beside its libraries (../bin of where
-    // libcuda.so.1 really is: /usr/local/nvidia/bin on nodes whose driver
-    // has a prefix of its own), else in the usual places.
+    // The driver's version is in the name of the file libcuda.so.1 leads
+    // to; its programs live beside its libraries (../bin of that file:
+    // /usr/local/nvidia/bin on nodes whose driver has a prefix of its own),
+    // else in the usual places.
     std::vector<std::string> dirs;
-    if (char real[PATH_MAX]; cuda && ::realpath(cuda->c_str(), real)) dirs.push_back(dir_name(dir_name(real)) + "/bin");
+    if (auto cuda = find("libcuda.so.1"); cuda && host_exists(*cuda))
+      if (char real[PATH_MAX]; ::realpath(cuda->c_str(), real)) {
+        cuda_compat(libcuda_version(base_name(real)));
+        dirs.push_back(dir_name(dir_name(real)) + "/bin");
+      }
     for (const char* d : {"/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin", "/sbin"}) dirs.push_back(d);
     for (const auto& b : conf_.get("gpu.binaries", kGpuBinaries)) {
       std::vector<std::string> candidates;
@@ -479,7 +496,7 @@ public:
         candidates.push_back(b);
       else
         for (const auto& d : dirs) candidates.push_back(d + "/" + b);
-      if (auto program = driver_program(candidates)) {
+      if (auto program = driver_program(candidates, [this](const std::string& p) { consult(p); })) {
         out.files.push_back({program->first, std::string(kBinDir) + "/" + base_name(program->first)});
         if (!program->second.empty())
           out.notes.push_back("GPU: `" + program->second + "` is a script that runs `" + program->first +
@@ -572,7 +589,7 @@ public:
 
   void add_plugin_dirs(const std::vector<std::string>& dirs) {
     for (const auto& d : dirs)
-      if (util::is_directory(d) && std::find(out.dirs.begin(), out.dirs.end(), d) == out.dirs.end()) {
+      if (host_is_directory(d) && std::find(out.dirs.begin(), out.dirs.end(), d) == out.dirs.end()) {
         out.dirs.push_back(d);
         add_plugin_dir(d);
       }
@@ -642,12 +659,12 @@ public:
                                                         "libnss_hesiod.so.2", "libnss_db.so.2",  "libc_malloc_debug.so.0"};
     size_t n = 0;
     for (const auto& name : image_.list(image_dir))
-      if ((kGlibc.count(name) || kGlibcModules.count(name)) && util::path_exists(host_dir + "/" + name)) {
+      if ((kGlibc.count(name) || kGlibcModules.count(name)) && host_exists(host_dir + "/" + name)) {
         out.over.push_back({host_dir + "/" + name, image_dir + "/" + name});
         ++n;
       }
     for (const auto& gconv : {image_dir + "/gconv", "/usr" + image_dir + "/gconv"})
-      if (!image_.stamp(gconv).empty() && util::is_directory(host_dir + "/gconv")) {
+      if (!image_.stamp(gconv).empty() && host_is_directory(host_dir + "/gconv")) {
         out.over.push_back({host_dir + "/gconv", gconv});
         break;
       }
@@ -673,6 +690,7 @@ private:
   const ImageView& image_;
   ElfCache& elf_;
   const bool glibc_replace_;
+  PlanInputs* inputs_;  // where the inputs are recorded; null when they are not
   std::string cache_file_;
   std::string cache_stamp_;                                   // the linker cache's identity ("" if absent)
   std::optional<std::map<std::string, std::string>> cache_;  // the linker cache, once read
@@ -767,13 +785,44 @@ GpuMask gpu_mask(const std::string& nvidia_visible, const std::vector<HostGpu>& 
 
 namespace {
 
-Injection plan_once(const InjectRequest& req, const SiteConfig& conf, const ImageView& image, ElfCache* elf) {
+// The image as the planner sees it, each path it looks at recorded with
+// its identity before it is used (nothing for an image with an identity
+// of its own, which the plan's key holds).
+class RecordingView final : public ImageView {
+public:
+  RecordingView(const ImageView& image, PlanInputs& inputs)
+      : image_(image), inputs_(image.identity().empty() ? &inputs : nullptr) {}
+  const std::string& name() const override { return image_.name(); }
+  std::optional<std::string> read(const std::string& path, size_t limit) const override {
+    stamp(path);
+    return image_.read(path, limit);
+  }
+  std::vector<std::string> list(const std::string& dir) const override {
+    stamp(dir);
+    return image_.list(dir);
+  }
+  std::string stamp(const std::string& path) const override {
+    std::string s = image_.stamp(path);
+    if (inputs_) inputs_->image.emplace(path, s.empty() ? "-" : s);
+    return s;
+  }
+  std::string identity() const override { return image_.identity(); }
+
+private:
+  const ImageView& image_;
+  PlanInputs* inputs_;
+};
+
+Injection plan_once(const InjectRequest& req, const SiteConfig& conf, const ImageView& image, ElfCache* elf,
+                    PlanInputs* inputs) {
   ElfCache memory(-1, "");
   // The image's glibc is replaced only for what was asked for: never
   // because of a part that came in by itself.
   bool automatic = (req.gpu && !req.gpu_required) || (req.ib && !req.ib_required);
   bool replace = req.glibc_replace && !automatic && conf.get("glibc.replace") != std::vector<std::string>{"no"};
-  Planner p(conf, image, elf ? *elf : memory, replace);
+  ElfCache& facts = elf ? *elf : memory;
+  if (inputs) facts.record(&inputs->host);
+  Planner p(conf, image, facts, replace, inputs);
   if (!req.mpi.empty()) p.mpi(req.mpi, req.program);
   if (req.gpu) p.gpu(req.gpu_required);
   if (req.ib) p.ib(req.ib_required);
@@ -820,9 +869,18 @@ std::string nvidia_control_device(const SiteConfig& conf) {
   return (dev.empty() ? std::string("/dev") : dev.front()) + "/nvidiactl";
 }
 
-Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image, ElfCache* elf) {
+std::string host_stamp(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? util::file_stamp(st) : "-";
+}
+
+Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& given, ElfCache* elf,
+                         PlanInputs* inputs) {
+  PlanInputs unused;
+  const RecordingView recording(given, inputs ? *inputs : unused);
+  const ImageView& image = inputs ? static_cast<const ImageView&>(recording) : given;
   try {
-    return plan_once(req, conf, image, elf);
+    return plan_once(req, conf, image, elf, inputs);
   } catch (const Error& e) {
     // A part nobody asked for (the driver an image's NVIDIA_VISIBLE_DEVICES
     // wants, the verbs of a host with a verbs device) that cannot go in is
@@ -835,7 +893,7 @@ Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const
     if (req.gpu && !asked.gpu) left.push_back("NVIDIA driver"), quiet.push_back("--no-gpu");
     if (req.ib && !asked.ib) left.push_back("InfiniBand stack"), quiet.push_back("--no-ib");
     if (left.empty()) throw;
-    Injection inj = asked.any() ? plan_once(asked, conf, image, elf) : Injection{};
+    Injection inj = asked.any() ? plan_once(asked, conf, image, elf, inputs) : Injection{};
     inj.warnings.push_back("not injecting the host's " + util::join(left, " or ") + " (not asked for; " +
                            util::join(quiet, " or ") + " leaves it out quietly): " + e.what());
     return inj;

@@ -4,6 +4,7 @@
 // environment changes that the mount plan and the environment take in.
 #pragma once
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,7 +50,22 @@ public:
   // An identity of the file at `path` that changes when it does ("" if
   // absent), so that facts about it may be cached.
   virtual std::string stamp(const std::string& path) const = 0;
+  // An identity of the whole image that changes when any file in it does
+  // (a SquashFS or SIF file's), or "" where only stamp() tells (a directory).
+  virtual std::string identity() const { return ""; }
 };
+
+// What a plan was made from: paths with their identity when they were
+// consulted (host_stamp; ImageView::stamp, "-" for absent), so that the
+// plan can be reused while they stay as they were (PlanCache).
+struct PlanInputs {
+  std::map<std::string, std::string> host;
+  std::map<std::string, std::string> image;  // none for an image with an identity()
+};
+
+// The identity of host file `path` as PlanInputs records it: util::file_stamp
+// of what stat(2) follows it to, "-" where there is none.
+std::string host_stamp(const std::string& path);
 
 struct Injection {
   struct File {
@@ -75,9 +91,10 @@ struct Injection {
 // Plans the injection and checks it against the image (MPI ABI, glibc);
 // throws rt::Error saying which library needs what. Automatic parts (not
 // gpu_required / ib_required) that fail are left out and said in
-// `warnings`. Host ELF files are read through `elf` when given.
+// `warnings`. Host ELF files are read through `elf` when given; every host
+// and image file the plan depends on is recorded in `inputs` when given.
 Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& image,
-                         ElfCache* elf = nullptr);
+                         ElfCache* elf = nullptr, PlanInputs* inputs = nullptr);
 
 // The verbs devices that make the InfiniBand stack automatic: the names
 // matching the site's `ib.devices` patterns (DIR/PREFIX*; by default

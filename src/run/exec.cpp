@@ -353,6 +353,7 @@ void exec(const ExecOptions& given) {
   const hpc::Launcher launcher = hpc::detect_launcher([](const char* k) { return std::getenv(k); });
   if (launcher.local_rank <= 0) run::warn_if_foreign(image->image());  // once per node: its lstats are not every rank's
   const hpc::Injection injection = run::plan_injection(o, image->config(), *image);
+  util::timing("host injection planned");
   const bool shown = util::log_enabled(util::Level::Info) || o.dry_run;
   const Prepared p = prepare(o, std::move(host), *image, launcher, injection, shown);
   image->close();  // no handle on the host for a holder to keep

@@ -83,6 +83,10 @@ public:
     if (!has(path) || ::stat(image_.rootfs.c_str(), &st) != 0) return "";
     return util::file_stamp(st) + ":" + image_.rootfs + ":" + path;
   }
+  std::string identity() const override {
+    struct stat st;
+    return ::stat(image_.rootfs.c_str(), &st) == 0 ? util::file_stamp(st) + ":" + image_.rootfs : "";
+  }
   bool has(const std::string& path) const override { return !path.empty() && opened().has(path); }
   std::string passwd() const override { return facts_.passwd.value_or(""); }
   std::string group() const override { return facts_.group.value_or(""); }

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 
+#include "hpc/plan_cache.hpp"
 #include "hpc/site_config.hpp"
 #include "rt/error.hpp"
 #include "run/env.hpp"
@@ -82,6 +83,18 @@ std::string real_host_path(const std::string& path, RealDirs& real_dirs) {
   return path;  // a loop: the loader will say
 }
 
+// Each file linked into kHostFilesRoot by its real path: the link goes
+// into the directory of the file's real path, as a host link to another
+// directory (libfoo.so.1 -> /opt/x/libfoo.so.1.2) would not resolve inside
+// the bound directory. Kept with the plan: a link that changes changes the
+// identity of the file it leads to, and the plan is made again.
+void resolve_host_files(hpc::Injection& inj) {
+  RealDirs real_dirs;
+  for (auto& f : inj.files)
+    if (util::path_within(f.container, kHostFilesRoot) && f.container != kHostFilesRoot)
+      f.host = real_host_path(f.host, real_dirs);
+}
+
 }  // namespace
 
 hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, const hpc::ImageView& view) {
@@ -124,10 +137,23 @@ hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, c
   }
   hpc::Injection inj;
   if (req.any()) {
-    // Every rank of a job reads the same host plugins: remember what they are.
-    hpc::ElfCache elf(store::Root::user(o.storage).fd(), store::kElfCacheFile);
-    inj = hpc::plan_injection(req, *conf, view, &elf);
-    elf.save();
+    // Every rank of a job, and every later step, asks for the same plan:
+    // it is kept while the files it was made from stay as they were; a
+    // new plan reads the host's plugins through a cache of what they are.
+    const int store = store::Root::user(o.storage).fd();
+    const hpc::PlanCache plans(store, store::kPlanCacheDir);
+    const std::string key = hpc::plan_key(req, *conf, view);
+    if (auto kept = plans.find(key, view)) {
+      inj = std::move(*kept);
+      why.push_back("host injection: as planned at an earlier start (none of the files it was made from has changed)");
+    } else {
+      hpc::ElfCache elf(store, store::kElfCacheFile);
+      hpc::PlanInputs inputs;
+      inj = hpc::plan_injection(req, *conf, view, &elf, &inputs);
+      elf.save();
+      resolve_host_files(inj);
+      plans.store(key, inputs, inj);
+    }
   }
   inj.notes.insert(inj.notes.begin(), why.begin(), why.end());
   for (const auto& w : inj.warnings) util::warn(w);
@@ -169,12 +195,9 @@ std::vector<Mount> select_gpus(const hpc::Injection& inj, std::vector<std::strin
 
 std::vector<Mount> injected_mounts(const hpc::Injection& inj) {
   std::vector<Mount> out;
-  // Libraries and programs become links into their host directories, each
-  // directory bound once (Mount::Kind::HostFile): a start pays a mount per
-  // directory, not per file. The link points into the directory of the
-  // file's real path: a host link to another directory (libfoo.so.1 ->
-  // /opt/x/libfoo.so.1.2) would not resolve inside the bound directory.
-  RealDirs real_dirs;
+  // Libraries and programs become links into their host directories (by
+  // their real paths: resolve_host_files), each directory bound once
+  // (Mount::Kind::HostFile): a start pays a mount per directory, not per file.
   for (const auto& f : inj.files) {
     if (!util::path_within(f.container, kHostFilesRoot) || f.container == kHostFilesRoot) {
       out.push_back(
@@ -182,7 +205,7 @@ std::vector<Mount> injected_mounts(const hpc::Injection& inj) {
       continue;
     }
     out.push_back({.kind = Mount::Kind::HostFile,
-                   .src = real_host_path(f.host, real_dirs),
+                   .src = f.host,
                    .dst = f.container,
                    .readonly = true,
                    .why = "host libraries and programs"});

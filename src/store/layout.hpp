@@ -33,6 +33,8 @@ inline constexpr const char* kLocksDir = "locks";
 inline constexpr const char* kMountDir = "mnt";
 inline constexpr const char* kSqfsFactsDir = "sqfs-facts";
 inline constexpr const char* kElfCacheFile = "elf-cache";
+// Whole injection plans with the identities of what they were made from.
+inline constexpr const char* kPlanCacheDir = "plan-cache";
 inline constexpr const char* kSecretFile = "secret";
 inline constexpr const char* kInstancesDir = "instances";
 inline constexpr const char* kBuildCacheDir = "build-cache";

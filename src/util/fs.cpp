@@ -42,8 +42,21 @@ UniqueFd open_fd_at(int dirfd, const std::string& path, int flags, unsigned mode
   return UniqueFd(fd);
 }
 
-std::string read_fd(int fd, const std::string& name, size_t limit) {
+std::string read_fd(int fd, const std::string& name, size_t limit, size_t expected) {
   std::string out;
+  if (expected && expected <= limit) {  // read whole at once, as large as it says it is
+    out.resize(expected);
+    size_t got = 0;
+    while (got < expected) {
+      ssize_t n = ::read(fd, out.data() + got, expected - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw SysError{errno, "read", name};
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+    }
+    out.resize(got);
+    if (got < expected) return out;  // shorter than it was: all there is
+  }
   char buf[8192];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
@@ -152,7 +165,7 @@ std::optional<std::string> read_owned_at(int dirfd, const std::string& name, siz
   UniqueFd owner(fd);
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::getuid()) return std::nullopt;
-  return read_fd(fd, name, limit);
+  return read_fd(fd, name, limit, static_cast<size_t>(st.st_size));
 }
 
 std::string fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }

@@ -18,7 +18,8 @@ UniqueFd open_fd_at(int dirfd, const std::string& path, int flags, unsigned mode
 
 // Whole file into a string; nullopt if it does not exist (ENOENT/ENOTDIR).
 std::optional<std::string> read_file_if_exists(const std::string& path, size_t limit = 1 << 24);
-std::string read_fd(int fd, const std::string& name_for_errors, size_t limit = 1 << 24);
+// `expected`: the size the file says it has, read in one go when given.
+std::string read_fd(int fd, const std::string& name_for_errors, size_t limit = 1 << 24, size_t expected = 0);
 // The same for files of an image or a store, which anybody who made them
 // could have made a FIFO or a device: opened non-blocking, and refused
 // (rt::Error naming the path) unless a regular file.

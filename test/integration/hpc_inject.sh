@@ -209,6 +209,23 @@ expect_match "$out" "libnl-3.so.200" "--ib injects what libibverbs needs"
 expect_match "$out" "driver mlx5" "--ib binds the provider configuration"
 out=$("$RT" exec deb sh -c 'ls /run/rt-host 2>&1 || true')
 expect_match "$out" "No such file" "nothing is injected unless asked (no /dev/infiniband here)"
+# A plan is kept while the files it was made from stay as they were.
+"$RT" exec --gpu deb true
+expect_match "$("$RT" exec -v --gpu deb true 2>&1)" "host injection: as planned at an earlier start" \
+  "a second start takes the plan of the first"
+so libnvidia-ml.so.1 libnvidia-ml.so.535.104.05  # a driver library replaced
+out=$("$RT" exec -v --gpu deb cat /run/rt-host/lib/libnvidia-ml.so.1 2>"$T/v.err" | cmp - "$fake/lib/libnvidia-ml.so.535.104.05" 2>&1) ||
+  fail "after a driver library changed, the old one was injected: $out"
+grep -q "as planned at an earlier start" "$T/v.err" && fail "a plan of files that changed was taken"
+pass "a changed driver library is planned again, and the new one injected"
+# An image that gains a library the host's needs takes it from then on.
+cp -a "$old" "$T/gains"
+expect_match "$("$RT" exec -v --ib "$T/gains" true 2>&1)" "libnl-3.so.200. from the host .*: the image has none" \
+  "libnl-3 from the host while the image has none"
+cp "$fake/lib/libnl-3.so.200" "$T/gains/lib/x86_64-linux-gnu/"
+out=$("$RT" exec -v --ib "$T/gains" true 2>&1)
+expect_match "$out" "libnl-3.so.200. from the image" "once the image has it, libnl-3 comes from the image"
+[[ $out == *"as planned at an earlier start"* ]] && fail "the plan made before the image changed was taken"
 tree_listing "$RT_STORAGE/images/deb/rootfs" >"$T/deb.after"
 diff "$T/deb.before" "$T/deb.after" >&2 || fail "injecting host files changed the image"
 pass "the image is as imported after --mpi, --gpu and --ib"

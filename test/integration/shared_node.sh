@@ -33,12 +33,13 @@ mksquashfs "$IMG" "$T/img.sqfs" -quiet -no-progress -all-root >/dev/null
 
 # ---- 1. A store the user does not own --------------------------------------
 # The attacker's store holds an image that would write a marker, and forged
-# SquashFS facts and ELF cache entries.
+# SquashFS facts, ELF cache entries and a plan.
 as2 mkdir -m 0777 "$store"
-as2 mkdir -p "$store/images/evil/rootfs/bin" "$store/sqfs-facts"
+as2 mkdir -p "$store/images/evil/rootfs/bin" "$store/sqfs-facts" "$store/plan-cache"
 as2 cp "$BUSYBOX" "$store/images/evil/rootfs/bin/sh"
 as2 chmod -R a+rwX "$store"
 as2 sh -c "printf 'forged' > $store/elf-cache; printf 'forged' > $store/sqfs-facts/0123456789abcdef0123456789abcdef"
+as2 sh -c "printf 'forged' > $store/plan-cache/0123456789abcdef0123456789abcdef"
 expect_status 125 "import into a store another user made" -- "$RT" import "$T/rootfs.tar" mine
 expect_match "$ERR" "store \`$store\` is owned by uid $uid2 \(mode 0777\), not by you" "the message names the path, owner and mode"
 expect_match "$ERR" "RT_STORAGE" "the message says what to do"

@@ -2,6 +2,9 @@
 // test package) and a made-up image.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,6 +14,7 @@
 #include "hpc/elf_cache.hpp"
 #include "hpc/inject.hpp"
 #include "hpc/ldcache.hpp"
+#include "hpc/plan_cache.hpp"
 #include "hpc/site_config.hpp"
 #include "rt/error.hpp"
 #include "util/fs.hpp"
@@ -180,4 +184,79 @@ TEST_CASE("injection: a host MPI brings its own libraries even where the image h
   Injection inj = plan(image, "openmpi");
   CHECK(injects(inj, "libopen-pal.so.40"));
   CHECK_FALSE(noted(inj, "`libopen-pal.so.40` from the image"));
+}
+
+TEST_CASE("injection: a plan is kept while every file it was made from stays as it was") {
+  auto cache = read_ld_cache("/etc/ld.so.cache");
+  REQUIRE(cache.count("libmpi.so.40"));
+  TempDir tmp;
+  rt::util::UniqueFd dir = rt::util::open_fd(tmp.path, O_PATH | O_DIRECTORY);
+  FakeImage image;
+  image.dirs[kImageLibs] = {"libmpi.so.40", "libc.so.6"};
+  image.files[kHostLibc] = kHostLibc;
+  InjectRequest req;
+  req.mpi = "openmpi";
+  ElfCache memory(-1, "");
+  PlanInputs inputs;
+  const Injection inj = plan_injection(req, SiteConfig{}, image, &memory, &inputs);
+  // What it was made from: the host's libmpi and the image's libc, among others.
+  CHECK(inputs.host.count(cache["libmpi.so.40"]));
+  CHECK(inputs.host.at(cache["libmpi.so.40"]) == host_stamp(cache["libmpi.so.40"]));
+  CHECK(inputs.image.at(kHostLibc) == "stamp:" + std::string(kHostLibc));
+
+  const PlanCache plans(dir.get(), "plan-cache");
+  const std::string key = plan_key(req, SiteConfig{}, image);
+  CHECK_FALSE(plans.find(key, image));  // nothing kept yet
+  plans.store(key, inputs, inj);
+  auto kept = plans.find(key, image);
+  REQUIRE(kept);
+  auto same = [](const std::vector<Injection::File>& a, const std::vector<Injection::File>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].host != b[i].host || a[i].container != b[i].container) return false;
+    return true;
+  };
+  CHECK(same(kept->files, inj.files));
+  CHECK(kept->dirs == inj.dirs);
+  CHECK(kept->notes == inj.notes);
+  CHECK(kept->lib_path == inj.lib_path);
+  CHECK(kept->gpu == inj.gpu);
+
+  // An image file it read has gone: planned again; back: kept again.
+  image.files.erase(kHostLibc);
+  CHECK_FALSE(plans.find(key, image));
+  image.files[kHostLibc] = kHostLibc;
+  CHECK(plans.find(key, image));
+  // A host file that was absent appears: planned again.
+  const std::string later = tmp.path + "/later.so";
+  inputs.host[later] = host_stamp(later);
+  CHECK(inputs.host[later] == "-");
+  plans.store(key, inputs, inj);
+  CHECK(plans.find(key, image));
+  std::ofstream(later) << "x";
+  CHECK_FALSE(plans.find(key, image));
+
+  // Another request has another key; CDI devices are never kept.
+  InjectRequest other = req;
+  other.mpi = "mpich";
+  CHECK(plan_key(other, SiteConfig{}, image) != key);
+  SiteConfig conf;
+  conf.values["ld_cache"] = {"/nonexistent"};
+  CHECK(plan_key(req, conf, image) != key);
+  other.devices = {"example.com/gpu=0"};
+  CHECK(plan_key(other, SiteConfig{}, image).empty());
+
+  // The newest 32 plans are kept, the oldest go; a damaged file is no plan.
+  inputs.host.erase(later);
+  plans.store(key, inputs, inj);
+  const struct timespec old_times[2] = {{1, 0}, {1, 0}};
+  REQUIRE(::utimensat(dir.get(), ("plan-cache/" + key).c_str(), old_times, 0) == 0);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 32; ++i) keys.push_back(rt::util::hash_hex(std::to_string(i)));
+  for (const auto& k : keys) plans.store(k, inputs, inj);
+  CHECK_FALSE(plans.find(key, image));
+  CHECK(plans.find(keys.front(), image));
+  CHECK(plans.find(keys.back(), image));
+  std::ofstream(tmp.path + "/plan-cache/" + keys.back()) << "rt-plan-cache 2\nZ\tnonsense\n.\n";
+  CHECK_FALSE(plans.find(keys.back(), image));
 }
