@@ -24,13 +24,13 @@ struct TempStore : TempDir {
   std::string root() const { return path + "/store"; }
 };
 
-void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 // An image `name` whose rt-image.json names `blob`.
 void commit(Store& s, const std::string& name, const std::string& blob) {
   WorkDir w(s.tmp_dir(), "image");
   fs::create_directory(w.path() + "/rootfs");
-  write(w.path() + "/rt-image.json", R"({"layers":["sha256:)" + blob + R"("]})");
+  write_text(w.path() + "/rt-image.json", R"({"layers":["sha256:)" + blob + R"("]})");
   s.commit_image(name, w);
 }
 
@@ -46,7 +46,7 @@ TEST_CASE("store: commit makes an image visible whole, and a second commit repla
   auto info = s.info("x");
   REQUIRE(info);
   CHECK(info->dir == s.root() + "/images/x");
-  write(info->dir + "/marker", "old");
+  write_text(info->dir + "/marker", "old");
   commit(s, "x", kB);  // RENAME_EXCHANGE: the old one goes with the work directory
   CHECK_FALSE(fs::exists(s.info("x")->dir + "/marker"));
   CHECK(fs::is_empty(s.tmp_dir()));
@@ -58,9 +58,9 @@ TEST_CASE("store: prune removes blobs no image names, and only blob names") {
   Store s(t.root());
   commit(s, "x", kA);
   const std::string blobs = s.root() + "/blobs/sha256/";
-  write(blobs + kA, "used");
-  write(blobs + kB, "unused");
-  write(blobs + "NOTES", "not a blob");
+  write_text(blobs + kA, "used");
+  write_text(blobs + kB, "unused");
+  write_text(blobs + "NOTES", "not a blob");
   CHECK(s.prune() == 6);
   CHECK(fs::exists(blobs + kA));
   CHECK_FALSE(fs::exists(blobs + kB));
@@ -82,8 +82,8 @@ TEST_CASE("store: debris of a killed run is cleared, work in progress and foreig
     // A killed run: its work directory and lock, nobody holding the lock.
     const std::string dead = s.tmp_dir() + "/blob.0123456789abcdef";
     fs::create_directories(dead + ".d/sub");
-    write(dead + ".lock", "");
-    write(s.tmp_dir() + "/notes.lock", "");  // not of the store's form
+    write_text(dead + ".lock", "");
+    write_text(s.tmp_dir() + "/notes.lock", "");  // not of the store's form
     Store again(t.root());                   // a later store user
     CHECK_FALSE(fs::exists(dead + ".d"));
     CHECK_FALSE(fs::exists(dead + ".lock"));
@@ -98,7 +98,7 @@ TEST_CASE("store: debris that cannot be cleared does not stop the store") {
   {
     Store s(t.root());
     fs::create_directories(s.tmp_dir() + "/blob.0123456789abcdef.d");
-    write(s.tmp_dir() + "/blob.0123456789abcdef.lock", "");
+    write_text(s.tmp_dir() + "/blob.0123456789abcdef.lock", "");
     REQUIRE(::chmod(s.tmp_dir().c_str(), 0500) == 0);  // cannot remove inside
   }
   if (::geteuid() != 0) CHECK_NOTHROW(Store(t.root()));  // root ignores the mode

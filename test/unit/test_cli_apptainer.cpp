@@ -22,7 +22,7 @@ V step(const V& words, const V& env = {}) {
 
 bool has_run(const V& w, const V& run) { return std::search(w.begin(), w.end(), run.begin(), run.end()) != w.end(); }
 
-std::string refusal(const V& words) {
+std::string apptainer_refusal(const V& words) {
   try {
     translate_apptainer(words, {});
   } catch (const rt::Error& e) {
@@ -84,18 +84,18 @@ TEST_CASE("apptainer: --env splits at a comma before NAME=") {
 }
 
 TEST_CASE("apptainer: what rt cannot honour is refused, named, with the reason") {
-  CHECK_THAT(refusal({"exec", "--net", "i", "p"}), Catch::Contains("needs root"));
-  CHECK_THAT(refusal({"exec", "--rocm", "i", "p"}), Catch::Contains("--rocm"));
-  CHECK_THAT(refusal({"exec", "--memory", "1G", "i", "p"}), Catch::Contains("cgroup"));
-  CHECK_THAT(refusal({"exec", "--cpus=2", "i", "p"}), Catch::Contains("--cpus"));
-  CHECK_THAT(refusal({"exec", "-B", "/a:/b:image-src=/x", "i", "p"}), Catch::Contains("image-src"));
-  CHECK_THAT(refusal({"exec", "--frob", "i", "p"}), Catch::Contains("unknown option `--frob`"));
-  CHECK_THAT(refusal({"exec", "i"}), Catch::Contains("no program"));
-  CHECK_THAT(refusal({"exec", "library://x/y", "p"}), Catch::Contains("library://"));
-  CHECK_THAT(refusal({"oci", "run"}), Catch::Contains("`oci`"));
-  CHECK_THAT(refusal({"overlay", "create", "--fakeroot", "o.img"}), Catch::Contains("--fakeroot"));
-  CHECK_THAT(refusal({"overlay", "create", "x.sif"}), Catch::Contains("inside a SIF file"));
-  CHECK_THAT(refusal({"build", "--notest", "x.sif", "docker://debian"}), Catch::Contains("for definition files"));
+  CHECK_THAT(apptainer_refusal({"exec", "--net", "i", "p"}), Catch::Contains("needs root"));
+  CHECK_THAT(apptainer_refusal({"exec", "--rocm", "i", "p"}), Catch::Contains("--rocm"));
+  CHECK_THAT(apptainer_refusal({"exec", "--memory", "1G", "i", "p"}), Catch::Contains("cgroup"));
+  CHECK_THAT(apptainer_refusal({"exec", "--cpus=2", "i", "p"}), Catch::Contains("--cpus"));
+  CHECK_THAT(apptainer_refusal({"exec", "-B", "/a:/b:image-src=/x", "i", "p"}), Catch::Contains("image-src"));
+  CHECK_THAT(apptainer_refusal({"exec", "--frob", "i", "p"}), Catch::Contains("unknown option `--frob`"));
+  CHECK_THAT(apptainer_refusal({"exec", "i"}), Catch::Contains("no program"));
+  CHECK_THAT(apptainer_refusal({"exec", "library://x/y", "p"}), Catch::Contains("library://"));
+  CHECK_THAT(apptainer_refusal({"oci", "run"}), Catch::Contains("`oci`"));
+  CHECK_THAT(apptainer_refusal({"overlay", "create", "--fakeroot", "o.img"}), Catch::Contains("--fakeroot"));
+  CHECK_THAT(apptainer_refusal({"overlay", "create", "x.sif"}), Catch::Contains("inside a SIF file"));
+  CHECK_THAT(apptainer_refusal({"build", "--notest", "x.sif", "docker://debian"}), Catch::Contains("for definition files"));
 }
 
 TEST_CASE("apptainer overlay create: rt overlay create") {

@@ -17,7 +17,7 @@ Definition parse(const std::string& text, std::map<std::string, std::string> arg
   return parse_definition(text, "x.def", args, used);
 }
 
-std::string error_of(const std::string& text, std::map<std::string, std::string> args = {}) {
+std::string definition_error(const std::string& text, std::map<std::string, std::string> args = {}) {
   try {
     parse(text, args);
   } catch (const rt::Error& e) {
@@ -86,21 +86,21 @@ TEST_CASE("definition: {{ }} arguments from --build-arg and %arguments") {
   CHECK(d.stages[0].section("post")->body == "echo hi there o\n");
   CHECK(used == std::set<std::string>{"TAG", "OTHER"});
   CHECK(d.text.find("debian:13") != std::string::npos);  // the text kept is the substituted one
-  CHECK_THAT(error_of("Bootstrap: docker\nFrom: {{ NOPE }}\n"), Catch::Contains("x.def:2: `{{ NOPE }}` has no value"));
+  CHECK_THAT(definition_error("Bootstrap: docker\nFrom: {{ NOPE }}\n"), Catch::Contains("x.def:2: `{{ NOPE }}` has no value"));
   // Not a name: kept as written (shell or Go templates in a script).
   CHECK(parse("Bootstrap: scratch\n%post\necho '{{ .Name }}'\n").stages[0].section("post")->body ==
         "echo '{{ .Name }}'\n");
 }
 
 TEST_CASE("definition: errors name the file and line") {
-  CHECK_THAT(error_of(""), Catch::Contains("x.def: an empty definition file"));
-  CHECK_THAT(error_of("# only a comment\n\n"), Catch::Contains("empty definition file"));
-  CHECK_THAT(error_of("Bootstrap: docker\n%pots\n"), Catch::Contains("x.def:2: unknown section %pots"));
-  CHECK_THAT(error_of("From: debian\n"), Catch::Contains("x.def:1: the first header line must be `Bootstrap:"));
-  CHECK_THAT(error_of("Bootstrap: docker\nnonsense here\n"), Catch::Contains("x.def:2: `nonsense here` is neither"));
-  CHECK_THAT(error_of("Bootstrap: docker\nFrom: a\nfrom: b\n"), Catch::Contains("x.def:3: `from` is given twice"));
-  CHECK_THAT(error_of("%post\necho\n"), Catch::Contains("x.def:1: %post before any header"));
-  CHECK_THAT(error_of("Bootstrap: x\n%arguments\nnovalue\n"), Catch::Contains("x.def:3: %arguments takes NAME=VALUE"));
+  CHECK_THAT(definition_error(""), Catch::Contains("x.def: an empty definition file"));
+  CHECK_THAT(definition_error("# only a comment\n\n"), Catch::Contains("empty definition file"));
+  CHECK_THAT(definition_error("Bootstrap: docker\n%pots\n"), Catch::Contains("x.def:2: unknown section %pots"));
+  CHECK_THAT(definition_error("From: debian\n"), Catch::Contains("x.def:1: the first header line must be `Bootstrap:"));
+  CHECK_THAT(definition_error("Bootstrap: docker\nnonsense here\n"), Catch::Contains("x.def:2: `nonsense here` is neither"));
+  CHECK_THAT(definition_error("Bootstrap: docker\nFrom: a\nfrom: b\n"), Catch::Contains("x.def:3: `from` is given twice"));
+  CHECK_THAT(definition_error("%post\necho\n"), Catch::Contains("x.def:1: %post before any header"));
+  CHECK_THAT(definition_error("Bootstrap: x\n%arguments\nnovalue\n"), Catch::Contains("x.def:3: %arguments takes NAME=VALUE"));
 }
 
 TEST_CASE("definition: %files and %labels lines") {

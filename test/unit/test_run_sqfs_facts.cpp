@@ -29,12 +29,12 @@ void make_image(const std::string& tree, const std::string& file) {
   REQUIRE(std::system(("mksquashfs " + tree + " " + file + " -quiet -no-progress -comp zstd >/dev/null").c_str()) == 0);
 }
 
-struct Fixture {
+struct FactsFixture {
   std::string dir, tree, image, cache;
   std::unique_ptr<rt::squash::Image> opened;
   rt::util::UniqueFd cachefd;
   int opens = 0;
-  Fixture() {
+  FactsFixture() {
     char tmpl[] = "/tmp/rt-sqfs-facts.XXXXXX";
     REQUIRE(::mkdtemp(tmpl));
     dir = tmpl;
@@ -45,7 +45,7 @@ struct Fixture {
     write(tree + "/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n");
     write(tree + "/.rt/image-config.json", R"({"config":{"Env":["A=1"]}})");
   }
-  ~Fixture() { (void)std::system(("rm -rf " + dir).c_str()); }
+  ~FactsFixture() { (void)std::system(("rm -rf " + dir).c_str()); }
   int cache_fd() {
     if (!cachefd) {
       ::mkdir(cache.c_str(), 0700);
@@ -66,7 +66,7 @@ struct Fixture {
 }  // namespace
 
 TEST_CASE("sqfs facts: read from the image once per version, then from the cache") {
-  Fixture f;
+  FactsFixture f;
   make_image(f.tree, f.image);
   SquashFacts a = f.facts();
   CHECK(f.opens == 1);
@@ -94,7 +94,7 @@ TEST_CASE("sqfs facts: read from the image once per version, then from the cache
 }
 
 TEST_CASE("sqfs facts: a damaged cache file is read around, and rewritten") {
-  Fixture f;
+  FactsFixture f;
   make_image(f.tree, f.image);
   SquashFacts a = f.facts();
   REQUIRE(f.opens == 1);
@@ -119,14 +119,14 @@ TEST_CASE("sqfs facts: a damaged cache file is read around, and rewritten") {
 }
 
 TEST_CASE("sqfs facts: an image that is not SquashFS is refused, and nothing is remembered") {
-  Fixture f;
+  FactsFixture f;
   write(f.image, "not an image");
   CHECK_THROWS_AS(f.facts(), rt::Error);
   CHECK(rt::util::list_names(f.cache_fd(), f.cache).empty());
 }
 
 TEST_CASE("sqfs facts: prune keeps the facts of current files only") {
-  Fixture f;
+  FactsFixture f;
   make_image(f.tree, f.image);
   f.facts();
   auto count = [&] { return rt::util::list_names(f.cache_fd(), f.cache).size(); };
@@ -148,7 +148,7 @@ TEST_CASE("sqfs facts: prune keeps the facts of current files only") {
 }
 
 TEST_CASE("sqfs facts: prune removes only the cache's own names and follows no symlink") {
-  Fixture f;
+  FactsFixture f;
   const std::string outside = f.dir + "/outside";
   REQUIRE(std::system(("mkdir " + outside + " && echo keep > " + outside + "/file").c_str()) == 0);
   f.cache_fd();
@@ -162,7 +162,7 @@ TEST_CASE("sqfs facts: prune removes only the cache's own names and follows no s
 }
 
 TEST_CASE("sqfs facts: an entry planted as a symlink is never read") {
-  Fixture f;
+  FactsFixture f;
   make_image(f.tree, f.image);
   f.facts();
   REQUIRE(f.opens == 1);
