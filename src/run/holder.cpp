@@ -88,6 +88,12 @@ constexpr char kOk[] = "ok";
 constexpr int kNames = 8;
 constexpr int kBoundNotListening = 12;
 constexpr int kProofWaitMs = 2000;
+// How long after its last client went a holder waits before it looks
+// through /proc for processes left in the clients' namespaces: a start
+// often follows an exit (a job's steps, a loop of runs), and the scan
+// (a readlink per process) would compete with it for the processors and
+// delay its answer.
+constexpr auto kScanDelay = milliseconds(50);
 
 struct Address {
   sockaddr_un sa{};
@@ -221,7 +227,7 @@ public:
         if (fds[2 + 2 * i].revents) copied(c);
         bool gone =
             c.pidfd ? (fds[1 + 2 * i].revents & (POLLIN | POLLHUP)) != 0 : (::kill(c.pid, 0) != 0 && errno == ESRCH);
-        if (gone) c.pid = 0;
+        if (gone) c.pid = 0, left_at_ = Clock::now();
       }
       std::erase_if(clients_, [](const Client& c) { return c.pid == 0; });
     }
@@ -240,6 +246,7 @@ private:
   int joined_ = 0;
   bool idle_ = false;  // no client and no process in spaces_ since idle_since_
   Clock::time_point idle_since_ = Clock::now();
+  Clock::time_point left_at_{};  // when a client last went
 
   // The poll timeout in ms (-1: none), or 0 when it is time to exit.
   int next_timeout() {
@@ -247,6 +254,8 @@ private:
     for (const auto& c : clients_) polled |= !c.pidfd;
     if (!clients_.empty()) return polled ? static_cast<int>(policy_.daemon_poll.count()) : -1;
     if (!idle_) {
+      if (auto wait = std::chrono::duration_cast<milliseconds>(left_at_ + kScanDelay - Clock::now()).count(); wait > 0)
+        return static_cast<int>(wait);
       if (others_in(spaces_, own_)) return static_cast<int>(policy_.daemon_poll.count());
       idle_ = true;
       idle_since_ = Clock::now();
