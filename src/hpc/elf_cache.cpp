@@ -109,20 +109,23 @@ std::optional<ElfInfo> ElfCache::get(const std::string& path) {
 std::optional<std::string> ElfCache::note(const std::string& key) const {
   auto it = notes_.find(key);
   if (it == notes_.end()) return std::nullopt;
+  notes_used_.insert(key);
   return it->second;
 }
 
 void ElfCache::set_note(const std::string& key, const std::string& value) {
   if ((key + value).find_first_of("\t\n") != std::string::npos) return;
   notes_[key] = value;
+  notes_used_.insert(key);
   dirty_ = true;
 }
 
 void ElfCache::save() const {
   if (!dirty_ || dirfd_ < 0) return;
   std::string text = std::string(kVersion) + "\n";
+  const bool full = entries_.size() + notes_.size() > kMaxEntries;
   for (const auto& [path, e] : entries_) {
-    if (path.find_first_of("\t\n") != std::string::npos) continue;
+    if (path.find_first_of("\t\n") != std::string::npos || (full && !e.checked)) continue;
     text += path + "\t" + e.stamp;
     if (!e.raw.empty()) {
       text += "\t" + e.raw + "\n";  // never read: as it was
@@ -137,7 +140,8 @@ void ElfCache::save() const {
       text += "\t0\t\t\t\t\t\t0\t\t\n";
     }
   }
-  for (const auto& [key, value] : notes_) text += "=\t" + key + "\t" + value + "\n";
+  for (const auto& [key, value] : notes_)
+    if (!full || notes_used_.count(key)) text += "=\t" + key + "\t" + value + "\n";
   util::write_file_atomic_at(dirfd_, name_, text);
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "hpc/elf.hpp"
@@ -27,8 +28,10 @@ public:
   void record(std::map<std::string, std::string>* into) { record_ = into; }
   // Writes the cache back if anything was read (atomically: concurrent
   // ranks each write a whole file, the last one wins). Errors are ignored:
-  // the cache is only an optimisation.
+  // the cache is only an optimisation. Past kMaxEntries entries and notes
+  // (every image version adds some), only those this process used are kept.
   void save() const;
+  static constexpr size_t kMaxEntries = 2048;
 
 private:
   struct Entry {
@@ -42,6 +45,7 @@ private:
   std::string name_;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> notes_;
+  mutable std::set<std::string> notes_used_;  // read or set by this process
   bool dirty_ = false;
   std::map<std::string, std::string>* record_ = nullptr;
 };

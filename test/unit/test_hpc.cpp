@@ -147,6 +147,25 @@ TEST_CASE("the ELF cache answers as read_elf does and notices changed files") {
     ElfCache c(dirfd.get(), "cache");
     CHECK_FALSE(c.get(lib).has_value());
   }
+  // Past its bound (every image version adds notes), a save keeps only
+  // what that process used.
+  {
+    ElfCache c(dirfd.get(), "cache");
+    for (size_t i = 0; i <= ElfCache::kMaxEntries; ++i) c.set_note("image " + std::to_string(i), "x");
+    c.save();  // all set here: all kept
+  }
+  {
+    ElfCache c(dirfd.get(), "cache");
+    CHECK(c.note("image 7") == std::optional<std::string>("x"));
+    c.set_note("image new", "y");
+    c.save();
+  }
+  {
+    ElfCache c(dirfd.get(), "cache");
+    CHECK(c.note("image 7") == std::optional<std::string>("x"));
+    CHECK(c.note("image new") == std::optional<std::string>("y"));
+    CHECK_FALSE(c.note("image 8").has_value());
+  }
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
 }
 
