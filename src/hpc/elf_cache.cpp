@@ -26,6 +26,14 @@ std::vector<std::string> split_list(const std::string& s) {
 
 }  // namespace
 
+std::string host_stamp(const std::string& path, struct stat* st) {
+  struct stat own;
+  if (!st) st = &own;
+  if (::stat(path.c_str(), st) == 0) return util::file_stamp(*st);
+  st->st_mode = 0;
+  return "-";
+}
+
 ElfCache::ElfCache(int dirfd, std::string name) : dirfd_(dirfd), name_(std::move(name)) {
   if (dirfd_ < 0) return;
   std::optional<std::string> text;
@@ -90,11 +98,9 @@ std::optional<ElfInfo> ElfCache::get(const std::string& path) {
   auto it = entries_.find(path);
   // Checked once per process: a plan asks for a library more than once.
   if (it != entries_.end() && it->second.checked) return it->second.info;
-  struct stat st;
-  const bool here = ::stat(path.c_str(), &st) == 0;
-  std::string stamp = here ? util::file_stamp(st) : "-";
+  std::string stamp = host_stamp(path);
   if (record_) record_->emplace(path, stamp);
-  if (!here) return read_elf(path);  // read_elf explains the error
+  if (stamp == "-") return read_elf(path);  // read_elf explains the error
   if (it != entries_.end() && it->second.stamp == stamp && (it->second.raw.empty() || parse(it->second))) {
     it->second.checked = true;
     return it->second.info;

@@ -3,6 +3,8 @@
 // keyed by path and checked against the file's identity (util::file_stamp);
 // a stale or missing entry is read again.
 #pragma once
+#include <sys/stat.h>
+
 #include <map>
 #include <optional>
 #include <set>
@@ -11,6 +13,11 @@
 #include "hpc/elf.hpp"
 
 namespace rt::hpc {
+
+// The identity of host file `path`, as caches of facts about it keep it:
+// util::file_stamp of what stat(2) follows it to, "-" where there is none.
+// `st`, when given, gets what stat said (st_mode 0 where there is none).
+std::string host_stamp(const std::string& path, struct stat* st = nullptr);
 
 class ElfCache {
 public:

@@ -153,19 +153,16 @@ public:
 
   // Every host path the plan looks at goes through here: its identity
   // before it is used, in `inputs_` when a plan is recorded.
-  std::string consult(const std::string& path, bool* is_directory = nullptr) {
-    struct stat st;
-    const bool here = ::stat(path.c_str(), &st) == 0;
-    std::string stamp = here ? util::file_stamp(st) : "-";
+  std::string consult(const std::string& path, struct stat* st = nullptr) {
+    std::string stamp = host_stamp(path, st);
     if (inputs_) inputs_->host.emplace(path, stamp);
-    if (is_directory) *is_directory = here && S_ISDIR(st.st_mode);
     return stamp;
   }
   bool host_exists(const std::string& path) { return consult(path) != "-"; }
   bool host_is_directory(const std::string& path) {
-    bool dir = false;
-    consult(path, &dir);
-    return dir;
+    struct stat st;
+    consult(path, &st);
+    return S_ISDIR(st.st_mode);
   }
 
   // A host library by soname (or "name.so.*", or an absolute path).
@@ -867,11 +864,6 @@ std::vector<std::string> verbs_devices(const SiteConfig& conf) {
 std::string nvidia_control_device(const SiteConfig& conf) {
   auto dev = conf.get("gpu.dev", {"/dev"});
   return (dev.empty() ? std::string("/dev") : dev.front()) + "/nvidiactl";
-}
-
-std::string host_stamp(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 ? util::file_stamp(st) : "-";
 }
 
 Injection plan_injection(const InjectRequest& req, const SiteConfig& conf, const ImageView& given, ElfCache* elf,

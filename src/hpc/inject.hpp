@@ -63,14 +63,11 @@ struct PlanInputs {
   std::map<std::string, std::string> image;  // none for an image with an identity()
 };
 
-// The identity of host file `path` as PlanInputs records it: util::file_stamp
-// of what stat(2) follows it to, "-" where there is none.
-std::string host_stamp(const std::string& path);
-
 struct Injection {
   struct File {
     std::string host;       // path on the host
     std::string container;  // path inside
+    bool operator==(const File&) const = default;
   };
   std::vector<File> files;            // libraries and programs, into kLibDir and kBinDir
   std::vector<File> over;             // host files bound over the image's own (its glibc replaced)

@@ -47,8 +47,8 @@ void each_field(Plan& p, FilesFn files, WordsFn words) {
 
 std::string plan_key(const InjectRequest& req, const SiteConfig& conf, const ImageView& image) {
   if (!req.devices.empty()) return "";
-  std::string k = "rt " + host_stamp("/proc/self/exe") + "\nimage " + image.name() + " " + image.identity() +
-                  "\nmpi " + req.mpi + "\nprogram " + req.program;
+  std::string k = "rt " + host_stamp("/proc/self/exe") + "\nimage " + image.name() + " " + image.identity() + "\nmpi " +
+                  req.mpi + "\nprogram " + req.program;
   // A relative program path is looked up from the working directory.
   if (req.program.find('/') != std::string::npos && req.program.front() != '/') k += "\ncwd " + util::current_dir();
   k += "\nflags " + std::to_string(req.gpu) + std::to_string(req.gpu_required) + std::to_string(req.ib) +
@@ -78,13 +78,17 @@ std::optional<Injection> PlanCache::find(const std::string& key, const ImageView
     rest.remove_prefix(line.size() + 1);
     if (line.size() < 2 || line[1] != '\t') return std::nullopt;
     const char kind = line[0];
-    std::vector<std::string_view> f;  // its fields
-    for (line.remove_prefix(2);; line.remove_prefix(line.find('\t') + 1)) {
-      f.push_back(line.substr(0, line.find('\t')));
-      if (line.find('\t') == std::string_view::npos) break;
+    std::string_view f[3];  // its fields; a line with more is no plan's
+    size_t fields = 0;
+    for (line.remove_prefix(2);;) {
+      if (fields == 3) return std::nullopt;
+      const size_t tab = line.find('\t');
+      f[fields++] = line.substr(0, tab);
+      if (tab == std::string_view::npos) break;
+      line.remove_prefix(tab + 1);
     }
     if (kind == 'H' || kind == 'I') {  // an input: as it was, or the plan is stale
-      if (f.size() != 2) return std::nullopt;
+      if (fields != 2) return std::nullopt;
       const std::string path(f[0]), now = kind == 'H' ? host_stamp(path) : image.stamp(path);
       if ((now.empty() ? "-" : std::string_view(now)) != f[1]) return std::nullopt;
       continue;
@@ -92,17 +96,17 @@ std::optional<Injection> PlanCache::find(const std::string& key, const ImageView
     bool known = false;
     auto files = [&](char k, Files& v) {
       if (k != kind) return;
-      known = f.size() == 2;
+      known = fields == 2;
       if (known) v.push_back({std::string(f[0]), std::string(f[1])});
     };
     auto words = [&](char k, Words& v) {
       if (k != kind) return;
-      known = f.size() == 1;
+      known = fields == 1;
       if (known) v.emplace_back(f[0]);
     };
     each_field(plan, files, words);
-    if (kind == 'C' && f.size() == 1) plan.cuda_compat_host = f[0], known = true;
-    if (kind == 'G' && f.size() == 3) plan.gpu = f[0] == "1", plan.gpu_procfs = f[1], plan.gpu_dev = f[2], known = true;
+    if (kind == 'C' && fields == 1) plan.cuda_compat_host = f[0], known = true;
+    if (kind == 'G' && fields == 3) plan.gpu = f[0] == "1", plan.gpu_procfs = f[1], plan.gpu_dev = f[2], known = true;
     if (!known) return std::nullopt;
   }
   return plan;

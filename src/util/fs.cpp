@@ -44,28 +44,18 @@ UniqueFd open_fd_at(int dirfd, const std::string& path, int flags, unsigned mode
 
 std::string read_fd(int fd, const std::string& name, size_t limit, size_t expected) {
   std::string out;
-  if (expected && expected <= limit) {  // read whole at once, as large as it says it is
-    out.resize(expected);
-    size_t got = 0;
-    while (got < expected) {
-      ssize_t n = ::read(fd, out.data() + got, expected - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw SysError{errno, "read", name};
-      if (n == 0) break;
-      got += static_cast<size_t>(n);
-    }
-    out.resize(got);
-    if (got < expected) return out;  // shorter than it was: all there is
-  }
-  char buf[8192];
+  // Pieces as large as the file says it is: one read, and one that ends it.
+  const size_t piece = std::max<size_t>(8192, std::min(expected, limit) + 1);
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    const size_t at = out.size();
+    out.resize(at + piece);
+    const ssize_t n = ::read(fd, out.data() + at, piece);
+    out.resize(at + static_cast<size_t>(std::max<ssize_t>(n, 0)));
     if (n < 0) {
       if (errno == EINTR) continue;
       throw SysError{errno, "read", name};
     }
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
     if (out.size() > limit) throw Error("`" + name + "` is larger than " + std::to_string(limit) + " bytes");
   }
   return out;

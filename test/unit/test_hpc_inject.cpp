@@ -210,13 +210,7 @@ TEST_CASE("injection: a plan is kept while every file it was made from stays as 
   plans.store(key, inputs, inj);
   auto kept = plans.find(key, image);
   REQUIRE(kept);
-  auto same = [](const std::vector<Injection::File>& a, const std::vector<Injection::File>& b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (a[i].host != b[i].host || a[i].container != b[i].container) return false;
-    return true;
-  };
-  CHECK(same(kept->files, inj.files));
+  CHECK(kept->files == inj.files);
   CHECK(kept->dirs == inj.dirs);
   CHECK(kept->notes == inj.notes);
   CHECK(kept->lib_path == inj.lib_path);
