@@ -89,15 +89,19 @@ void take_lock(const OverlayLayer& layer, bool only_check) {
   // finishing), and any image lock a moment (the container just gone).
   const auto start = std::chrono::steady_clock::now();
   for (int attempt = 0; attempt < 50; ++attempt) {
-    if (only_check) {
-      struct stat st;
-      if (::lstat(lock.c_str(), &st) != 0) return;
-    } else if (::mkdir(lock.c_str(), 0700) == 0) {
-      write_holder(lock);
-      util::debug("overlay `" + dir + "` locked by " + mine);
-      return;
-    } else if (errno != EEXIST) {
-      throw SysError{errno, "mkdir", lock};
+    if (!only_check) {
+      if (::mkdir(lock.c_str(), 0700) == 0) {
+        write_holder(lock);
+        util::debug("overlay `" + dir + "` locked by " + mine);
+        return;
+      }
+      if (errno != EEXIST) throw SysError{errno, "mkdir", lock};
+    }
+    struct stat st;
+    if (::lstat(lock.c_str(), &st) != 0) {
+      if (errno != ENOENT) throw SysError{errno, "stat", lock};
+      if (only_check) return;
+      continue;  // released by its holder since mkdir found it
     }
     check_own(lock, "the overlay's lock");
     auto text = util::read_file_if_exists(holder, 4096);
