@@ -587,9 +587,43 @@ public:
   void add_plugin_dirs(const std::vector<std::string>& dirs) {
     for (const auto& d : dirs)
       if (host_is_directory(d) && std::find(out.dirs.begin(), out.dirs.end(), d) == out.dirs.end()) {
-        out.dirs.push_back(d);
+        if (!beside_library(d)) out.dirs.push_back(d);
         add_plugin_dir(d);
       }
+  }
+
+  // A plugin directory the image lacks costs a mount point made in its
+  // parent (an overlay there) when bound at its own path. Two are found
+  // another way by the library injected beside them: UCX's modules in
+  // DIR/ucx, where DIR is the directory libucs.so.0 was loaded from (a link
+  // ucx in kLibDir), and libibverbs' providers, loaded by name through the
+  // library path when its provider directory is absent (a link each in
+  // kLibDir). The image's own directory, where it has one, is bound over
+  // instead: its plugins would not match the host's library.
+  bool beside_library(const std::string& dir) {
+    const std::string name = base_name(dir), parent = dir_name(dir);
+    const char* library = name == "ucx" ? "libucs.so.0" : name == "libibverbs" ? "libibverbs.so.1" : nullptr;
+    if (!library || !image_.list(dir).empty()) return false;
+    const std::string lib = std::string(kLibDir) + "/" + library;
+    const bool beside = std::any_of(out.files.begin(), out.files.end(), [&](const Injection::File& f) {
+      return f.container == lib && dir_name(f.host) == parent;
+    });
+    if (!beside) return false;
+    if (name == "ucx") {
+      out.files.push_back({dir, std::string(kLibDir) + "/ucx"});
+    } else {
+      DIR* d = ::opendir(dir.c_str());
+      if (!d) return false;
+      std::vector<std::string> providers;
+      while (dirent* e = ::readdir(d))
+        if (std::string n = e->d_name; n.starts_with("lib") && n.find("-rdmav") != std::string::npos && n.ends_with(".so"))
+          providers.push_back(n);
+      ::closedir(d);
+      std::sort(providers.begin(), providers.end());
+      for (const auto& p : providers) out.files.push_back({dir + "/" + p, std::string(kLibDir) + "/" + p});
+    }
+    out.notes.push_back("`" + dir + "`: the image has none; found beside the injected " + library + " in " + kLibDir);
+    return true;
   }
 
   // The image's glibc must provide what the injected libraries ask for.

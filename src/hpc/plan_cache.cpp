@@ -43,6 +43,28 @@ void each_field(Plan& p, FilesFn files, WordsFn words) {
   words('W', p.warnings);
 }
 
+// host_stamp of each input in turn, its directory looked up once for the
+// inputs beside it (they come sorted: a plan's libraries share a few
+// directories, and a full path lookup costs more than the stat).
+class HostStamps {
+public:
+  std::string operator()(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == path.size()) return host_stamp(path);
+    const std::string_view dir(path.data(), slash);
+    if (dir != dir_) {
+      dir_ = dir;
+      fd_.reset(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    }
+    struct stat st;
+    return fd_ && ::fstatat(fd_.get(), path.c_str() + slash + 1, &st, 0) == 0 ? util::file_stamp(st) : "-";
+  }
+
+private:
+  std::string dir_;
+  util::UniqueFd fd_;
+};
+
 }  // namespace
 
 std::string plan_key(const InjectRequest& req, const SiteConfig& conf, const ImageView& image) {
@@ -73,6 +95,7 @@ std::optional<Injection> PlanCache::find(const std::string& key, const ImageView
   rest.remove_prefix(head.size());
   rest.remove_suffix(2);  // ".\n"
   Injection plan;
+  HostStamps host_stamps;
   while (!rest.empty()) {
     std::string_view line = rest.substr(0, rest.find('\n'));
     rest.remove_prefix(line.size() + 1);
@@ -89,7 +112,7 @@ std::optional<Injection> PlanCache::find(const std::string& key, const ImageView
     }
     if (kind == 'H' || kind == 'I') {  // an input: as it was, or the plan is stale
       if (fields != 2) return std::nullopt;
-      const std::string path(f[0]), now = kind == 'H' ? host_stamp(path) : image.stamp(path);
+      const std::string path(f[0]), now = kind == 'H' ? host_stamps(path) : image.stamp(path);
       if ((now.empty() ? "-" : std::string_view(now)) != f[1]) return std::nullopt;
       continue;
     }

@@ -373,6 +373,7 @@ private:
     if (!r.fd || same_file(r.fd.get(), root_.get())) return;  // apply() explains; the root: its underlay
     struct stat st;
     if (::fstat(r.fd.get(), &st) != 0) return;
+    if (copy_hollow_dir(r.fd, dir, st, names)) return;
     const std::string layer = "o" + std::to_string(layers_++);
     if (::mkdirat(staging_.get(), layer.c_str(), 0700) != 0) throw SysError{errno, "mkdir", "staging " + layer};
     UniqueFd l = util::open_fd_at(staging_.get(), layer, O_PATH | O_DIRECTORY);
@@ -387,6 +388,79 @@ private:
       return;
     }
     util::debug("overlay `" + dir + "` with " + listed(names));
+  }
+
+  // An image directory that holds nothing but empty directories and links
+  // (/home, /run with Debian's /run/lock, /mnt) is copied instead: its
+  // entries and the missing ones made on the staging tmpfs, bound over it,
+  // one bind (cheaper than an overlay to mount and to take down). The
+  // copies are the user's, with the original's modes. False where the
+  // directory holds anything else (or is unreadable): an overlay then.
+  bool copy_hollow_dir(const UniqueFd& old, const std::string& path, const struct stat& st,
+                       const std::map<std::string, bool>& names) {
+    struct Entry {
+      std::string name;
+      mode_t mode = 0;  // of a directory
+      std::string link;
+    };
+    std::vector<Entry> entries;
+    if (!list_hollow(old.get(), entries, [&](int dir, const std::string& name, Entry& e) {
+          struct stat est;
+          if (::fstatat(dir, name.c_str(), &est, AT_SYMLINK_NOFOLLOW) != 0) return false;
+          if (S_ISLNK(est.st_mode)) {
+            std::string target(4096, '\0');
+            const ssize_t len = ::readlinkat(dir, name.c_str(), target.data(), target.size());
+            if (len <= 0 || static_cast<size_t>(len) == target.size()) return false;
+            target.resize(static_cast<size_t>(len));
+            e.link = std::move(target);
+            return true;
+          }
+          if (!S_ISDIR(est.st_mode)) return false;
+          e.mode = est.st_mode & 07777;
+          UniqueFd sub(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+          std::vector<Entry> none;
+          return sub && list_hollow(sub.get(), none, [](int, const std::string&, Entry&) { return false; });
+        }))
+      return false;
+    const std::string under = "u" + std::to_string(underlays_++);
+    if (::mkdirat(staging_.get(), under.c_str(), 0700) != 0) throw SysError{errno, "mkdir", "staging " + under};
+    UniqueFd u = util::open_fd_at(staging_.get(), under, O_PATH | O_DIRECTORY);
+    for (const auto& e : entries) {
+      const std::string what = "staging " + under + "/" + e.name;
+      if (!e.link.empty()) {
+        if (::symlinkat(e.link.c_str(), u.get(), e.name.c_str()) != 0) throw SysError{errno, "symlink", what};
+      } else if (::mkdirat(u.get(), e.name.c_str(), 0700) != 0 || ::fchmodat(u.get(), e.name.c_str(), e.mode, 0) != 0) {
+        throw SysError{errno, "mkdir", what};
+      }
+    }
+    for (const auto& [name, is_dir] : names) make_mount_point(u.get(), name, is_dir, "staging " + under + "/" + name);
+    if (::fchmodat(staging_.get(), under.c_str(), st.st_mode & 07777, 0) != 0)
+      throw SysError{errno, "chmod", "staging " + under};
+    do_mount(stage_path(under), fd_path(old.get()), nullptr, MS_BIND, "", "MS_BIND", "copy", shown(path));
+    util::debug("`" + path + "` (empty directories and links only) copied with " + listed(names));
+    return true;
+  }
+
+  // Reads directory `dir` into `out`, each entry given to `take` (which
+  // fills it in and returns false to give up); false when it does.
+  template <class Entry, class Take>
+  static bool list_hollow(int dir, std::vector<Entry>& out, Take take) {
+    UniqueFd list(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!list) return false;
+    DIR* d = ::fdopendir(list.get());
+    if (!d) return false;
+    list.release();
+    bool ok = true;
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      Entry entry;
+      entry.name = name;
+      if (!(ok = take(::dirfd(d), name, entry))) break;
+      out.push_back(std::move(entry));
+    }
+    ::closedir(d);
+    return ok;
   }
 
   // Replaces directory `old` (at in-root path `path`) by a tmpfs holding the

@@ -42,6 +42,23 @@ else
 fi
 [ -e "$noh/etc/hosts" ] && fail "the image was written"
 
+# A directory of nothing but empty directories and links (/home, /run with
+# Debian's /run/lock) that lacks a mount point is copied, one bind: its
+# entries as they were (modes, link targets), read-only; one that holds a
+# file keeps the overlay.
+hol="$T/hollow"
+cp -a "$IMG" "$hol"
+mkdir -p "$hol/run/lock" "$hol/mnt/keep" && chmod 1777 "$hol/run/lock" && ln -s lock "$hol/run/lk"
+out=$("$RT" exec -vv -b "$T:/run/data" "$hol" sh -c 'stat -c "%n %a" /run/lock; readlink /run/lk; ls /run; ls /run/data >/dev/null && echo bound
+  rt-probe write /run/new' 2>&1)
+expect_match "$out" "\`/run\` \(empty directories and links only\) copied with \`data\`" "-vv: /run (only /run/lock and a link) is copied"
+expect_match "$out" $'/run/lock 1777\nlock\ndata\nlk\nlock\nbound\nEROFS' "... its entries as they were, the bind on it, read-only"
+echo note >"$hol/run/file"
+out=$("$RT" exec -vv -b "$T:/run/data" "$hol" cat /run/file 2>&1)
+expect_match "$out" "overlay \`/run\` with \`data\`" "/run holding a file gets an overlay"
+expect_match "$out" "note" "... through which its file reads"
+[ -e "$hol/run/data" ] && fail "the image was written"
+
 shm=/dev/shm/rt-test-$$
 echo shared >"$shm"
 out=$("$RT" exec "$IMG" cat "$shm")

@@ -226,6 +226,31 @@ cp "$fake/lib/libnl-3.so.200" "$T/gains/lib/x86_64-linux-gnu/"
 out=$("$RT" exec -v --ib "$T/gains" true 2>&1)
 expect_match "$out" "libnl-3.so.200. from the image" "once the image has it, libnl-3 comes from the image"
 [[ $out == *"as planned at an earlier start"* ]] && fail "the plan made before the image changed was taken"
+# The host's own verbs stack into an image without rdma-core or UCX: the
+# plugin directories it lacks cost no mount point there. UCX finds its
+# modules beside the injected libucs (a link ucx in /run/rt-host/lib);
+# libibverbs, its provider directory absent, loads each provider by name
+# through the library path, as here by dlopen.
+libdir=/usr/lib/x86_64-linux-gnu
+if [ -e "$libdir/libucs.so.0" ] && [ -e "$libdir/libibverbs/libmlx5-rdmav34.so" ]; then
+  out=$(env RT_CONF=/dev/null "$RT" exec -v --ib deb python3 -c '
+import ctypes
+ctypes.CDLL("libmlx5-rdmav34.so")
+uct = ctypes.CDLL("libuct.so.0")
+c, n = ctypes.c_void_p(), ctypes.c_uint()
+print("uct", uct.uct_query_components(ctypes.byref(c), ctypes.byref(n)), n.value > 0)
+for line in open("/proc/self/maps"):
+    f = line.split()[-1]
+    if "libuct_" in f or "libmlx5" in f: print("mapped", f)
+' 2>&1)
+  expect_match "$out" "ucx.: the image has none; found beside the injected libucs.so.0" "-v: UCX's modules are found beside libucs"
+  expect_match "$out" "libibverbs.: the image has none; found beside the injected libibverbs.so.1" "-v: so are the verbs providers"
+  expect_match "$out" "uct 0 True" "UCX loads its transports"
+  expect_match "$out" "mapped /run/rt-host/\.d/[0-9]+/ucx/libuct_cma" "... the host's modules, from its ucx directory"
+  expect_match "$out" "mapped /run/rt-host/\.d/[0-9]+/libmlx5\.so" "a provider loaded by name is the host's"
+  n=$(env RT_CONF=/dev/null "$RT" exec --ib deb sh -c "awk '\$5 ~ \"^/(usr/)?lib\"' /proc/self/mountinfo | wc -l")
+  expect_eq "$n" 0 "nothing is mounted in the image's library directories"
+fi
 tree_listing "$RT_STORAGE/images/deb/rootfs" >"$T/deb.after"
 diff "$T/deb.before" "$T/deb.after" >&2 || fail "injecting host files changed the image"
 pass "the image is as imported after --mpi, --gpu and --ib"
