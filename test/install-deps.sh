@@ -10,7 +10,7 @@ PACKAGES=(
   libcli11-dev libsodium-dev nlohmann-json3-dev libyaml-cpp-dev libseccomp-dev
   libarchive-dev libssl-dev libcurl4-openssl-dev libsquashfuse-dev libfuse3-dev
   libzstd-dev libisal-dev zlib1g-dev liblz4-dev liblzo2-dev liblzma-dev squashfs-tools squashfs-tools-ng
-  busybox-static util-linux e2fsprogs fuse2fs fuse-overlayfs
+  busybox-static util-linux e2fsprogs fuse2fs fuse-overlayfs squashfuse
 )
 # What the tests and benchmarks add: a registry, Slurm (iproute2 for its
 # multi-node cluster, libslurm-dev for rt's Slurm plugin), both MPIs, the

@@ -221,7 +221,7 @@ private:
     bool images = false;
     for (const auto& l : plan_.overlays) {
       if (l.writable) kept = &l;
-      images |= l.image;
+      images |= l.fuse();
     }
     if (!kept)
       for (const char* d : {"upper", "work"})
@@ -249,7 +249,8 @@ private:
       util::debug(std::string("overlayfs refused (") + std::strerror(e) + "): fuse-overlayfs instead");
     }
     UniqueFd tree =
-        fuse_root({image_.get(), fd_path(staging_.get()), plan_.overlays, rootfs, plan_.fuse2fs, plan_.fuse_overlayfs});
+        fuse_root({image_.get(), fd_path(staging_.get()), plan_.overlays, rootfs, plan_.fuse2fs, plan_.fuse_overlayfs,
+                   plan_.squashfuse});
     if (::move_mount(tree.get(), "", AT_FDCWD, root_path.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
       throw SysError{errno, "move_mount", "fuse-overlayfs", rootfs};
   }

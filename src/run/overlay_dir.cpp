@@ -183,12 +183,19 @@ void prepare_overlays(const std::vector<OverlayLayer>& layers) {
       take_lock(l, /*only_check=*/!l.writable);
       continue;
     }
+    if (l.squash_offset >= 0) {  // read-only: unchanged while read, unless someone else may write it
+      struct stat st;
+      if (::stat(l.path.c_str(), &st) != 0) throw SysError{errno, "stat", "overlay `" + l.path + "`"};
+      if (st.st_mode & 022)
+        throw Error("overlay `" + l.path + "` can be written by others than its owner",
+                    "chmod go-w it: its content becomes the container's files");
+      continue;
+    }
     if (!l.writable) {
       struct stat st;
       if (::stat(l.path.c_str(), &st) != 0) throw SysError{errno, "stat", "overlay `" + l.path + "`"};
       if (!S_ISDIR(st.st_mode))
-        throw Error("overlay `" + l.path + "` is neither a directory nor an ext3 overlay image",
-                    "a SquashFS or SIF file cannot be an overlay yet: give its contents as a directory");
+        throw Error("overlay `" + l.path + "` is neither a directory, an ext3 overlay image nor a SquashFS or SIF file");
       continue;  // one that held writes is read through its upper/ (mount_apply)
     }
     check_own(l.path, "overlay");

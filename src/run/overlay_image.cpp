@@ -22,6 +22,7 @@
 
 #include "rt/error.hpp"
 #include "run/overlay_dir.hpp"
+#include "squash/sif.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
@@ -163,11 +164,16 @@ void send_fd(int sock, int fd, const std::string& text) {
     for (size_t i = 0; i < r.layers.size(); ++i) {
       const OverlayLayer& l = r.layers[i];
       std::string top = l.path;
-      if (l.image) {
+      if (l.fuse()) {
         const std::string point = "f/i" + std::to_string(i);
-        daemons.push_back(spawn({need_program(r.fuse2fs, "fuse2fs", "overlay image `" + l.path + "`"), l.path, point,
-                                 "-f", "-o", l.writable ? "rw" : "ro"}));
-        await_mount(daemons.back(), point, "overlay image `" + l.path + "`");
+        const std::string what = (l.image ? "overlay image `" : "SquashFS overlay `") + l.path + "`";
+        if (l.image)
+          daemons.push_back(spawn({need_program(r.fuse2fs, "fuse2fs", what), l.path, point, "-f", "-o",
+                                   l.writable ? "rw" : "ro"}));
+        else
+          daemons.push_back(spawn({need_program(r.squashfuse, "squashfuse", what), "-f", "-o",
+                                   "offset=" + std::to_string(l.squash_offset), l.path, point}));
+        await_mount(daemons.back(), point, what);
         top = point;
       }
       if (l.writable) {
@@ -193,7 +199,7 @@ void send_fd(int sock, int fd, const std::string& text) {
     // None of theirs stays here: the container's copy is the last.
     ::umount2("f/m", MNT_DETACH);
     for (size_t i = 0; i < r.layers.size(); ++i)
-      if (r.layers[i].image) ::umount2(("f/i" + std::to_string(i)).c_str(), MNT_DETACH);
+      if (r.layers[i].fuse()) ::umount2(("f/i" + std::to_string(i)).c_str(), MNT_DETACH);
     ::umount2(image_lower.c_str(), MNT_DETACH);
   } catch (const std::exception& e) {
     if (!handed) send_fd(sock, -1, std::string("E") + e.what());
@@ -222,16 +228,33 @@ void send_fd(int sock, int fd, const std::string& text) {
 
 void find_overlay_programs(MountPlan& plan) {
   if (plan.overlays.empty()) return;
-  bool images = false;
+  bool images = false, squash = false;
   for (auto& l : plan.overlays) {
     l.image = is_ext_image(l.path);
-    if (l.image && plan.inner_uid != plan.outer_uid)
+    if (!l.image) l.squash_offset = squash_offset(l.path);
+    if (l.fuse() && plan.inner_uid != plan.outer_uid)
       throw Error("--overlay " + l.path + ": an overlay image with --fakeroot, --root or --uid is not supported",
                   "use a directory overlay (mkdir -m 0755 DIR; --overlay DIR)");
+    if (l.squash_offset >= 0 && l.writable)
+      throw Error("--overlay " + l.path + ": a SquashFS or SIF file is read-only",
+                  "give it as " + l.path + ":ro, with a directory or an overlay image after it for the writes");
     images |= l.image;
+    squash |= l.squash_offset >= 0;
   }
   plan.fuse_overlayfs = find_system_program("fuse-overlayfs");
   if (images) plan.fuse2fs = find_system_program("fuse2fs");
+  if (squash) plan.squashfuse = find_system_program("squashfuse");
+}
+
+int64_t squash_offset(const std::string& path) {
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  struct stat st;
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  char magic[4];
+  if (::pread(fd.get(), magic, 4, 0) == 4 && std::memcmp(magic, "hsqs", 4) == 0) return 0;
+  if (!squash::is_sif(fd.get())) return -1;
+  const squash::SifFile sif = squash::read_sif(fd.get(), path);
+  return squash::sif_root_partition(sif, path).offset;  // throws: no SquashFS partition
 }
 
 bool is_ext_image(const std::string& path) {
@@ -248,7 +271,7 @@ util::UniqueFd fuse_root(const FuseRootRequest& r) {
     if (::mkdirat(AT_FDCWD, (r.staging + "/" + d).c_str(), 0700) != 0 && errno != EEXIST)
       throw SysError{errno, "mkdir", std::string("staging ") + d};
   for (size_t i = 0; i < r.layers.size(); ++i)
-    if (r.layers[i].image && ::mkdir((r.staging + "/f/i" + std::to_string(i)).c_str(), 0700) != 0)
+    if (r.layers[i].fuse() && ::mkdir((r.staging + "/f/i" + std::to_string(i)).c_str(), 0700) != 0)
       throw SysError{errno, "mkdir", "staging f/i" + std::to_string(i)};
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) throw SysError{errno, "socketpair"};

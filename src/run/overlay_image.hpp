@@ -32,6 +32,11 @@ namespace rt::run {
 // superblock has the ext magic.
 bool is_ext_image(const std::string& path);
 
+// Where the SquashFS file system of `path` starts: 0 for a SquashFS file,
+// the primary partition's offset for a SIF file; -1 for anything else.
+// Throws rt::Error for a SIF file without a SquashFS partition.
+int64_t squash_offset(const std::string& path);
+
 // A program of the system's (host, before the namespaces, where owners
 // are known): in /usr/bin, /bin, /usr/sbin, /sbin, then on PATH; only a
 // file that no one but root or the user can change, since it will hold
@@ -48,7 +53,7 @@ struct FuseRootRequest {
   std::string staging;                  // the staging tmpfs's path (its fd's /proc path will do)
   std::vector<OverlayLayer> layers;     // as in the plan: read-only ones stack, the writable one takes the writes
   std::string shown;                    // the image, for messages
-  std::string fuse2fs, fuse_overlayfs;  // the programs (find_system_program), "" when missing
+  std::string fuse2fs, fuse_overlayfs, squashfuse;  // the programs (find_system_program), "" when missing
 };
 
 // The container's root: fuse-overlayfs over the image and the layers

@@ -247,7 +247,9 @@ std::vector<std::string> describe(const MountPlan& p, bool each_link) {
     mode = "under overlays";
     bool kept = false;
     for (const auto& l : p.overlays) {
-      mode += std::string(" `") + l.path + "`" + (l.image ? " (ext3 image, through fuse2fs and fuse-overlayfs)" : "") +
+      mode += std::string(" `") + l.path + "`" + (l.image                ? " (ext3 image, through fuse2fs and fuse-overlayfs)"
+               : l.squash_offset >= 0 ? " (SquashFS, through squashfuse and fuse-overlayfs)"
+                                      : "") +
               (l.writable ? " (writes kept in its upper/)" : " (ro)");
       kept |= l.writable;
     }

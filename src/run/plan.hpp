@@ -52,6 +52,12 @@ struct OverlayLayer {
   std::string path;  // absolute, host
   bool writable = false;
   bool image = false;  // an ext3 image (run/overlay_image), not a directory
+  // A SquashFS file (read-only), served by squashfuse (run/overlay_image):
+  // where its file system starts (a SIF file's primary partition); -1 for
+  // none.
+  int64_t squash_offset = -1;
+  // Served by a FUSE program, not read as a directory.
+  bool fuse() const { return image || squash_offset >= 0; }
 };
 
 struct StagedFile {
@@ -67,7 +73,7 @@ struct MountPlan {
   std::vector<OverlayLayer> overlays;  // with RootMode::Overlay
   // The FUSE programs of overlays the kernel cannot mount (run/overlay_image),
   // found on the host when there are overlays; "" when missing.
-  std::string fuse2fs, fuse_overlayfs;
+  std::string fuse2fs, fuse_overlayfs, squashfuse;
   std::vector<Mount> mounts;
   std::vector<StagedFile> staged;
   uid_t outer_uid = 0, inner_uid = 0;

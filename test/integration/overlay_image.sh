@@ -2,13 +2,14 @@
 # Overlay images, as the unprivileged user: rt overlay create (and
 # apptainer overlay create) makes an ext3 file as Apptainer does; rt exec
 # --overlay FILE keeps writes in it across runs (through fuse2fs and
-# fuse-overlayfs) over a directory, a SquashFS and a SIF image; e2fsprogs'
+# fuse-overlayfs) over a directory, a SquashFS and a SIF image; SquashFS
+# and SIF files as read-only layers (squashfuse); e2fsprogs'
 # own tools read what rt wrote and rt reads what they wrote; :ro stacks it
 # read-only; one writer at a time (the second refused naming the holder,
 # readers refused while it writes), the file written out and the lock gone
 # when the container ends, nothing left running; the refusals.
 . "$(dirname "$0")/lib.sh"
-for p in fuse2fs fuse-overlayfs; do
+for p in fuse2fs fuse-overlayfs squashfuse; do
   command -v "$p" >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v "$p" >/dev/null ||
     fail "$p is not installed (test/install-deps.sh installs it)"
 done
@@ -108,8 +109,31 @@ expect_status 125 "an image through a link" -- "$RT" exec --overlay link.img "$I
 expect_match "$ERR" "not a file of yours" "... is refused"
 expect_status 125 "an image with --uid 0" -- "$RT" exec --uid 0 --overlay ov.img "$IMG" true
 expect_match "$ERR" "not supported" "... is refused"
-expect_status 125 "a SquashFS file as an overlay" -- "$RT" exec --overlay img.sqfs:ro "$IMG" true
-expect_match "$ERR" "neither a directory nor an ext3 overlay image" "... is refused, saying what is taken"
+expect_status 125 "a SquashFS file as a writable overlay" -- "$RT" exec --overlay img.sqfs "$IMG" true
+expect_match "$ERR" "is read-only.*give it as .*img.sqfs:ro" "... is refused, saying how instead"
+echo text >plain.txt
+expect_status 125 "a plain file as an overlay" -- "$RT" exec --overlay plain.txt:ro "$IMG" true
+expect_match "$ERR" "neither a directory, an ext3 overlay image nor a SquashFS or SIF file" "... is refused, saying what is taken"
+
+# --- SquashFS and SIF files as read-only layers (squashfuse) ----------------------------------
+mkdir -p layer/opt/env/bin
+printf '#!/bin/sh\necho tool from the layer\n' >layer/opt/env/bin/tool && chmod 755 layer/opt/env/bin/tool
+mksquashfs layer layer.sqfs -quiet -no-progress -all-root >/dev/null || fail "mksquashfs of the layer"
+python3 "$RT_SOURCE_DIR/test/integration/siftool.py" make layer.sif --squashfs layer.sqfs
+for f in layer.sqfs layer.sif; do
+  expect_eq "$("$RT" exec --overlay "$f:ro" "$IMG" /opt/env/bin/tool)" "tool from the layer" "--overlay ${f##*.} file:ro lays its tree on the image"
+  expect_eq "$("$RT" exec --overlay "$f:ro" "$T/img.sqfs" /opt/env/bin/tool)" "tool from the layer" "... on a SquashFS image too"
+done
+mkdir -m 0755 above
+expect_eq "$("$RT" exec --overlay layer.sif:ro --overlay above "$IMG" sh -c 'echo more >>/opt/env/bin/tool; cat /opt/env/bin/tool')" \
+  $'#!/bin/sh\necho tool from the layer\nmore' "a writable overlay above it takes the writes"
+expect_match "$(cat above/upper/opt/env/bin/tool)" "more" "... into its upper/"
+expect_match "$("$RT" exec -v --overlay layer.sqfs:ro "$IMG" true 2>&1)" "layer.sqfs. \(SquashFS, through squashfuse" "-v says how it is served"
+cp layer.sqfs open.sqfs && chmod 0666 open.sqfs
+expect_status 125 "a SquashFS layer others can write" -- "$RT" exec --overlay open.sqfs:ro "$IMG" true
+expect_match "$ERR" "written by others" "... is refused"
+sleep 0.5
+expect_eq "$(pgrep -u "$(id -u)" -f 'squashfuse|fuse-overlayfs|rt-overlay' || true)" "" "no squashfuse or keeper is left running"
 
 # --- Apptainer's command line ---------------------------------------------------------------
 apptainer overlay create --size 16 --create-dir /data a.img || fail "apptainer overlay create"
