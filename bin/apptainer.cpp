@@ -27,10 +27,12 @@ constexpr const char* kUsage =
     "  run [OPTIONS] IMAGE [ARGS...]         the image's runscript, or its ENTRYPOINT/CMD\n"
     "  shell [OPTIONS] IMAGE                 an interactive shell\n"
     "  test [OPTIONS] IMAGE                  the image's test script\n"
-    "  pull [--force] [--name FILE] [FILE] docker://REF\n"
+    "  pull [--force] [--name FILE] [FILE] docker://REF|oras://REF\n"
+    "  push FILE.sif oras://REF\n"
     "  build [--force] [--sandbox] [--notest] [--build-arg K=V] TARGET docker://REF|docker-archive://TAR|DIR|FILE.sif|FILE.def\n"
     "  inspect [--deffile|--labels|--runscript|--startscript|--test|--environment|--helpfile] IMAGE\n"
     "  overlay create [--size MiB] [--sparse] [--create-dir DIR] FILE\n"
+    "  verify [--key FILE] [--legacy-insecure] FILE.sif | sign [--key FILE] FILE.sif\n"
     "  run-help IMAGE | instance start|stop|list | cache clean | version\n"
     "\n"
     "IMAGE: a SIF, SquashFS or .simg file, a directory, a stored name, docker://REF\n"
@@ -43,7 +45,10 @@ constexpr const char* kUsage =
 
 std::string without_docker(const std::string& ref) {
   if (ref.starts_with("docker://")) return ref.substr(9);
-  for (const char* scheme : {"library://", "shub://", "oras://", "http://", "https://"})
+  if (ref.starts_with("oras://"))
+    refuse("`oras://` here", "rt runs a SIF file from a registry once it is pulled",
+           "apptainer pull FILE.sif " + ref + ", then use FILE.sif");
+  for (const char* scheme : {"library://", "shub://", "http://", "https://"})
     if (ref.starts_with(scheme))
       refuse("`" + std::string(scheme) + "`", "rt pulls from OCI registries only",
              "use docker://REGISTRY/REPO:TAG (rt pull and rt login speak to any OCI registry)");
@@ -529,9 +534,10 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     std::string target, source;
     if (command == "pull") {
       if (pos.empty() || pos.size() > 2)
-        throw Error("usage: apptainer pull [--force] [--name FILE] [FILE] docker://REF");
+        throw Error("usage: apptainer pull [--force] [--name FILE] [FILE] docker://REF|oras://REF");
       source = pos.back();
-      target = !o.name.empty() ? o.name : pos.size() == 2 ? pos[0] : default_pull_name(without_docker(source));
+      const std::string ref = source.starts_with("oras://") ? source.substr(7) : without_docker(source);
+      target = !o.name.empty() ? o.name : pos.size() == 2 ? pos[0] : default_pull_name(ref);
       if (!o.dir.empty()) target = o.dir + "/" + target;
     } else {
       if (pos.size() != 2) throw Error("usage: apptainer build [--force] [--sandbox] TARGET SOURCE");
@@ -551,7 +557,13 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
       c.insert(c.end(), {"--", from, target});
       return c;
     };
-    if (source.starts_with("docker-archive://") || source.starts_with("oci-archive://")) {
+    if (command == "pull" && source.starts_with("oras://")) {
+      // A SIF file in a registry: rt pull writes it as it is.
+      std::vector<std::string> pull{"pull"};
+      pull.insert(pull.end(), q.begin(), q.end());
+      pull.insert(pull.end(), {"--", source, target});
+      plan.steps.push_back(pull);
+    } else if (source.starts_with("docker-archive://") || source.starts_with("oci-archive://")) {
       plan.steps.push_back(convert(source.substr(source.find("://") + 3)));
     } else if (source.find("://") != std::string::npos || command == "pull") {
       const std::string ref = without_docker(source);
@@ -577,6 +589,85 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     } else {
       plan.steps.push_back(convert(source));  // a sandbox directory, a SIF/SquashFS file, a stored name
     }
+    return plan;
+  }
+  if (command == "push") {
+    // apptainer push [-U] FILE.sif oras://REF: rt push sends it as Apptainer does.
+    std::vector<std::string> pos;
+    while (!w.done()) {
+      std::optional<std::string> value;
+      const std::string x = w.take_option(value);
+      if (x == "-U" || x == "--allow-unsigned") {
+        ;  // rt checks no signatures before a push
+      } else if (x == "--") {
+        for (const auto& y : w.rest()) pos.push_back(y);
+        break;
+      } else if (x.starts_with("-") && x != "-") {
+        refuse("push " + x, "rt push takes the credentials of rt login", "man rt-apptainer");
+      } else {
+        pos.push_back(x);
+      }
+    }
+    if (pos.size() != 2) throw Error("usage: apptainer push FILE.sif oras://REF");
+    if (!pos[1].starts_with("oras://"))
+      refuse("push to `" + pos[1] + "`", "rt's Apptainer command line pushes SIF files to oras:// only",
+             "apptainer push FILE.sif oras://REGISTRY/REPO:TAG, or rt push for an OCI image");
+    std::vector<std::string> step{"push"};
+    step.insert(step.end(), global.begin(), global.end());
+    step.insert(step.end(), {"--", path_first(pos[0]), pos[1]});
+    plan.steps.push_back(step);
+    return plan;
+  }
+  if (command == "verify" || command == "sign") {
+    // apptainer verify|sign [--key FILE] FILE.sif: rt verify / rt sign
+    // (OpenPGP only). Without --key, Apptainer's own keyring file:
+    // $APPTAINER_KEYSDIR, else ~/.apptainer/keys (pgp-public, pgp-secret).
+    std::vector<std::string> step{command};
+    step.insert(step.end(), global.begin(), global.end());
+    std::vector<std::string> pos;
+    bool key = false;
+    while (!w.done()) {
+      std::optional<std::string> value;
+      const std::string x = w.take_option(value);
+      if (x == "--key") {
+        step.insert(step.end(), {"--key", w.value_for(x, value)});
+        key = true;
+      } else if (x == "--legacy-insecure" && command == "verify") {
+        step.push_back(x);
+      } else if (x == "-l" || x == "--local" || x == "-a" || x == "--all") {
+        ;  // rt asks no key server, and always covers every object of every group
+      } else if (x == "-g" || x == "--group-id" || x == "-i" || x == "--sif-id" || x == "--id") {
+        refuse(command + " " + x, "rt " + command + "s every object group of the file, whole");
+      } else if (x == "-k" || x == "--keyidx") {
+        refuse("sign " + x, "rt signs with the key file given", "apptainer sign --key FILE.asc IMAGE.sif");
+      } else if (x == "-u" || x == "--url") {
+        refuse(command + " " + x, "rt asks no key server: it trusts the keys given with --key");
+      } else if (x == "-j" || x == "--json") {
+        refuse(command + " " + x, "rt verify reports in lines of text");
+      } else if (x.starts_with("--certificate") || x == "--ocsp-verify") {
+        refuse(command + " " + x, "rt checks OpenPGP signatures only, not X.509 certificates");
+      } else if (x == "--") {
+        for (const auto& y : w.rest()) pos.push_back(y);
+        break;
+      } else if (x.starts_with("-") && x != "-") {
+        throw Error("apptainer " + command + ": unknown option `" + x + "`", "man rt-apptainer");
+      } else {
+        pos.push_back(x);
+      }
+    }
+    if (pos.size() != 1) throw Error("usage: apptainer " + command + " [--key FILE] FILE.sif");
+    if (!key) {
+      std::string dir, home;
+      for (const auto& e : env) {
+        if (e.starts_with("APPTAINER_KEYSDIR=")) dir = e.substr(18);
+        if (e.starts_with("HOME=")) home = e.substr(5);
+      }
+      if (dir.empty() && !home.empty()) dir = home + "/.apptainer/keys";
+      if (dir.empty()) throw Error("apptainer " + command + ": no --key FILE given, and no HOME for Apptainer's keyring");
+      step.insert(step.end(), {"--key", dir + (command == "verify" ? "/pgp-public" : "/pgp-secret")});
+    }
+    step.insert(step.end(), {"--", path_first(pos[0])});
+    plan.steps.push_back(step);
     return plan;
   }
   if (command == "inspect" || command == "run-help") {
@@ -643,8 +734,8 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
     return plan;
   }
   refuse("`" + command + "`",
-         "rt's Apptainer command line has exec, run, shell, test, pull, build, inspect, run-help, "
-         "instance, overlay create, cache and version");
+         "rt's Apptainer command line has exec, run, shell, test, pull, push, build, inspect, run-help, "
+         "instance, overlay create, verify, sign, cache and version");
 }
 
 }  // namespace rt::cli

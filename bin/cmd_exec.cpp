@@ -137,6 +137,10 @@ int run_exec(const ExecOptions& given) {
     }
     exec(*opts);
   } catch (const ImageNotFound& e) {
+    // A SIF file in a registry: rt pull writes it where asked, never into the store.
+    if (e.ref.starts_with("oras://"))
+      throw rt::Error("`" + e.ref + "` is a SIF file in a registry: pull it into a file first",
+                      "rt pull " + e.ref + " FILE.sif, then rt " + std::string(verb_name(opts->mode)) + " FILE.sif");
     if (opts->no_pull || e.tagged || !looks_pullable(e.ref)) throw;
     // In a step over several nodes, the first node sends it.
     if (wait_for_step_image(*opts)) {

@@ -1,5 +1,5 @@
-// `rt pull`, `rt import`, `rt build`, `rt images`, `rt inspect`, `rt rm`, `rt prune`,
-// `rt login`: fill the options, call librt.
+// `rt pull`, `rt import`, `rt build`, `rt images`, `rt inspect`, `rt verify`, `rt sign`,
+// `rt rm`, `rt prune`, `rt login`: fill the options, call librt.
 #include <sys/stat.h>
 
 #include <unistd.h>
@@ -98,10 +98,15 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_option("-j,--jobs", s->o.jobs, "parallel layer downloads (default 4)")->type_name("N");
     c.app->add_flag("--if-missing", s->o.if_missing, "do nothing when the store has an image of that name");
     add_import_options(c.app, s->o);
-    c.app->add_option("ref", s->ref, "image reference, e.g. ubuntu:24.04 or docker://ghcr.io/org/img:tag")
+    c.app->add_option("ref", s->ref,
+                      "image reference, e.g. ubuntu:24.04 or docker://ghcr.io/org/img:tag; oras://REF: a SIF file")
         ->required()
         ->type_name("REF");
-    c.app->add_option("name", s->o.name, "store it under NAME (default: the canonical reference)")->type_name("NAME");
+    c.app
+        ->add_option("name", s->o.name,
+                     "store it under NAME (default: the canonical reference); for oras:// the SIF file to write "
+                     "(default: NAME_TAG.sif here)")
+        ->type_name("NAME");
     out.push_back(std::move(c));
   }
   {
@@ -234,7 +239,8 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_option("image", s->image, "stored image (or any image rt convert reads)")
         ->required()
         ->type_name("IMAGE");
-    c.app->add_option("ref", s->ref, "where to: REGISTRY/REPOSITORY[:TAG] (default: IMAGE's own name)")
+    c.app->add_option("ref", s->ref,
+                      "where to: REGISTRY/REPOSITORY[:TAG] (default: IMAGE's own name); oras://REF: as a SIF file")
         ->type_name("REF");
     out.push_back(std::move(c));
   }
@@ -351,6 +357,52 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
                      "environment")
         ->type_name("SECTION");
     c.app->add_option("name", s->name, "image name, or a SIF file")->required()->type_name("NAME|FILE.sif");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      VerifyOptions o;
+      std::string file;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "verify", "check a SIF file's signatures (Apptainer's) against the keys given", s,
+                        [](S& st) {
+                          for (const auto& line : verify_sif(st.file, st.o))
+                            if (!st.common.quiet) std::printf("%s\n", line.c_str());
+                          if (!st.common.quiet) std::printf("`%s`: verified\n", st.file.c_str());
+                          return 0;
+                        });
+    c.app->add_option("-k,--key", s->o.keys, "an OpenPGP public key (armoured or binary) to trust; repeatable")
+        ->type_name("FILE");
+    c.app->add_option("--gpg-home", s->o.gpg_homes, "trust every public key of this GnuPG home; repeatable")
+        ->type_name("DIR");
+    c.app->add_flag("--legacy-insecure", s->o.legacy,
+                    "accept legacy signatures (Singularity 3.5 and older: data only, no header or descriptors)");
+    c.app->add_option("file", s->file, "the SIF file")->required()->type_name("FILE.sif");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      SignOptions o;
+      std::string file;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "sign", "add an OpenPGP signature of every object group to a SIF file, as Apptainer does",
+                        s, [](S& st) {
+                          for (const auto& line : sign_sif(st.file, st.o))
+                            if (!st.common.quiet) std::printf("%s\n", line.c_str());
+                          return 0;
+                        });
+    c.app
+        ->add_option("-k,--key", s->o.key,
+                     "the OpenPGP secret key to sign with (its passphrase: $RT_SIGN_PASSPHRASE, else asked on the "
+                     "terminal)")
+        ->required()
+        ->type_name("FILE");
+    c.app->add_option("--fingerprint", s->o.fingerprint, "which key of FILE, when it holds several")->type_name("FPR");
+    c.app->add_option("file", s->file, "the SIF file, signed in place")->required()->type_name("FILE.sif");
     out.push_back(std::move(c));
   }
   {

@@ -9,7 +9,7 @@ _rt() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
   fi
-  local commands="exec run shell instance pull push import build convert stage images inspect rm prune overlay login logout doctor"
+  local commands="exec run shell instance pull push import build convert stage images inspect verify sign rm prune overlay login logout doctor"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs --overlay --app
     --private-tmp --no-home --home --contain --tmpfs --net --pid --ipc --volume --mount --workdir --rm --cd -e --env --env-file --unset-env --clean-env -n --dry-run
@@ -86,6 +86,10 @@ _rt() {
     inspect)
       if [[ $prev == --section ]]; then COMPREPLY=($(compgen -W "deffile labels runscript startscript test help environment" -- "$cur"))
       elif [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --section" -- "$cur")); else COMPREPLY=($(images)); fi ;;
+    verify)
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -k --key --gpg-home --legacy-insecure" -- "$cur")); else _filedir; fi ;;
+    sign)
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -k --key --fingerprint" -- "$cur")); else _filedir; fi ;;
     rm)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common" -- "$cur")); else COMPREPLY=($(images)); fi ;;
     prune) COMPREPLY=($(compgen -W "$common" -- "$cur")) ;;

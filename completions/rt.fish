@@ -1,6 +1,6 @@
 # fish completion for rt. Commands are listed here; each command's options
 # come from its own --help, so they are always those of the rt installed.
-set -l rt_commands exec run shell instance pull push import build convert stage images inspect rm prune overlay login logout doctor
+set -l rt_commands exec run shell instance pull push import build convert stage images inspect verify sign rm prune overlay login logout doctor
 
 function __rt_options --argument-names cmd
     set -l sub
@@ -29,7 +29,7 @@ for cmd in $rt_commands
 end
 complete -c rt -n "__fish_seen_subcommand_from exec run shell convert push inspect rm; and not string match -q -- '-*' (commandline -ct)" \
     -a "(__rt_images)"
-complete -c rt -n "__fish_seen_subcommand_from exec run shell import build convert push; and not string match -q -- '-*' (commandline -ct)" -F
+complete -c rt -n "__fish_seen_subcommand_from exec run shell import build convert push verify sign; and not string match -q -- '-*' (commandline -ct)" -F
 complete -c rt -n "__fish_seen_subcommand_from instance; and not __fish_seen_subcommand_from start list stop logs" \
     -a "start list stop logs"
 complete -c rt -n "__fish_seen_subcommand_from stop logs; and __fish_seen_subcommand_from instance" -a "(__rt_instances)"

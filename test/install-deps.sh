@@ -11,6 +11,7 @@ PACKAGES=(
   libarchive-dev libssl-dev libcurl4-openssl-dev libsquashfuse-dev libfuse3-dev
   libzstd-dev libisal-dev zlib1g-dev liblz4-dev liblzo2-dev liblzma-dev squashfs-tools squashfs-tools-ng
   busybox-static util-linux e2fsprogs fuse2fs fuse-overlayfs squashfuse
+  libgpgme-dev gpg gpg-agent
 )
 # What the tests and benchmarks add: a registry, Slurm (iproute2 for its
 # multi-node cluster, libslurm-dev for rt's Slurm plugin), both MPIs, the

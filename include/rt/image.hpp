@@ -119,6 +119,30 @@ ImageSummary inspect_image(const std::string& name, const StoreOptions& options)
 // definition file, labels) and Apptainer's scripts, as JSON. Throws
 // rt::Error when `path` is not a readable SIF file.
 std::string inspect_sif(const std::string& path);
+
+struct VerifyOptions : StoreOptions {
+  std::vector<std::string> keys;       // --key FILE: OpenPGP public keys (armoured or binary), repeatable
+  std::vector<std::string> gpg_homes;  // --gpg-home DIR: every public key of these GnuPG homes
+  bool legacy = false;                 // --legacy-insecure: accept legacy signatures (data only)
+};
+// rt verify FILE.sif: every object group of the file is signed (as
+// Apptainer signs, SIF's pkg/integrity format) by one of the keys given,
+// and the header, descriptors and data match what was signed. Returns a
+// line per group ("object group 1 (objects 1, 2): signed by FPR");
+// throws rt::Error naming the file, group, signature and object of every
+// failure.
+std::vector<std::string> verify_sif(const std::string& path, const VerifyOptions& options);
+
+struct SignOptions : StoreOptions {
+  std::string key;          // --key FILE: the OpenPGP secret key (armoured or binary)
+  std::string fingerprint;  // --fingerprint: which key of FILE (needed when it holds several)
+};
+// rt sign FILE.sif: adds a signature of every object group, as Apptainer
+// signs (clear-signed JSON of the digests, the key's fingerprint in the
+// descriptor), in place. The key's passphrase, when it has one, comes from
+// $RT_SIGN_PASSPHRASE, else a prompt on /dev/tty. Returns a line per
+// signature added; throws rt::Error.
+std::vector<std::string> sign_sif(const std::string& path, const SignOptions& options);
 // One of Apptainer's files in an image (a path, a SIF or SquashFS file, a
 // stored name), as apptainer inspect --deffile and the like print it:
 // `section` is deffile, labels, runscript, startscript, test, help or

@@ -13,8 +13,10 @@
 
 #include "app/assemble.hpp"
 #include "app/import.hpp"
+#include "app/oras.hpp"
 #include "app/store.hpp"
 #include "image/manifest.hpp"
+#include "image/oras.hpp"
 #include "image/registry.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
@@ -34,6 +36,8 @@ using image::Descriptor;
 }  // namespace
 
 std::string pull(const std::string& ref_text, const PullOptions& o) {
+  // A SIF file (oras://): a file, its name where NAME would be.
+  if (image::is_oras(ref_text)) return app::pull_sif(ref_text, o.name, o);
   util::log_init(o.verbosity);
   store::Reference ref = store::parse_reference(ref_text);
   image::Registry reg(ref, image::registry_options(o.ca_file, o.insecure, o.plain_http));

@@ -16,7 +16,9 @@
 
 #include "app/export.hpp"
 #include "app/import.hpp"
+#include "app/oras.hpp"
 #include "app/store.hpp"
+#include "image/oras.hpp"
 #include "image/registry.hpp"
 #include "image/sha256.hpp"
 #include "rt/error.hpp"
@@ -76,6 +78,8 @@ private:
 }  // namespace
 
 std::string push(const std::string& image, const std::string& ref_text, const PushOptions& o) {
+  // A SIF file as Apptainer keeps one in a registry (oras://).
+  if (image::is_oras(ref_text)) return app::push_sif(image, ref_text, o);
   util::log_init(o.verbosity);
   const image::Compression compression = image::parse_compression(o.compression);
   // Without REF the image's own name says where, and it must name its

@@ -20,15 +20,17 @@ namespace {
 // The header: launch script [32], magic [10], version [3], arch [3], id
 // [16], then eight little-endian int64: created, modified, descriptors
 // free, total, offset, size, data offset, size.
-constexpr size_t kHeaderSize = 128;
+constexpr size_t kHeaderSize = kSifHeaderSize;
 constexpr size_t kSifMagicAt = 32;
 constexpr char kSifMagic[10] = {'S', 'I', 'F', '_', 'M', 'A', 'G', 'I', 'C', '\0'};
 // A descriptor, packed: type i32, used u8, id, group, link u32, offset,
 // size, size with padding, created, modified, uid, gid i64, name [128],
 // extra [384].
-constexpr size_t kDescriptorSize = 4 + 1 + 3 * 4 + 7 * 8 + 128 + 384;
-constexpr size_t kNameAt = 4 + 1 + 3 * 4 + 7 * 8;
-constexpr size_t kExtraAt = kNameAt + 128;
+constexpr size_t kDescriptorSize = kSifDescriptorSize;
+constexpr size_t kNameAt = kSifNameAt;
+constexpr size_t kExtraAt = kSifExtraAt;
+static_assert(kDescriptorSize == 4 + 1 + 3 * 4 + 7 * 8 + 128 + 384 && kNameAt == 4 + 1 + 3 * 4 + 7 * 8 &&
+              kExtraAt == kNameAt + 128);
 constexpr uint64_t kMaxDescriptors = 1 << 16;
 
 // A NUL-padded field as a string.
@@ -77,6 +79,25 @@ const char* own_arch() {
 
 }  // namespace
 
+std::string sif_descriptor(SifData type, uint32_t id, uint32_t group, uint32_t link, uint64_t offset, uint64_t size,
+                           uint64_t padded, int64_t time, const std::string& name, const std::string& extra) {
+  if (extra.size() > kDescriptorSize - kExtraAt) throw Error("SIF descriptor fields too long");
+  std::string d(kDescriptorSize, '\0');
+  put_le(d, 0, static_cast<uint32_t>(type), 4);
+  d[4] = 1;  // used
+  put_le(d, 5, id, 4);
+  put_le(d, 9, group, 4);
+  put_le(d, 13, link, 4);
+  put_le(d, 17, offset, 8);
+  put_le(d, 25, size, 8);
+  put_le(d, 33, padded, 8);
+  put_le(d, 41, static_cast<uint64_t>(time), 8);  // created
+  put_le(d, 49, static_cast<uint64_t>(time), 8);  // modified
+  std::memcpy(d.data() + kNameAt, name.data(), std::min<size_t>(name.size(), 127));
+  std::memcpy(d.data() + kExtraAt, extra.data(), extra.size());
+  return d;
+}
+
 std::string sif_prefix(uint64_t size, const std::string& id, int64_t now, const std::vector<SifInput>& objects) {
   constexpr uint64_t kDescriptors = 48, kTableAt = 4096, kAlign = 4096;  // as Apptainer lays them out
   static_assert(kTableAt + kDescriptors * kDescriptorSize <= kSifDataStart);
@@ -94,16 +115,9 @@ std::string sif_prefix(uint64_t size, const std::string& id, int64_t now, const 
   uint32_t next_id = 1;
   auto describe = [&](SifData type, uint64_t at, uint64_t n, const std::string& name) {
     const size_t d = kTableAt + (next_id - 1) * kDescriptorSize;
-    put_le(s, d, static_cast<uint32_t>(type), 4);
-    s[d + 4] = 1;
-    put_le(s, d + 5, next_id++, 4);
-    put_le(s, d + 9, 0xf0000001u, 4);
-    put_le(s, d + 17, at, 8);
-    put_le(s, d + 25, n, 8);
-    put_le(s, d + 33, n, 8);  // size with padding
-    put_le(s, d + 41, static_cast<uint64_t>(now), 8);
-    put_le(s, d + 49, static_cast<uint64_t>(now), 8);
-    std::memcpy(s.data() + d + kNameAt, name.data(), std::min<size_t>(name.size(), 127));
+    const std::string descriptor = sif_descriptor(type, next_id, 0xf0000001u, 0, at, n, n, now, name);
+    ++next_id;
+    s.replace(d, kDescriptorSize, descriptor);
     return d + kExtraAt;
   };
   for (const auto& o : objects) {
@@ -156,6 +170,7 @@ SifFile read_sif(int fd, const std::string& path) {
     if (const std::string version = padded(h, 42, 3); version != "01")
       throw Error("its SIF version " + util::utf8_escaped(util::quoted(version)) + " is not one rt knows (01)");
     SifFile sif;
+    sif.header = h;
     sif.arch = padded(h, 45, 3);
     sif.id = util::hex(h.data() + 48, 16);
     sif.created = le<int64_t>(h, 64);
@@ -168,10 +183,16 @@ SifFile read_sif(int fd, const std::string& path) {
       throw Error("the SIF descriptor table (" + std::to_string(total) + " descriptors at byte " +
                   std::to_string(offset) + ") lies past the end of the file or is too small");
     const std::string table = read_at(fd, static_cast<uint64_t>(offset), need, "the SIF descriptor table");
+    sif.table_offset = static_cast<uint64_t>(offset);
+    sif.descriptors = static_cast<uint64_t>(total);
+    const auto data_at = le<int64_t>(h, 112), data_size = le<int64_t>(h, 120);
+    sif.data_end = within(data_at, data_size, size) ? static_cast<uint64_t>(data_at + data_size) : size;
     for (uint64_t i = 0; i < static_cast<uint64_t>(total); ++i) {
       const size_t d = i * kDescriptorSize;
       if (table[d + 4] == 0) continue;  // unused
       SifObject o;
+      o.descriptor = table.substr(d, kDescriptorSize);
+      o.slot = static_cast<uint32_t>(i);
       o.type = le<int32_t>(table, d);
       o.id = le<uint32_t>(table, d + 5);
       o.group = le<uint32_t>(table, d + 9);
@@ -190,8 +211,11 @@ SifFile read_sif(int fd, const std::string& path) {
         o.arch = padded(table, d + kExtraAt + 8, 3);
       } else if (o.type == static_cast<int32_t>(SifData::Signature)) {
         o.hash = le<int32_t>(table, d + kExtraAt);
+        // The key's fingerprint (20 bytes, an OpenPGP v4 key's), zeros after
+        // it; zeros ending the fingerprint itself are its own.
         std::string entity = table.substr(d + kExtraAt + 4, 256);
-        while (!entity.empty() && entity.back() == '\0') entity.pop_back();
+        while (entity.size() > 20 && entity.back() == '\0') entity.pop_back();
+        if (entity.find_first_not_of('\0') == std::string::npos) entity.clear();
         o.entity = util::hex(entity.data(), entity.size());
       }
       sif.objects.push_back(std::move(o));

@@ -41,13 +41,27 @@ struct SifObject {
   // Signatures.
   int32_t hash = 0;
   std::string entity;  // the signing key's fingerprint, in hex
+  // The descriptor as the file holds it (kSifDescriptorSize bytes) and its
+  // place in the table: what signatures cover and where one is added.
+  std::string descriptor;
+  uint32_t slot = 0;
 };
+
+// A descriptor's size, and where its name and type-specific fields start.
+inline constexpr size_t kSifDescriptorSize = 585, kSifNameAt = 73, kSifExtraAt = 201;
+// The header's size (launch script, magic, version, arch, id, then eight
+// int64: created, modified, descriptors free, total, offset, size, data
+// offset, size).
+inline constexpr size_t kSifHeaderSize = 128;
 
 struct SifFile {
   std::string arch;  // the header's: "02" ...
   std::string id;    // the image's UUID, in hex
   int64_t created = 0, modified = 0;
   std::vector<SifObject> objects;  // the used descriptors
+  std::string header;              // the header as the file holds it (kSifHeaderSize bytes)
+  uint64_t table_offset = 0, descriptors = 0;  // the descriptor table: where, how many slots
+  uint64_t data_end = 0;                       // the data objects' end (data offset + size)
   // The primary system partition, or nullptr.
   const SifObject* primary() const;
   size_t signatures() const;
@@ -82,6 +96,13 @@ struct SifInput {
 // `id`: 16 bytes (a UUID); `now`: the creation time, in Unix seconds.
 inline constexpr uint64_t kSifDataStart = 32768;
 std::string sif_prefix(uint64_t size, const std::string& id, int64_t now, const std::vector<SifInput>& objects = {});
+
+// One descriptor, used (kSifDescriptorSize bytes); `group` and `link` as
+// the file holds them (a group with the 0xf0000000 mask), `padded`: the
+// size with the padding before the object; `extra`: the type-specific
+// fields (at most 384 bytes).
+std::string sif_descriptor(SifData type, uint32_t id, uint32_t group, uint32_t link, uint64_t offset, uint64_t size,
+                           uint64_t padded, int64_t time, const std::string& name, const std::string& extra = {});
 
 // Names for `rt inspect`.
 std::string sif_type_name(int32_t type);

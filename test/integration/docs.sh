@@ -4,7 +4,7 @@ set -euo pipefail
 : "${RT:?}" "${RT_SOURCE_DIR:?}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 n=0
-for cmd in exec run shell instance pull push import build convert stage images inspect rm prune overlay login logout doctor; do
+for cmd in exec run shell instance pull push import build convert stage images inspect verify sign rm prune overlay login logout doctor; do
   page="$RT_SOURCE_DIR/man/rt-$cmd.1"
   [ -f "$page" ] || fail "no man page $page"
   sub=
@@ -54,7 +54,7 @@ echo "ok: bash completion without bash-completion"
 # zsh and fish take each command's options from its --help: the commands
 # they list must be rt's, and an option must come back for a command.
 bin=$(dirname "$RT")
-commands="exec run shell instance pull import build convert stage images inspect rm prune overlay login logout doctor"
+commands="exec run shell instance pull import build convert stage images inspect verify sign rm prune overlay login logout doctor"
 for shell in zsh fish; do
   command -v $shell >/dev/null || fail "$shell is missing (test/install-deps.sh installs it)"
 done

@@ -125,11 +125,40 @@ TEST_CASE("apptainer pull and build: rt pull, then rt convert to one file") {
   CHECK(plan.refuse_if_exists == "out/My.sif");
 }
 
+TEST_CASE("apptainer pull and push of oras://: rt pull and rt push of the SIF file") {
+  auto plan = translate_apptainer({"pull", "oras://reg:5000/a/b:1"}, {});
+  CHECK(plan.steps == std::vector<V>{{"pull", "--", "oras://reg:5000/a/b:1", "b_1.sif"}});
+  CHECK(plan.refuse_if_exists == "b_1.sif");
+  plan = translate_apptainer({"-q", "pull", "--force", "--dir", "d", "x.sif", "oras://reg/a"}, {});
+  CHECK(plan.steps == std::vector<V>{{"pull", "-q", "--", "oras://reg/a", "d/x.sif"}});
+  CHECK(plan.refuse_if_exists.empty());
+  CHECK(step({"push", "-U", "/p/x.sif", "oras://reg:5000/a/b:1"}) ==
+        V{"push", "--", "/p/x.sif", "oras://reg:5000/a/b:1"});
+  CHECK_THAT(apptainer_refusal({"push", "/p/x.sif", "library://a/b"}), Catch::Contains("oras://"));
+  CHECK_THAT(apptainer_refusal({"push", "--docker-login", "/p/x.sif", "oras://a/b"}), Catch::Contains("--docker-login"));
+  CHECK_THAT(apptainer_refusal({"push", "/p/x.sif"}), Catch::Contains("usage"));
+  // Run from a registry: pulled first.
+  CHECK_THAT(apptainer_refusal({"exec", "oras://reg/a:1", "p"}), Catch::Contains("once it is pulled"));
+}
+
 TEST_CASE("apptainer inspect's flags and run-help: one section") {
   CHECK(step({"inspect", "--deffile", "x.sif"}) == V{"inspect", "--section", "deffile", "x.sif"});
   CHECK(step({"inspect", "-e", "-l", "img"}) == V{"inspect", "--section", "environment", "img"});  // the first given
   CHECK(step({"inspect", "--json", "img"}) == V{"inspect", "img"});
   CHECK(step({"run-help", "img"}) == V{"inspect", "--section", "help", "img"});
+}
+
+TEST_CASE("apptainer verify and sign: rt verify and rt sign, Apptainer's keyring without --key") {
+  CHECK(step({"verify", "--key", "k.asc", "-l", "--legacy-insecure", "x.sif"}) ==
+        V{"verify", "--key", "k.asc", "--legacy-insecure", "--", "x.sif"});
+  CHECK(step({"verify", "x.sif"}, {"HOME=/h"}) == V{"verify", "--key", "/h/.apptainer/keys/pgp-public", "--", "x.sif"});
+  CHECK(step({"sign", "x.sif"}, {"APPTAINER_KEYSDIR=/k", "HOME=/h"}) ==
+        V{"sign", "--key", "/k/pgp-secret", "--", "x.sif"});
+  CHECK(step({"sign", "--key=s.asc", "x.sif"}) == V{"sign", "--key", "s.asc", "--", "x.sif"});
+  CHECK_THAT(apptainer_refusal({"verify", "-u", "https://keys", "--key", "k", "x.sif"}), Catch::Contains("--url") || Catch::Contains("-u"));
+  CHECK_THAT(apptainer_refusal({"verify", "--certificate", "c.pem", "x.sif"}), Catch::Contains("X.509"));
+  CHECK_THAT(apptainer_refusal({"sign", "-k", "1", "x.sif"}), Catch::Contains("-k is not supported"));
+  CHECK_THAT(apptainer_refusal({"verify", "-g", "2", "--key", "k", "x.sif"}), Catch::Contains("every object group"));
 }
 
 TEST_CASE("apptainer test, instance and cache") {

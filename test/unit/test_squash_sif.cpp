@@ -86,6 +86,10 @@ TEST_CASE("a SIF file's primary partition and signature are read", "[squash][sif
   CHECK(f.objects[1].entity == "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3");
   CHECK(sif_root_partition(f, "t.sif").id == 1);
   CHECK(sif_arch_name(f.arch) == "amd64");
+  // A fingerprint that ends in zero bytes keeps them.
+  sig[4 + 18] = sig[4 + 19] = '\0';
+  describe(b, 2, 0x4005, 2, 40960, 100, sig);
+  CHECK(parse(b).objects[1].entity == "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b10000");
 }
 
 TEST_CASE("SIF partitions rt cannot serve are refused by name", "[squash][sif]") {

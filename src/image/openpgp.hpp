@@ -1,0 +1,55 @@
+// OpenPGP through GPGME (host): a private GnuPG home holding only the keys
+// given, clear-signed messages checked and made there. rt writes no
+// OpenPGP of its own: packets, armour and signatures are GnuPG's.
+//
+// The home is a fresh mkdtemp(3) directory (mode 0700) under $TMPDIR or
+// /tmp, so nothing another user of the machine can predict or plant is
+// read; it is removed, with any gpg-agent started for it, when the
+// OpenPgp object goes.
+#pragma once
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rt::image {
+
+class OpenPgp {
+public:
+  OpenPgp();  // throws rt::Error when GPGME or gpg is missing
+  ~OpenPgp();
+  OpenPgp(const OpenPgp&) = delete;
+  OpenPgp& operator=(const OpenPgp&) = delete;
+
+  // Imports the keys in `path` (armoured or binary; public or secret).
+  // Returns the fingerprints of the primary keys it held (40 or 64 upper-
+  // case hex digits); throws rt::Error naming the file when it holds none.
+  std::vector<std::string> import_file(const std::string& path);
+  // Imports every public key of the GnuPG home `dir` (read, not changed).
+  std::vector<std::string> import_home(const std::string& dir);
+
+  struct Verified {
+    bool good = false;        // a valid signature by a key imported here, hashed with SHA-2
+    std::string fingerprint;  // the signing key's primary key (or, when unknown, what the signature names)
+    std::string problem;      // why not good: "unknown key", "bad signature", ...
+    std::string text;         // the signed text (when good)
+  };
+  // Checks `message`, one clear-signed message (nothing before or after
+  // it, one signature).
+  Verified verify_clearsigned(std::string_view message);
+
+  // `text` as a clear-signed message by the secret key `fingerprint`
+  // (imported here), hashed with SHA-256. `passphrase` is asked (once)
+  // when the key is protected; it returns the passphrase or throws.
+  std::string clearsign(std::string_view text, const std::string& fingerprint,
+                        const std::function<std::string(const std::string& key)>& passphrase);
+
+  const std::string& home() const { return home_; }
+
+private:
+  void* ctx_ = nullptr;  // gpgme_ctx_t
+  std::string home_;
+  bool agent_ = false;  // a gpg-agent may run for the home
+};
+
+}  // namespace rt::image

@@ -1,0 +1,162 @@
+#!/bin/bash
+# SIF signatures as Apptainer writes and checks them: rt verify checks the
+# SIF reference library's own signed test images (Debian's
+# golang-github-sylabs-sif-dev) with the library's test key, and refuses
+# another key, a flipped byte (naming the object), an unsigned file and
+# legacy signatures unless asked; rt sign signs a SIF file rt made with a
+# key made here, and both rt verify and the reference library's verifier
+# (sifverify, built here) accept it. Then the same through rt's Apptainer
+# command line (apptainer verify, apptainer sign).
+. "$(dirname "$0")/lib.sh"
+own_rt
+SIFDIR=/usr/share/gocode/src/github.com/sylabs/sif/test
+[ -d "$SIFDIR/images" ] || skip "the SIF reference library's test images are missing (golang-github-sylabs-sif-dev)"
+for c in gpg go mksquashfs; do command -v "$c" >/dev/null || skip "$c missing"; done
+
+# Keys: the library's test key (its public half exported from a GnuPG home
+# of this test's) and one of this test's own, protected by a passphrase.
+export GNUPGHOME="$T/gnupg"
+mkdir -m 700 "$GNUPGHOME"
+gpg --batch --quiet --import "$SIFDIR/keys/private.asc" 2>/dev/null
+gpg --batch --armor --export >"$T/sylabs.asc"
+cat >"$T/keyspec" <<'EOF'
+Key-Type: RSA
+Key-Length: 2048
+Name-Real: rt test signer
+Name-Email: signer@rt.invalid
+Expire-Date: 0
+Passphrase: s3cret words
+%commit
+EOF
+gpg --batch --quiet --gen-key "$T/keyspec" 2>/dev/null
+FPR=$(gpg --batch --with-colons --list-secret-keys signer@rt.invalid | awk -F: '$1 == "fpr" {print $10; exit}')
+gpg --batch --armor --export "$FPR" >"$T/mine.asc"
+gpg --batch --armor --pinentry-mode loopback --passphrase "s3cret words" --export-secret-keys "$FPR" >"$T/mine.secret.asc"
+gpgconf --kill all
+[ -s "$T/sylabs.asc" ] && [ -s "$T/mine.asc" ] && [ -s "$T/mine.secret.asc" ] || fail "making the test keys"
+unset GNUPGHOME
+pass "keys made in a private GnuPG home"
+
+# The reference library's verifier.
+GOPATH=/usr/share/gocode GO111MODULE=off GOCACHE="$T/gocache" GOFLAGS= \
+  go build -o "$T/sifverify" "$RT_SOURCE_DIR/test/integration/sifverify/main.go" || fail "building sifverify"
+
+# No GnuPG home of rt's may be left in the temporary directory.
+export TMPDIR="$T/tmp"
+mkdir -p "$TMPDIR"
+no_leftovers() {
+  local left
+  left=$(ls -A "$TMPDIR")
+  [ -z "$left" ] || fail "$1 left [$left] in \$TMPDIR"
+}
+
+# ---- the reference library's test images ----------------------------------------
+for f in one-group-signed two-groups-signed; do
+  expect_status 0 "rt verify $f.sif with the library's key" -- "$RT" verify --key "$T/sylabs.asc" "$SIFDIR/images/$f.sif"
+  expect_match "$OUT" "object group 1 \(objects 1, 2\): signed by 12045C8C0B1004D058DE4BEDA20C27EE7FF7BA84" \
+    "... the group, its objects and the key named"
+  expect_status 1 "rt verify $f.sif with another key" -- "$RT" verify --key "$T/mine.asc" "$SIFDIR/images/$f.sif"
+  expect_match "$ERR" "signature object [0-9]+ \(key .*12045C8C0B1004D058DE4BEDA20C27EE7FF7BA84\): signed by a key not given" \
+    "... refused: signed by a key not given"
+done
+no_leftovers "rt verify"
+expect_status 0 "both keys given: one of them signed" -- \
+  "$RT" verify -k "$T/mine.asc" -k "$T/sylabs.asc" "$SIFDIR/images/two-groups-signed.sif"
+expect_match "$OUT" "object group 2 \(objects 3\): signed by" "... every group reported"
+expect_status 0 "--gpg-home DIR: the public keys of a GnuPG home" -- \
+  "$RT" verify --gpg-home "$T/gnupg" "$SIFDIR/images/one-group-signed.sif"
+gpgconf --homedir "$T/gnupg" --kill all
+
+# One byte of the partition flipped: the object is named.
+cp "$SIFDIR/images/two-groups-signed.sif" "$T/flipped.sif"
+python3 - "$T/flipped.sif" <<'PY'
+import sys
+f = open(sys.argv[1], "r+b")
+f.seek(40960 + 1000)   # object 3, a 256 KiB partition at byte 40960
+b = f.read(1)
+f.seek(40960 + 1000)
+f.write(bytes([b[0] ^ 0xff]))
+PY
+expect_status 1 "a byte of a partition flipped" -- "$RT" verify --key "$T/sylabs.asc" "$T/flipped.sif"
+expect_match "$ERR" "flipped.sif\`: the signatures do not verify" "... the file named"
+expect_match "$ERR" "object group 2 \(objects 3\): signature object 5 .*: object 3 \(partition\): its data differs from what was signed" \
+  "... the group, the signature and the object named"
+expect_status 1 "... and the reference library agrees" -- "$T/sifverify" "$T/flipped.sif" "$T/sylabs.asc"
+
+# Unsigned: no signature.
+expect_status 1 "an unsigned file" -- "$RT" verify --key "$T/sylabs.asc" "$SIFDIR/images/one-group.sif"
+expect_match "$ERR" "object group 1 \(objects 1, 2\): no signature" "... refused: no signature"
+expect_status 1 "a file with no object groups" -- "$RT" verify --key "$T/sylabs.asc" "$SIFDIR/images/empty.sif"
+expect_match "$ERR" "no object groups" "... refused: nothing is signed"
+expect_status 125 "no key given" -- "$RT" verify "$SIFDIR/images/one-group-signed.sif"
+expect_match "$ERR" "needs the public keys to trust: --key FILE" "... refused, saying what to give"
+expect_status 125 "a key file that is no key" -- "$RT" verify --key "$T/keyspec" "$SIFDIR/images/one-group-signed.sif"
+expect_match "$ERR" "key file \`$T/keyspec\` holds no OpenPGP key" "... refused, naming the file"
+
+# Legacy signatures (data only): refused unless --legacy-insecure.
+expect_status 1 "a legacy group signature" -- \
+  "$RT" verify --key "$T/sylabs.asc" "$SIFDIR/images/one-group-signed-legacy-group.sif"
+expect_match "$ERR" "legacy format only" "... refused by default"
+expect_match "$ERR" "--legacy-insecure" "... with the option that accepts it"
+for f in one-group-signed-legacy-group one-group-signed-legacy-all; do
+  expect_status 0 "rt verify --legacy-insecure $f.sif" -- \
+    "$RT" verify --legacy-insecure --key "$T/sylabs.asc" "$SIFDIR/images/$f.sif"
+done
+# In the two-group files only group 1 is signed.
+for f in two-groups-signed-legacy-group two-groups-signed-legacy-all; do
+  expect_status 1 "--legacy-insecure: $f.sif, a group signed by nobody, is still refused" -- \
+    "$RT" verify --legacy-insecure --key "$T/sylabs.asc" "$SIFDIR/images/$f.sif"
+  expect_match "$ERR" "object group 2 \(objects 3\): no signature" "... naming the group"
+done
+expect_status 1 "--legacy-insecure: one object of the group signed is not enough" -- \
+  "$RT" verify --legacy-insecure --key "$T/sylabs.asc" "$SIFDIR/images/one-group-signed-legacy.sif"
+expect_match "$ERR" "object 1 \(partition\) is signed by no legacy signature" "... naming the object not signed"
+
+# ---- rt sign ---------------------------------------------------------------
+expect_status 0 "rt convert DIR FILE.sif" -- "$RT" convert "$IMG" "$T/rt.sif"
+cp "$T/rt.sif" "$T/rt-unsigned.sif"
+expect_status 1 "rt's SIF file is not signed yet" -- "$RT" verify --key "$T/mine.asc" "$T/rt.sif"
+RT_SIGN_PASSPHRASE="wrong" expect_status 125 "rt sign with a wrong passphrase" -- \
+  "$RT" sign --key "$T/mine.secret.asc" "$T/rt.sif"
+expect_match "$ERR" "wrong passphrase" "... refused, saying why"
+cmp -s "$T/rt.sif" "$T/rt-unsigned.sif" || fail "a failed rt sign changed the file"
+pass "... and the file is unchanged"
+expect_status 125 "rt sign with no terminal and no RT_SIGN_PASSPHRASE" -- \
+  setsid "$RT" sign --key "$T/mine.secret.asc" "$T/rt.sif" </dev/null
+expect_match "$ERR" "RT_SIGN_PASSPHRASE" "... refused, naming the variable"
+RT_SIGN_PASSPHRASE="s3cret words" expect_status 0 "rt sign --key SECRET FILE.sif" -- \
+  "$RT" sign --key "$T/mine.secret.asc" "$T/rt.sif"
+expect_match "$OUT" "object group 1: signed by $FPR" "... the group and the key named"
+no_leftovers "rt sign"
+expect_status 0 "rt verify accepts rt's signature" -- "$RT" verify --key "$T/mine.asc" "$T/rt.sif"
+expect_status 0 "the reference library's verifier accepts it" -- "$T/sifverify" "$T/rt.sif" "$T/mine.asc"
+expect_status 1 "... and refuses it with another key" -- "$T/sifverify" "$T/rt.sif" "$T/sylabs.asc"
+expect_status 0 "rt inspect lists the signature" -- "$RT" inspect "$T/rt.sif"
+expect_match "$OUT" "$(echo "$FPR" | tr A-F a-f)" "... with the key's fingerprint"
+RT_SIGN_PASSPHRASE="s3cret words" expect_status 0 "signed twice (a second signer)" -- \
+  "$RT" sign -q --key "$T/mine.secret.asc" "$T/rt.sif"
+expect_status 0 "... both signatures verify" -- "$T/sifverify" "$T/rt.sif" "$T/mine.asc"
+
+# ---- rt's Apptainer command line -------------------------------------------
+mkdir -p "$T/bin" "$T/home"
+ln -s "$RT" "$T/bin/apptainer"
+cp "$T/rt-unsigned.sif" "$T/app.sif"
+PATH="$T/bin:$PATH" RT_SIGN_PASSPHRASE="s3cret words" expect_status 0 "apptainer sign --key FILE FILE.sif" -- \
+  apptainer sign --key "$T/mine.secret.asc" "$T/app.sif"
+PATH="$T/bin:$PATH" expect_status 0 "apptainer verify --key FILE FILE.sif" -- \
+  apptainer verify --key "$T/mine.asc" "$T/app.sif"
+expect_status 0 "... which the reference library accepts too" -- "$T/sifverify" "$T/app.sif" "$T/mine.asc"
+PATH="$T/bin:$PATH" expect_status 1 "apptainer verify with another key" -- \
+  apptainer verify --key "$T/sylabs.asc" "$T/app.sif"
+# Without --key: Apptainer's keyring file ($APPTAINER_KEYSDIR/pgp-public).
+mkdir -p "$T/keys"
+gpg --dearmor <"$T/mine.asc" >"$T/keys/pgp-public"
+PATH="$T/bin:$PATH" APPTAINER_KEYSDIR="$T/keys" expect_status 0 "apptainer verify FILE.sif (Apptainer's keyring)" -- \
+  apptainer verify "$T/app.sif"
+PATH="$T/bin:$PATH" expect_status 125 "apptainer verify --url is refused" -- \
+  apptainer verify --url https://keys.example --key "$T/mine.asc" "$T/app.sif"
+expect_match "$ERR" "--url is not supported by rt" "... naming the option"
+PATH="$T/bin:$PATH" expect_status 125 "apptainer sign --keyidx is refused" -- \
+  apptainer sign --keyidx 1 "$T/app.sif"
+expect_match "$ERR" "--keyidx is not supported by rt" "... naming the option"
+no_leftovers "the Apptainer command line"

@@ -1,0 +1,89 @@
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "image/oras.hpp"
+#include "rt/error.hpp"
+#include "store/ref.hpp"
+
+using namespace rt::image;
+
+namespace {
+const std::string kSif = "sha256:" + std::string(64, 'c');
+
+Descriptor sif_descriptor() {
+  Descriptor d;
+  d.media_type = oras::kSifLayer;
+  d.digest = kSif;
+  d.size = 29814784;
+  return d;
+}
+}  // namespace
+
+TEST_CASE("oras:// is told from other references and taken off") {
+  CHECK(is_oras("oras://reg:5000/a/b:1"));
+  CHECK_FALSE(is_oras("docker://reg/a"));
+  CHECK_FALSE(is_oras("reg/oras://x"));
+  CHECK(without_oras("oras://reg:5000/a/b:1") == "reg:5000/a/b:1");
+  CHECK(without_oras("oras:///reg/a:1") == "reg/a:1");
+}
+
+TEST_CASE("a SIF artifact's manifest is Apptainer's, field for field") {
+  const std::string m = sif_manifest(sif_descriptor(), "ubuntu_latest.sif", 1703001734);
+  CHECK(m ==
+        R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",)"
+        R"("config":{"mediaType":"application/vnd.sylabs.sif.config.v1+json","size":2,)"
+        R"("digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","data":"e30="},)"
+        R"("layers":[{"mediaType":"application/vnd.sylabs.sif.layer.v1.sif","size":29814784,"digest":")" +
+            kSif +
+            R"(","annotations":{"org.opencontainers.image.title":"ubuntu_latest.sif"}}],)"
+            R"("annotations":{"org.opencontainers.image.created":"2023-12-19T16:02:14Z"}})");
+  // Without a creation time: no annotations of the manifest's own.
+  CHECK(sif_manifest(sif_descriptor(), "x.sif", -1).find("image.created") == std::string::npos);
+  // What is written is what is read.
+  const Descriptor back = sif_layer(nlohmann::json::parse(m), "oras://r/x:1");
+  CHECK(back.digest == kSif);
+  CHECK(back.size == 29814784);
+}
+
+TEST_CASE("a manifest that is no SIF artifact is refused naming the reference and the media type") {
+  auto manifest = [](const std::string& layers) {
+    return nlohmann::json::parse(R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",)"
+                                 R"("config":{"mediaType":"application/vnd.oci.image.config.v1+json","size":2,)"
+                                 R"("digest":"sha256:)" +
+                                 std::string(64, 'a') + R"("},"layers":[)" + layers + "]}");
+  };
+  auto layer = [](const std::string& type) {
+    return R"({"mediaType":")" + type + R"(","size":5,"digest":"sha256:)" + std::string(64, 'b') + R"("})";
+  };
+  const std::string gz = "application/vnd.oci.image.layer.v1.tar+gzip";
+  CHECK_THROWS_WITH(sif_layer(manifest(layer(gz)), "oras://reg/app:v1"),
+                    Catch::Contains("`oras://reg/app:v1` is no SIF file") && Catch::Contains("`" + gz + "`"));
+  CHECK_THROWS_WITH(sif_layer(manifest(layer(gz) + "," + layer(gz)), "oras://reg/app:v1"),
+                    Catch::Contains("2 layers") && Catch::Contains(gz));
+  CHECK_THROWS_WITH(sif_layer(manifest(""), "oras://reg/app:v1"), Catch::Contains("0 layers"));
+  auto index = nlohmann::json::parse(R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json",)"
+                                     R"("manifests":[]})");
+  CHECK_THROWS_WITH(sif_layer(index, "oras://reg/app:v1"),
+                    Catch::Contains("oras://reg/app:v1") && Catch::Contains("index"));
+  try {
+    sif_layer(manifest(layer(gz)), "oras://reg/app:v1");
+  } catch (const rt::Error& e) {
+    CHECK(e.hint().find("rt pull reg/app:v1") != std::string::npos);
+  }
+  // Singularity's first, misspelt media type is still a SIF file.
+  CHECK(sif_layer(manifest(layer(oras::kSifLayerOld)), "oras://r/x").size == 5);
+  CHECK(sif_layer(manifest(layer(oras::kSifLayer)), "oras://r/x").size == 5);
+}
+
+TEST_CASE("a pulled SIF file's default name is Apptainer's NAME_TAG.sif") {
+  using rt::store::parse_reference;
+  CHECK(sif_file_name(parse_reference("reg:5000/group/app:v1")) == "app_v1.sif");
+  CHECK(sif_file_name(parse_reference("reg:5000/app")) == "app_latest.sif");
+  CHECK(sif_file_name(parse_reference("reg:5000/app@sha256:" + std::string(64, 'd'))) == "app_dddddddddddd.sif");
+}
+
+TEST_CASE("RFC 3339 times in UTC") {
+  CHECK(rfc3339_utc(0) == "1970-01-01T00:00:00Z");
+  CHECK(rfc3339_utc(1703001734) == "2023-12-19T16:02:14Z");
+}
