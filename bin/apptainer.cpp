@@ -726,9 +726,6 @@ ApptainerPlan translate_apptainer(const std::vector<std::string>& words, const s
         pos.push_back(x);
     }
     if (pos.size() != 1) throw Error("usage: apptainer overlay create [OPTIONS] FILE");
-    if (pos[0].ends_with(".sif"))
-      refuse("an overlay inside a SIF file", "rt keeps overlays in image files of their own",
-             "apptainer overlay create FILE.img, then apptainer exec --overlay FILE.img " + pos[0] + " ...");
     step.insert(step.end(), {"--", pos[0]});
     plan.steps.push_back(step);
     return plan;

@@ -215,10 +215,6 @@ std::string ask_passphrase(const std::string& key) {
   return pw;
 }
 
-void put_le(std::string& s, size_t at, uint64_t v, size_t n) {
-  for (size_t i = 0; i < n; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-
 void pwrite_all(int fd, const std::string& data, uint64_t at, const std::string& path) {
   for (size_t done = 0; done < data.size();) {
     const ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(at + done));
@@ -265,44 +261,15 @@ std::vector<std::string> sign_sif(const std::string& path, const SignOptions& op
   }
   const std::string extra = image::sif_signature_extra(key);
 
-  std::vector<bool> used(sif.descriptors, false);
-  uint32_t max_id = 0;
-  for (const auto& o : sif.objects) {
-    if (o.slot < used.size()) used[o.slot] = true;
-    max_id = std::max(max_id, o.id);
-  }
   const int64_t now = ::time(nullptr);
-  std::string header = sif.header;
-  uint64_t end = sif.data_end;
-  auto data_size = static_cast<uint64_t>(squash::le<int64_t>(header, 120));
-  auto free_slots = static_cast<uint64_t>(squash::le<int64_t>(header, 80));
   std::vector<std::string> report;
   for (const auto& [g, text] : signatures) {
-    const auto slot = static_cast<uint32_t>(std::find(used.begin(), used.end(), false) - used.begin());
-    if (slot >= used.size())
-      throw Error("`" + path + "` has no free descriptor for a signature (all " + std::to_string(sif.descriptors) +
-                  " used)");
-    used[slot] = true;
-    // pkg/sif numbers an object by its slot; another number where that is taken.
-    uint32_t id = slot + 1;
-    if (std::any_of(sif.objects.begin(), sif.objects.end(), [&](const auto& o) { return o.id == id; })) id = max_id + 1;
-    max_id = std::max(max_id, id);
-    const std::string d = squash::sif_descriptor(squash::SifData::Signature, id, 0xf0000000u, g | 0xf0000000u, end,
-                                                 text.size(), text.size(), now, "", extra);
-    pwrite_all(fd.get(), text, end, path);
-    if (::fdatasync(fd.get()) != 0) throw SysError{errno, "fdatasync", path};
-    pwrite_all(fd.get(), d, sif.table_offset + uint64_t{slot} * squash::kSifDescriptorSize, path);
-    end += text.size();
-    data_size += text.size();
-    free_slots = free_slots > 0 ? free_slots - 1 : 0;
+    const uint32_t id = squash::sif_append(fd.get(), sif, path, squash::SifData::Signature, 0xf0000000u,
+                                           g | 0xf0000000u, text.size(), 1, now, extra,
+                                           [&](uint64_t at) { pwrite_all(fd.get(), text, at, path); });
     report.push_back("object group " + std::to_string(g) + ": signed by " + key + " (signature object " +
                      std::to_string(id) + ")");
   }
-  put_le(header, 72, static_cast<uint64_t>(now), 8);  // modified
-  put_le(header, 80, free_slots, 8);
-  put_le(header, 120, data_size, 8);
-  pwrite_all(fd.get(), header, 0, path);
-  if (::fsync(fd.get()) != 0) throw SysError{errno, "fsync", path};
   return report;
 }
 

@@ -103,6 +103,7 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
   pin.host = &host;
   pin.rootfs = image.image().rootfs;
   pin.squashfs = image.image().squashfs;
+  pin.sif_overlay = image.sif_overlay();
   pin.staging = image.staging();
   if (o.mode == ExecMode::Run && config) pin.image_workdir = config->working_dir;
   if (o.seccomp && !run::root_emulation())

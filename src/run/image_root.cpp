@@ -91,6 +91,9 @@ public:
   std::string passwd() const override { return facts_.passwd.value_or(""); }
   std::string group() const override { return facts_.group.value_or(""); }
   ApptainerFiles apptainer() const override { return facts_.apptainer; }
+  int64_t sif_overlay() const override {
+    return facts_.sif_overlay ? std::strtoll(facts_.sif_overlay->c_str(), nullptr, 10) : -1;
+  }
   std::string staging() const override { return staging_; }
   void close() override { opened_.reset(); }
   void build(const MountPlan& plan, const std::function<const std::string&()>& secret) const override {
@@ -106,7 +109,7 @@ private:
     const size_t n = squash::read_sif(fd.get(), image_.rootfs).signatures();
     if (n)
       util::info("image `" + image_.rootfs + "` is signed (" + std::to_string(n) + " signature" + (n == 1 ? "" : "s") +
-                 "), but rt does not verify SIF signatures: it runs unverified");
+                 "), but rt exec does not verify SIF signatures (rt verify does): it runs unverified");
   }
 
   // Opened on first use only (a server that starts opens it for itself).

@@ -37,6 +37,8 @@ public:
   virtual std::string group() const = 0;
   // Apptainer's files in the image (/.singularity.d).
   virtual ApptainerFiles apptainer() const = 0;
+  // Where a SIF file's ext3 overlay partition starts; -1 for none.
+  virtual int64_t sif_overlay() const { return -1; }
   // The host directory the staging tmpfs covers ("": the root filesystem).
   virtual std::string staging() const = 0;
   // Lets go of what was opened on the host (before a holder could keep it).

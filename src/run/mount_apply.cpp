@@ -250,7 +250,7 @@ private:
     }
     UniqueFd tree =
         fuse_root({image_.get(), fd_path(staging_.get()), plan_.overlays, rootfs, plan_.fuse2fs, plan_.fuse_overlayfs,
-                   plan_.squashfuse});
+                   plan_.squashfuse, plan_.overlays_read_only});
     if (::move_mount(tree.get(), "", AT_FDCWD, root_path.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
       throw SysError{errno, "move_mount", "fuse-overlayfs", rootfs};
   }

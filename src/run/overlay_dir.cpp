@@ -79,6 +79,11 @@ void check_own_file(const std::string& path) {
                 "make it with rt overlay create (or apptainer overlay create)");
 }
 
+bool owned_by_caller(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && st.st_uid == ::getuid();
+}
+
 void take_lock(const OverlayLayer& layer, bool only_check) {
   const std::string& dir = layer.path;
   const std::string lock = lock_of(layer), holder = lock + "/holder";
@@ -179,6 +184,9 @@ void prepare_overlays(const std::vector<OverlayLayer>& layers) {
       throw Error("--overlay `" + l.path + "`: overlayfs cannot take a path with : , or \\ in it",
                   "give the directory through a link whose name has none");
     if (l.image) {
+      // A SIF file's own overlay, read: as the image is, whoever's it is
+      // (the lock beside another's file is not checked: anyone could place one).
+      if (l.embedded && !l.writable && !owned_by_caller(l.path)) continue;
       check_own_file(l.path);
       take_lock(l, /*only_check=*/!l.writable);
       continue;

@@ -166,10 +166,14 @@ void send_fd(int sock, int fd, const std::string& text) {
       std::string top = l.path;
       if (l.fuse()) {
         const std::string point = "f/i" + std::to_string(i);
-        const std::string what = (l.image ? "overlay image `" : "SquashFS overlay `") + l.path + "`";
+        const std::string what = (l.embedded ? "the overlay partition of `"
+                                  : l.image  ? "overlay image `"
+                                             : "SquashFS overlay `") +
+                                 l.path + "`";
         if (l.image)
           daemons.push_back(spawn({need_program(r.fuse2fs, "fuse2fs", what), l.path, point, "-f", "-o",
-                                   l.writable ? "rw" : "ro"}));
+                                   std::string(l.writable ? "rw" : "ro") +
+                                       (l.ext_offset ? ",offset=" + std::to_string(l.ext_offset) : "")}));
         else
           daemons.push_back(spawn({need_program(r.squashfuse, "squashfuse", what), "-f", "-o",
                                    "offset=" + std::to_string(l.squash_offset), l.path, point}));
@@ -189,7 +193,9 @@ void send_fd(int sock, int fd, const std::string& text) {
     const std::string squash =
         "squash_to_uid=" + std::to_string(::getuid()) + ",squash_to_gid=" + std::to_string(::getgid());
     daemons.push_back(spawn({need_program(r.fuse_overlayfs, "fuse-overlayfs", "this overlay"), "-f", "-o",
-                             squash + ",lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work, "f/m"}));
+                             squash + ",lowerdir=" + lower +
+                                 (r.read_only ? "" : ",upperdir=" + upper + ",workdir=" + work),
+                             "f/m"}));
     await_mount(daemons.back(), "f/m", "the overlay on `" + r.shown + "`");
     const int tree = ::open_tree(AT_FDCWD, "f/m", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
     if (tree < 0) throw SysError{errno, "open_tree", "fuse-overlayfs"};
@@ -230,7 +236,7 @@ void find_overlay_programs(MountPlan& plan) {
   if (plan.overlays.empty()) return;
   bool images = false, squash = false;
   for (auto& l : plan.overlays) {
-    l.image = is_ext_image(l.path);
+    if (!l.embedded) l.image = is_ext_image(l.path);
     if (!l.image) l.squash_offset = squash_offset(l.path);
     if (l.fuse() && plan.inner_uid != plan.outer_uid)
       throw Error("--overlay " + l.path + ": an overlay image with --fakeroot, --root or --uid is not supported",

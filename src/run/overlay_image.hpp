@@ -54,6 +54,7 @@ struct FuseRootRequest {
   std::vector<OverlayLayer> layers;     // as in the plan: read-only ones stack, the writable one takes the writes
   std::string shown;                    // the image, for messages
   std::string fuse2fs, fuse_overlayfs, squashfuse;  // the programs (find_system_program), "" when missing
+  bool read_only = false;  // no upper layer: the tree is read-only
 };
 
 // The container's root: fuse-overlayfs over the image and the layers

@@ -54,18 +54,29 @@ MountPlan build_plan(const PlanInputs& in) {
   const ExecOptions& o = *in.options;
   const HostInfo& h = *in.host;
   if (o.write && o.write_tmpfs) throw Error("--write and --write-tmpfs exclude each other");
-  if (o.write && in.squashfs)
+  if (o.write && in.squashfs && in.sif_overlay < 0)
     throw Error("--write: image `" + in.rootfs + "` is a SquashFS or SIF file, which cannot be written",
-                "keep the writes in an overlay (--overlay DIR, or an image from rt overlay create), or in memory "
-                "with --write-tmpfs");
+                "keep the writes in an overlay (--overlay DIR, an image from rt overlay create, or an overlay "
+                "partition added to a SIF file by rt overlay create FILE.sif), or in memory with --write-tmpfs");
 
   MountPlan p;
   p.rootfs = in.rootfs;
   p.squashfs = in.squashfs;
   p.staging = in.staging.empty() ? in.rootfs : in.staging;
-  p.root_mode = o.write_tmpfs || !o.overlays.empty() ? RootMode::Overlay
-                : o.write                            ? RootMode::Writable
-                                                     : RootMode::ReadOnly;
+  p.root_mode = o.write_tmpfs || !o.overlays.empty() || in.sif_overlay >= 0 ? RootMode::Overlay
+                : o.write                                                   ? RootMode::Writable
+                                                                            : RootMode::ReadOnly;
+  // A SIF file's overlay partition (Apptainer's): the lowest layer, written
+  // with --write (Apptainer's --writable), else read.
+  if (in.sif_overlay >= 0) {
+    OverlayLayer l;
+    l.path = in.rootfs;
+    l.image = l.embedded = true;
+    l.ext_offset = in.sif_overlay;
+    l.writable = o.write;
+    p.overlays.push_back(std::move(l));
+    p.overlays_read_only = !o.write && !o.write_tmpfs && o.overlays.empty();
+  }
   for (const auto& spec : o.overlays) {
     OverlayLayer l;
     l.path = spec;
@@ -247,13 +258,17 @@ std::vector<std::string> describe(const MountPlan& p, bool each_link) {
     mode = "under overlays";
     bool kept = false;
     for (const auto& l : p.overlays) {
-      mode += std::string(" `") + l.path + "`" + (l.image                ? " (ext3 image, through fuse2fs and fuse-overlayfs)"
-               : l.squash_offset >= 0 ? " (SquashFS, through squashfuse and fuse-overlayfs)"
-                                      : "") +
-              (l.writable ? " (writes kept in its upper/)" : " (ro)");
+      const char* how = l.embedded               ? " (its overlay partition, through fuse2fs and fuse-overlayfs)"
+                        : l.image                  ? " (ext3 image, through fuse2fs and fuse-overlayfs)"
+                        : l.squash_offset >= 0     ? " (SquashFS, through squashfuse and fuse-overlayfs)"
+                                                   : "";
+      mode += std::string(" `") + l.path + "`" + how + (l.writable ? " (writes kept in its upper/)" : " (ro)");
       kept |= l.writable;
     }
-    if (!kept) mode += ", writes to a tmpfs (discarded)";
+    if (p.overlays_read_only)
+      mode += ", read-only";
+    else if (!kept)
+      mode += ", writes to a tmpfs (discarded)";
   }
   out.push_back("image root `" + p.rootfs + "` " + (p.squashfs ? "(SquashFS, served by its rt-sqfs server) " : "") +
                 mode + ", nosuid, nodev");

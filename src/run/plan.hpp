@@ -56,6 +56,10 @@ struct OverlayLayer {
   // where its file system starts (a SIF file's primary partition); -1 for
   // none.
   int64_t squash_offset = -1;
+  // An ext3 image inside the file: where it starts (a SIF file's overlay
+  // partition, the image's own: `embedded`).
+  int64_t ext_offset = 0;
+  bool embedded = false;
   // Served by a FUSE program, not read as a directory.
   bool fuse() const { return image || squash_offset >= 0; }
 };
@@ -74,6 +78,9 @@ struct MountPlan {
   // The FUSE programs of overlays the kernel cannot mount (run/overlay_image),
   // found on the host when there are overlays; "" when missing.
   std::string fuse2fs, fuse_overlayfs, squashfuse;
+  // Overlays only read, and no writes wanted (a SIF file's own overlay,
+  // without --write or --write-tmpfs): the root stays read-only.
+  bool overlays_read_only = false;
   std::vector<Mount> mounts;
   std::vector<StagedFile> staged;
   uid_t outer_uid = 0, inner_uid = 0;
@@ -87,6 +94,7 @@ struct PlanInputs {
   const HostInfo* host = nullptr;
   std::string rootfs;
   bool squashfs = false;
+  int64_t sif_overlay = -1;  // where the SIF file's ext3 overlay partition starts
   std::string staging;
   std::string image_workdir;  // WorkingDir, used by `rt run` only
   std::string passwd;         // the synthesized files' contents

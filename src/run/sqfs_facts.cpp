@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rt/error.hpp"
+#include "squash/sif.hpp"
 #include "squash/sqfs.hpp"
 #include "util/fs.hpp"
 #include "util/strings.hpp"
@@ -18,16 +19,17 @@
 namespace rt::run {
 namespace {
 
-// "rt-sqfs-facts 3\n" PATH "\n" STAMP "\n", then per fact its length (or
-// "-" when the image lacks the file) on a line, followed by its bytes. The
-// last fact is Apptainer's files, as letters: e(nv), r(unscript),
+// "rt-sqfs-facts 4\n" PATH "\n" STAMP "\n", then per fact its length (or
+// "-" when the image lacks the file) on a line, followed by its bytes: the
+// configuration, passwd, group, a SIF file's overlay partition's offset,
+// and last Apptainer's files, as letters: e(nv), r(unscript),
 // s(tartscript).
-constexpr char kVersion[] = "rt-sqfs-facts 3";
+constexpr char kVersion[] = "rt-sqfs-facts 4";
 constexpr size_t kLimit = 1 << 22;  // per file, as read from the image
 
 // The facts as text, Apptainer's as letters in `apptainer`.
-std::array<std::optional<std::string>*, 4> fields(SquashFacts& f, std::optional<std::string>& apptainer) {
-  return {&f.config, &f.passwd, &f.group, &apptainer};
+std::array<std::optional<std::string>*, 5> fields(SquashFacts& f, std::optional<std::string>& apptainer) {
+  return {&f.config, &f.passwd, &f.group, &f.sif_overlay, &apptainer};
 }
 
 std::string line_at(const std::string& text, size_t& at) {
@@ -85,6 +87,8 @@ SquashFacts squash_facts(const std::string& path, int cache_dir, const std::func
   f.passwd = image.read_file("/etc/passwd", kLimit);
   f.group = image.read_file("/etc/group", kLimit);
   f.apptainer = apptainer_files(image);
+  if (image.sif())
+    if (const auto* ov = squash::sif_overlay_partition(*image.sif())) f.sif_overlay = std::to_string(ov->offset);
   if (cacheable) {
     std::optional<std::string> apptainer = std::string(f.apptainer.env_scripts ? "e" : "") +
                                            (f.apptainer.runscript ? "r" : "") + (f.apptainer.startscript ? "s" : "");

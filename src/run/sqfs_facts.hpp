@@ -26,6 +26,9 @@ struct SquashFacts {
   std::optional<std::string> passwd;  // /etc/passwd
   std::optional<std::string> group;   // /etc/group
   ApptainerFiles apptainer;           // in /.singularity.d
+  // A SIF file's ext3 overlay partition: where it starts (decimal); none
+  // for a file without one (or no SIF file).
+  std::optional<std::string> sif_overlay;
 };
 
 // The facts of the SquashFS file `path`, from the directory `cache_dir`

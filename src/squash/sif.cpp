@@ -98,6 +98,67 @@ std::string sif_descriptor(SifData type, uint32_t id, uint32_t group, uint32_t l
   return d;
 }
 
+uint32_t sif_append(int fd, SifFile& sif, const std::string& path, SifData type, uint32_t group, uint32_t link,
+                    uint64_t size, uint64_t align, int64_t time, const std::string& extra,
+                    const std::function<void(uint64_t offset)>& write) {
+  std::vector<bool> used(sif.descriptors, false);
+  uint32_t max_id = 0;
+  for (const auto& o : sif.objects) {
+    if (o.slot < used.size()) used[o.slot] = true;
+    max_id = std::max(max_id, o.id);
+  }
+  const auto slot = static_cast<uint32_t>(std::find(used.begin(), used.end(), false) - used.begin());
+  if (slot >= used.size())
+    throw Error("`" + path + "` has no free descriptor for another object (all " + std::to_string(sif.descriptors) +
+                " used)");
+  // pkg/sif numbers an object by its slot; another number where that is taken.
+  uint32_t id = slot + 1;
+  if (std::any_of(sif.objects.begin(), sif.objects.end(), [&](const auto& o) { return o.id == id; })) id = max_id + 1;
+  const uint64_t offset = align > 1 ? (sif.data_end + align - 1) / align * align : sif.data_end;
+  write(offset);
+  if (::fdatasync(fd) != 0) throw SysError{errno, "fdatasync", path};
+  const std::string d = sif_descriptor(type, id, group, link, offset, size, offset + size - sif.data_end, time, "", extra);
+  auto pwrite_all = [&](const std::string& bytes, uint64_t at) {
+    for (size_t done = 0; done < bytes.size();) {
+      const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(at + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw SysError{errno, "pwrite", path};
+      done += static_cast<size_t>(n);
+    }
+  };
+  pwrite_all(d, sif.table_offset + uint64_t{slot} * kDescriptorSize);
+  const uint64_t data_start = le<uint64_t>(sif.header, 112);
+  put_le(sif.header, 72, static_cast<uint64_t>(time), 8);  // modified
+  put_le(sif.header, 80, le<uint64_t>(sif.header, 80) > 0 ? le<uint64_t>(sif.header, 80) - 1 : 0, 8);  // free
+  put_le(sif.header, 120, offset + size - data_start, 8);  // data size
+  pwrite_all(sif.header, 0);
+  if (::fsync(fd) != 0) throw SysError{errno, "fsync", path};
+  SifObject o;
+  o.type = static_cast<int32_t>(type);
+  o.id = id;
+  o.group = group;
+  o.link = link;
+  o.offset = offset;
+  o.size = size;
+  o.descriptor = d;
+  o.slot = slot;
+  if (type == SifData::Partition && extra.size() >= 8) {
+    o.fs = le<int32_t>(extra, 0);
+    o.part = le<int32_t>(extra, 4);
+  }
+  sif.objects.push_back(std::move(o));
+  sif.data_end = offset + size;
+  return id;
+}
+
+const SifObject* sif_overlay_partition(const SifFile& sif) {
+  for (const auto& o : sif.objects)
+    if (o.type == static_cast<int32_t>(SifData::Partition) && o.part == static_cast<int32_t>(SifPart::Overlay) &&
+        o.fs == static_cast<int32_t>(SifFs::Ext3))
+      return &o;
+  return nullptr;
+}
+
 std::string sif_prefix(uint64_t size, const std::string& id, int64_t now, const std::vector<SifInput>& objects) {
   constexpr uint64_t kDescriptors = 48, kTableAt = 4096, kAlign = 4096;  // as Apptainer lays them out
   static_assert(kTableAt + kDescriptors * kDescriptorSize <= kSifDataStart);
@@ -251,9 +312,10 @@ SifObject sif_root_partition(const SifFile& sif, const std::string& path) {
                     ", not SquashFS; rt serves SquashFS partitions only",
                 "rebuild it as a SquashFS SIF (apptainer build)");
   for (const auto& o : sif.objects)
-    if (o.type == static_cast<int32_t>(SifData::Partition) && o.part == static_cast<int32_t>(SifPart::Overlay))
-      throw Error(where + ": it holds an overlay partition (" + sif_fs_name(o.fs) + ", object " + std::to_string(o.id) +
-                      ": writable data kept in the image), which rt cannot serve",
+    if (o.type == static_cast<int32_t>(SifData::Partition) && o.part == static_cast<int32_t>(SifPart::Overlay) &&
+        &o != sif_overlay_partition(sif))
+      throw Error(where + ": it holds an overlay partition rt cannot serve (" + sif_fs_name(o.fs) + ", object " +
+                      std::to_string(o.id) + "; rt serves one ext3 overlay partition)",
                   "copy what the overlay holds out with Apptainer, then run a SIF file without it");
   return *p;
 }

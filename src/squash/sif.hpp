@@ -8,6 +8,7 @@
 // every offset and size is checked against the file before use.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,20 @@ std::string sif_prefix(uint64_t size, const std::string& id, int64_t now, const 
 // fields (at most 384 bytes).
 std::string sif_descriptor(SifData type, uint32_t id, uint32_t group, uint32_t link, uint64_t offset, uint64_t size,
                            uint64_t padded, int64_t time, const std::string& name, const std::string& extra = {});
+
+// Adds a data object to the SIF file `sif` read from `fd` (named `path`),
+// in place: `data` (at most `size` bytes, written by `write(offset)`) after
+// the data there, at a multiple of `align`, then its descriptor in the first
+// free slot (numbered as pkg/sif numbers it), then the header's counts.
+// `sif` follows (objects, header, data_end). Returns the object's id.
+// Throws rt::Error naming `path` when no descriptor is free.
+uint32_t sif_append(int fd, SifFile& sif, const std::string& path, SifData type, uint32_t group, uint32_t link,
+                    uint64_t size, uint64_t align, int64_t time, const std::string& extra,
+                    const std::function<void(uint64_t offset)>& write);
+
+// The SIF file's ext3 overlay partition (Apptainer's writable data kept in
+// the image), or nullptr.
+const SifObject* sif_overlay_partition(const SifFile& sif);
 
 // Names for `rt inspect`.
 std::string sif_type_name(int32_t type);

@@ -142,5 +142,21 @@ expect_eq "$(apptainer exec --overlay a.img "$T/img.sif" sh -c 'echo in > /data/
 expect_eq "$(apptainer exec --overlay a.img:ro "$T/img.sif" cat /data/x)" in "... kept for the next run"
 expect_status 125 "apptainer overlay create --fakeroot" -- apptainer overlay create --fakeroot b.img
 expect_match "$ERR" "not supported by rt" "... is refused"
-expect_status 125 "apptainer overlay create into a SIF file" -- apptainer overlay create img.sif
-expect_match "$ERR" "overlay inside a SIF file" "... is refused, saying how instead"
+
+# --- an overlay partition in a SIF file (apptainer overlay create FILE.sif) -------------------
+cp "$T/img.sif" own.sif
+expect_status 125 "--writable of a SIF file without an overlay" -- apptainer exec --writable own.sif true
+apptainer overlay create --size 16 --create-dir /data own.sif || fail "apptainer overlay create FILE.sif"
+out=$("$RT" inspect ./own.sif)
+expect_match "$out" '"filesystem": "ext3",
+      "partition": "overlay"' "the SIF file gains an ext3 overlay partition"
+expect_status 125 "a second overlay partition" -- "$RT" overlay create ./own.sif
+expect_match "$ERR" "has an overlay partition already" "... is refused"
+expect_eq "$(apptainer exec --writable own.sif sh -c 'echo kept >/data/x; echo etc >/etc/new; cat /data/x')" kept \
+  "apptainer exec --writable FILE.sif writes into its overlay partition"
+settled own.sif
+expect_eq "$("$RT" exec ./own.sif cat /data/x /etc/new)" $'kept\netc' "... kept for the next run, read without --write"
+expect_eq "$("$RT" exec ./own.sif rt-probe write /etc/other)" EROFS "... which is read-only"
+expect_eq "$("$RT" exec --write-tmpfs ./own.sif sh -c 'echo tmp >/data/x; cat /data/x')" tmp "--write-tmpfs stacks above it"
+expect_eq "$("$RT" exec ./own.sif cat /data/x)" kept "... and its writes are discarded"
+expect_match "$("$RT" exec -v ./own.sif true 2>&1)" "its overlay partition, through fuse2fs" "-v says so"

@@ -47,7 +47,7 @@ expect_status 0 "exit status and arguments pass through" -- "$RT" exec "$T/img.s
 expect_eq "$OUT" '[a b] [$x;`y`]' "arguments reach the program as they are, through the environment script wrapper"
 expect_status 3 "a program's exit status" -- "$RT" exec "$T/img.sif" sh -c 'exit 3'
 expect_status 0 "-v" -- "$RT" exec -v "$T/img.sif" true
-expect_match "$ERR" "is signed \(1 signature\), but rt does not verify SIF signatures" "-v says the image is signed but unverified"
+expect_match "$ERR" "is signed \(1 signature\), but rt exec does not verify SIF signatures" "-v says the image is signed but unverified"
 # The same tree as a plain SquashFS file reads the same.
 listing='cd / && find bin etc .singularity.d -exec stat -c "%n %F %a %s" {} + | sort'
 expect_eq "$("$RT" exec "$T/img.sif" sh -c "$listing")" "$("$RT" exec "$T/root.sqfs" sh -c "$listing")" \
@@ -92,7 +92,8 @@ refused "an encrypted partition" "encrypted SquashFS partition" "$T/enc.sif"
 $SIF "$T/ext3.sif" --squashfs "$T/root.sqfs" --root-fs ext3
 refused "an ext3 root partition" "root filesystem partition is ext3, not SquashFS" "$T/ext3.sif"
 $SIF "$T/overlay.sif" --squashfs "$T/root.sqfs" --overlay
-refused "an ext3 overlay partition" "holds an overlay partition \(ext3" "$T/overlay.sif"
+expect_status 125 "an overlay partition that holds no ext3 file system" -- "$RT" exec "$T/overlay.sif" true
+expect_match "$ERR" "could not mount the overlay partition of \`$T/overlay.sif\`" "... is refused, naming it"
 $SIF "$T/noroot.sif" --deffile "$T/def" --no-root
 refused "no system partition" "no primary system partition \(it holds definition file\)" "$T/noroot.sif"
 head -c 20000 "$T/img.sif" >"$T/short.sif"

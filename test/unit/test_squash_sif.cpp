@@ -93,10 +93,10 @@ TEST_CASE("a SIF file's primary partition and signature are read", "[squash][sif
 }
 
 TEST_CASE("SIF partitions rt cannot serve are refused by name", "[squash][sif]") {
-  auto refusal = [](int32_t fs, int32_t part, bool overlay) {
+  auto refusal = [](int32_t fs, int32_t part, int32_t overlay_fs) {
     std::string b = sif_bytes();
     describe(b, 0, 0x4004, 1, 32768, 4096, partition(fs, part));
-    if (overlay) describe(b, 1, 0x4004, 2, 40960, 4096, partition(2, 4));
+    if (overlay_fs) describe(b, 1, 0x4004, 2, 40960, 4096, partition(overlay_fs, 4));
     try {
       sif_root_partition(parse(b), "t.sif");
     } catch (const rt::Error& e) {
@@ -104,11 +104,12 @@ TEST_CASE("SIF partitions rt cannot serve are refused by name", "[squash][sif]")
     }
     return std::string("accepted");
   };
-  CHECK(refusal(1, 2, false) == "accepted");
-  CHECK_THAT(refusal(5, 2, false), Catch::Contains("encrypted SquashFS partition"));
-  CHECK_THAT(refusal(2, 2, false), Catch::Contains("partition is ext3, not SquashFS"));
-  CHECK_THAT(refusal(1, 2, true), Catch::Contains("overlay partition (ext3, object 2"));
-  CHECK_THAT(refusal(1, 3, false), Catch::Contains("no primary system partition (it holds partition)"));
+  CHECK(refusal(1, 2, 0) == "accepted");
+  CHECK_THAT(refusal(5, 2, 0), Catch::Contains("encrypted SquashFS partition"));
+  CHECK_THAT(refusal(2, 2, 0), Catch::Contains("partition is ext3, not SquashFS"));
+  CHECK(refusal(1, 2, 2) == "accepted");  // an ext3 overlay: served over the image
+  CHECK_THAT(refusal(1, 2, 1), Catch::Contains("overlay partition rt cannot serve (SquashFS, object 2"));
+  CHECK_THAT(refusal(1, 3, 0), Catch::Contains("no primary system partition (it holds partition)"));
 }
 
 TEST_CASE("SIF offsets and sizes are checked against the file", "[squash][sif]") {
