@@ -132,16 +132,25 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
     img.path = path;
   }
   if (S_ISREG(st.st_mode)) {
+    img.squashfs = true;
+    // A copy on this node's disk, staged for the job, is read instead: the
+    // file itself (on a shared file system, every rank's open a request to
+    // its metadata server) is not opened at all.
+    if (!img.path.empty() && !slurm_job().empty()) {
+      const store::Root* r = store::Root::user_if_exists(storage);
+      const std::string key = store::staged_key_for_file(path, st);
+      for (const char* ext : {"sqfs", "sif"})
+        if (auto staged = staged_copy(r, key, ext)) {
+          img.rootfs = *staged;
+          img.sif = std::string_view(ext) == "sif";
+          img.staged = true;
+          return img;
+        }
+    }
     const squash::FileKind kind = squash::file_kind(path);
     if (kind == squash::FileKind::Other)
       throw Error("image `" + ref + "`: `" + path + "` is neither a directory, a SquashFS file nor a SIF file");
-    const char* ext = kind == squash::FileKind::Sif ? "sif" : "sqfs";
-    // A copy on this node's disk, staged for the job, is read instead.
-    auto staged = img.path.empty() || slurm_job().empty()
-                      ? std::nullopt
-                      : staged_copy(store::Root::user_if_exists(storage), store::staged_key_for_file(path, st), ext);
-    img.rootfs = staged ? *staged : path;
-    img.squashfs = true;
+    img.rootfs = path;
     img.sif = kind == squash::FileKind::Sif;
     return img;
   }
@@ -175,7 +184,7 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
 }
 
 void warn_if_foreign(const Image& image) {
-  if (image.path.empty()) return;
+  if (image.path.empty() || image.staged) return;  // a staged copy is the user's, on this node
   if (std::string why = store::foreign_path(image.path); !why.empty())
     util::warn("image `" + image.name + "`: " + why + "; another user may have placed or changed it");
 }

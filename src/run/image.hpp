@@ -22,6 +22,7 @@ struct Image {
   std::string path;       // the absolute path the name was taken as; empty: a stored image
   bool squashfs = false;  // rootfs is a SquashFS file; its config is inside it
   bool sif = false;       // ... a SIF file holding one
+  bool staged = false;    // rootfs is this node's copy of the file at `path`, staged for the job
   std::optional<ImageConfig> config;
 };
 
