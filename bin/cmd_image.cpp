@@ -97,6 +97,11 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     add_registry_options(c.app, s->o.ca_file, s->o.insecure, s->o.plain_http);
     c.app->add_option("-j,--jobs", s->o.jobs, "parallel layer downloads (default 4)")->type_name("N");
     c.app->add_flag("--if-missing", s->o.if_missing, "do nothing when the store has an image of that name");
+    c.app
+        ->add_option("--policy", s->o.policy,
+                     "the trust policy (containers-policy.json; default: ~/.config/containers/policy.json, else "
+                     "/etc/containers/policy.json)")
+        ->type_name("FILE");
     add_import_options(c.app, s->o);
     c.app->add_option("ref", s->ref,
                       "image reference, e.g. ubuntu:24.04 or docker://ghcr.io/org/img:tag; oras://REF: a SIF file")
@@ -341,6 +346,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
           if (!i.base_name.empty())
             std::cout << ",\n  \"base\": {\"name\": " << json_escape(i.base_name)
                       << ", \"config_digest\": " << json_escape(i.base_digest) << "}";
+          if (!i.policy.empty()) std::cout << ",\n  \"policy\": " << i.policy;
           // The image's own settings; User is shown though rt runs programs as the caller.
           if (!i.config.empty()) {
             std::string cfg = i.config;

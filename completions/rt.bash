@@ -29,7 +29,7 @@ _rt() {
     [[ -d $store/instances ]] && compgen -W "$(ls "$store/instances")" -- "$cur"
   }
   case $prev in
-    -b | --bind | --env-file | --ca-file | --squash | -f | --file | -o | --output | --build-arg-file) _filedir; return ;;
+    -b | --bind | --env-file | --ca-file | --policy | --squash | -f | --file | -o | --output | --build-arg-file) _filedir; return ;;
     --cd | --storage) _filedir -d; return ;;
     --overlay) _filedir; return ;;
     --device) COMPREPLY=($(compgen -W "nvidia.com/gpu=all" -- "$cur")); return ;;
@@ -68,7 +68,7 @@ _rt() {
         _filedir -d
       fi
       ;;
-    pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --if-missing --max-size --squash --format --compression --level" -- "$cur")) ;;
+    pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --if-missing --policy --max-size --squash --format --compression --level" -- "$cur")) ;;
     push)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --ca-file --insecure --plain-http --compression -j --jobs" -- "$cur"))
       else COMPREPLY=($(images)); _filedir; fi ;;

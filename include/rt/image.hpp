@@ -32,6 +32,7 @@ struct PullOptions : ImportOptions {
   bool plain_http = false;  // http:// instead of https:// (test registries only)
   int jobs = 4;             // parallel layer downloads
   bool if_missing = false;  // when the store has the image (under its lock), ask the registry nothing
+  std::string policy;       // --policy: containers-policy.json(5); "": ~/.config/containers/policy.json, /etc/containers/policy.json
 };
 
 struct PushOptions : StoreOptions {
@@ -59,6 +60,7 @@ struct ImageSummary {
   uint64_t size = 0;
   std::string config;  // inspect only: the image config's `config` (Env, Cmd, User, ...) as JSON; "" if none
   std::string base_name, base_digest;  // inspect only: what rt build built it from (FROM, its config digest)
+  std::string policy;  // inspect only: what the trust policy admitted a pulled image by, as JSON; "" if nothing was judged
 };
 struct ConvertOptions : StoreOptions {
   std::string compression = "zstd";  // zstd, gzip, lz4, xz, lzo

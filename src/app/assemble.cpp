@@ -138,6 +138,7 @@ void write_image_files(const std::string& dir, const ImageSource& src, uint64_t 
   meta["layers"] = nlohmann::json::array();
   for (const auto& l : src.layers) meta["layers"].push_back(l.expected_blob.empty() ? l.name : l.expected_blob);
   if (!src.base_name.empty()) meta["base"] = {{"name", src.base_name}, {"config_digest", src.base_digest}};
+  if (!src.admission.empty()) meta["policy"] = nlohmann::json::parse(src.admission);
   meta["size"] = size;
   meta["created"] = util::utc_time(::time(nullptr));
   write_file(dir + "/" + store::kMetaFile, meta.dump(2) + "\n");

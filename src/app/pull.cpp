@@ -18,6 +18,7 @@
 #include "image/manifest.hpp"
 #include "image/oras.hpp"
 #include "image/registry.hpp"
+#include "image/signatures.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "store/lookup.hpp"
@@ -53,6 +54,11 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
   }
 
   auto doc = reg.get_manifest(ref.manifest_ref());
+  // The trust policy, before anything is stored: it judges the manifest
+  // (or index) the reference names, as podman and skopeo do; an index
+  // names each platform's manifest by digest, so that one is bound too.
+  const std::optional<image::Admission> admitted =
+      image::admit_image(o.policy, ref, doc.digest, image::registry_options(o.ca_file, o.insecure, o.plain_http), false);
   auto j = image::parse_json(doc.body, "image `" + shown + "` manifest");
   std::string manifest_digest = doc.digest;
   if (image::is_index(j)) {
@@ -129,6 +135,13 @@ std::string pull(const std::string& ref_text, const PullOptions& o) {
   src.config_text = config;
   src.config_digest = m.config.digest;
   src.manifest_digest = manifest_digest;
+  if (admitted)
+    src.admission = nlohmann::json{{"policy", admitted->policy},
+                                   {"scope", admitted->scope},
+                                   {"requirement", admitted->requirement},
+                                   {"manifest_digest", admitted->manifest_digest},
+                                   {"signer", admitted->signer}}
+                        .dump();
   for (size_t i = 0; i < n; ++i) {
     std::string path = store.blob_path(m.layers[i].digest);
     src.layers.push_back(

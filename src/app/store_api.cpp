@@ -31,7 +31,7 @@ std::optional<app::Store> existing_store(const StoreOptions& o) {
 }
 
 ImageSummary summary(const app::ImageInfo& i) {
-  return {i.name, i.ref, i.manifest_digest, i.config_digest, i.created, i.dir, i.size, {}, {}, {}};
+  return {i.name, i.ref, i.manifest_digest, i.config_digest, i.created, i.dir, i.size, {}, {}, {}, {}};
 }
 
 // The stored name for what the user typed: as given, or canonical.
@@ -75,6 +75,7 @@ ImageSummary inspect_image(const std::string& name, const StoreOptions& o) {
       out.base_name = j["base"].value("name", "");
       out.base_digest = j["base"].value("config_digest", "");
     }
+    if (j.is_object() && j.contains("policy") && j["policy"].is_object()) out.policy = j["policy"].dump();
   }
   const std::string file = info->dir + "/image-config.json";
   if (auto text = util::read_regular_if_exists(file, 4 << 20)) {

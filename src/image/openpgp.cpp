@@ -157,14 +157,17 @@ OpenPgp::~OpenPgp() {
 
 std::vector<std::string> OpenPgp::import_file(const std::string& path) {
   util::UniqueFd fd = util::open_fd(path, O_RDONLY | O_CLOEXEC);
-  const std::string bytes = util::read_regular_fd(fd.get(), path, 16 << 20);
+  return import_data(util::read_regular_fd(fd.get(), path, 16 << 20), "key file `" + path + "`");
+}
+
+std::vector<std::string> OpenPgp::import_data(std::string_view bytes, const std::string& what) {
   Data data = memory(bytes);
   // A secret key may be imported before signing (its passphrase is asked
   // for then, not here).
   gpgme_set_pinentry_mode(as_ctx(ctx_), GPGME_PINENTRY_MODE_LOOPBACK);
   agent_ = true;  // gpg may start one to list what it imported
   if (gpgme_error_t e = gpgme_op_import(as_ctx(ctx_), data.d))
-    throw Error("key file `" + path + "`: GnuPG cannot import it: " + why(e));
+    throw Error(what + ": GnuPG cannot import it: " + why(e));
   gpgme_import_result_t r = gpgme_op_import_result(as_ctx(ctx_));
   std::vector<std::string> out;
   for (gpgme_import_status_t s = r ? r->imports : nullptr; s; s = s->next)
@@ -173,7 +176,7 @@ std::vector<std::string> OpenPgp::import_file(const std::string& path) {
       if (std::find(out.begin(), out.end(), fpr) == out.end()) out.push_back(fpr);
     }
   if (out.empty())
-    throw Error("key file `" + path + "` holds no OpenPGP key GnuPG could import",
+    throw Error(what + " holds no OpenPGP key GnuPG could import",
                 "give an ASCII-armoured or binary key (gpg --export --armor KEYID > FILE)");
   return out;
 }
@@ -216,6 +219,22 @@ OpenPgp::Verified OpenPgp::verify_clearsigned(std::string_view message) {
     v.problem = "not one OpenPGP clear-signed message";
     return v;
   }
+  return verify_message(m);
+}
+
+OpenPgp::Verified OpenPgp::verify_signed_message(std::string_view message) {
+  // A clear-signed or detached signature carries no payload of its own:
+  // only a signed message is one (containers-signature(5)).
+  if (message.find("-----BEGIN PGP SIGNED MESSAGE-----") != std::string_view::npos) {
+    Verified v;
+    v.problem = "a clear-signed message, not an OpenPGP signed message";
+    return v;
+  }
+  return verify_message(message);
+}
+
+OpenPgp::Verified OpenPgp::verify_message(std::string_view m) {
+  Verified v;
   Data sig = memory(m);
   Data plain = empty();
   if (gpgme_error_t e = gpgme_op_verify(as_ctx(ctx_), sig.d, nullptr, plain.d)) {

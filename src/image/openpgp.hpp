@@ -1,5 +1,6 @@
 // OpenPGP through GPGME (host): a private GnuPG home holding only the keys
-// given, clear-signed messages checked and made there. rt writes no
+// given, clear-signed messages checked and made there, and signed messages
+// (simple-signing image signatures) checked. rt writes no
 // OpenPGP of its own: packets, armour and signatures are GnuPG's.
 //
 // The home is a fresh mkdtemp(3) directory (mode 0700) under $TMPDIR or
@@ -25,6 +26,8 @@ public:
   // Returns the fingerprints of the primary keys it held (40 or 64 upper-
   // case hex digits); throws rt::Error naming the file when it holds none.
   std::vector<std::string> import_file(const std::string& path);
+  // The same for keys held in memory; `what` names them in errors.
+  std::vector<std::string> import_data(std::string_view bytes, const std::string& what);
   // Imports every public key of the GnuPG home `dir` (read, not changed).
   std::vector<std::string> import_home(const std::string& dir);
 
@@ -37,6 +40,10 @@ public:
   // Checks `message`, one clear-signed message (nothing before or after
   // it, one signature).
   Verified verify_clearsigned(std::string_view message);
+  // Checks `message`, one OpenPGP signed message (binary or armoured, the
+  // payload inside it: what `gpg --sign` and skopeo --sign-by write), one
+  // signature; `text` is then its payload.
+  Verified verify_signed_message(std::string_view message);
 
   // `text` as a clear-signed message by the secret key `fingerprint`
   // (imported here), hashed with SHA-256. `passphrase` is asked (once)
@@ -47,6 +54,8 @@ public:
   const std::string& home() const { return home_; }
 
 private:
+  Verified verify_message(std::string_view message);  // either kind, once its form is checked
+
   void* ctx_ = nullptr;  // gpgme_ctx_t
   std::string home_;
   bool agent_ = false;  // a gpg-agent may run for the home

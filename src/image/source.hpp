@@ -29,6 +29,7 @@ struct ImageSource {
   std::vector<std::string> drop;  // top-level names removed from the tree at the end
   uint64_t bytes_hint = 0;        // about the layers' bytes when their sizes are unknown (an archive's), for progress
   std::string base_name, base_digest;  // rt build: what FROM named and its config digest
+  std::string admission;               // rt pull: what the trust policy admitted it by (a JSON object); "": nothing judged
   // One layer made from a tree: what it was made from (a file's path,
   // inode, size and times), so that its compressed form can be found
   // again; empty: none.

@@ -23,7 +23,7 @@ grep -q "rt-exec" "$RT_SOURCE_DIR/man/rt.1" || fail "rt(1) does not point to rt-
 # man -l shows it from the checkout (rt-run.1 and rt-shell.1 are links to
 # rt-exec.1, not ".so" pages, which need an installed man1/).
 pages=0
-for page in "$RT_SOURCE_DIR"/man/*.1; do
+for page in "$RT_SOURCE_DIR"/man/*.1 "$RT_SOURCE_DIR"/man/*.5; do
   warnings=$(groff -man -ww -z "$page" 2>&1) || fail "groff failed on $page: $warnings"
   [ -z "$warnings" ] || fail "groff warns about $page: $warnings"
   [ "$(grep -c '^\.SH NAME' "$page")" = 1 ] || fail "$page has not one NAME section"

@@ -1,0 +1,206 @@
+// Trust policy applied to a pull (host); see signatures.hpp.
+#include "image/signatures.hpp"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "image/openpgp.hpp"
+#include "rt/error.hpp"
+#include "util/fs.hpp"
+#include "util/log.hpp"
+#include "util/strings.hpp"
+
+namespace rt::image {
+namespace {
+
+// containers/image's limit on one signature (docker/docker_image_src.go).
+constexpr size_t kMaxSignature = 4 << 20;
+// More than any site signs one manifest with; a store that never ends
+// (a server answering every name) is cut here.
+constexpr int kMaxSignatures = 64;
+
+struct SignatureBody {
+  std::string data;
+  bool too_big = false;
+};
+
+size_t on_signature_body(char* p, size_t size, size_t n, void* user) {
+  auto* b = static_cast<SignatureBody*>(user);
+  if (b->data.size() + size * n > kMaxSignature) {
+    b->too_big = true;
+    return 0;
+  }
+  b->data.append(p, size * n);
+  return size * n;
+}
+
+// One signature over HTTP(S): its bytes, or nullopt on 404 (the end).
+std::optional<std::string> http_get(const std::string& url, const RegistryOptions& tls) {
+  std::unique_ptr<CURL, void (*)(CURL*)> h(curl_easy_init(), curl_easy_cleanup);
+  if (!h) throw Error("libcurl: cannot start a request for `" + url + "`");
+  SignatureBody body;
+  char errbuf[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(h.get(), CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h.get(), CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h.get(), CURLOPT_REDIR_PROTOCOLS_STR, url.starts_with("https:") ? "https" : "http,https");
+  curl_easy_setopt(h.get(), CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(h.get(), CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(h.get(), CURLOPT_USERAGENT, "rt/" RT_VERSION);
+  curl_easy_setopt(h.get(), CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h.get(), CURLOPT_CONNECTTIMEOUT, 30L);
+  curl_easy_setopt(h.get(), CURLOPT_TIMEOUT, 120L);
+  curl_easy_setopt(h.get(), CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(h.get(), CURLOPT_WRITEFUNCTION, on_signature_body);
+  curl_easy_setopt(h.get(), CURLOPT_WRITEDATA, &body);
+  if (!tls.ca_file.empty()) curl_easy_setopt(h.get(), CURLOPT_CAINFO, tls.ca_file.c_str());
+  if (tls.insecure) {
+    curl_easy_setopt(h.get(), CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h.get(), CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  const CURLcode rc = curl_easy_perform(h.get());
+  if (body.too_big) throw Error("signature `" + url + "` is larger than 4 MiB");
+  if (rc != CURLE_OK) throw Error("cannot read signature `" + url + "`: " + (*errbuf ? errbuf : curl_easy_strerror(rc)));
+  long status = 0;
+  curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &status);
+  if (status == 404) return std::nullopt;
+  if (status != 200) throw Error("signature `" + url + "`: the server answered HTTP " + std::to_string(status));
+  return body.data;
+}
+
+[[noreturn]] void refuse_image(const Policy& p, const PolicySubject& s, const std::string& scope, const Requirement& r,
+                         const std::string& why) {
+  throw Error("image `" + s.ref.str() + "` refused by policy `" + p.source + "` (" + scope + ", requirement " +
+                  r.str() + "): " + why,
+              "the trust policy is containers-policy.json(5), as podman and skopeo read it; rt-policy(5)");
+}
+
+// signedBy: true with the signer once one signature holds; else throws.
+std::string signed_by(const Policy& p, const PolicySubject& s, const std::string& scope, const Requirement& r,
+                      std::optional<std::vector<std::string>>& sigs) {
+  if (r.key_type != "GPGKeys") refuse_image(p, s, scope, r, "keyType `" + r.key_type + "` is not supported by rt (GPGKeys only)");
+  if (!s.signatures) refuse_image(p, s, scope, r, s.no_signatures);
+  OpenPgp pgp;
+  std::vector<std::string> keys;
+  try {
+    for (const auto& path : r.key_paths)
+      for (auto& f : pgp.import_file(path)) keys.push_back(std::move(f));
+    if (!r.key_data.empty())
+      for (auto& f : pgp.import_data(r.key_data, "keyData")) keys.push_back(std::move(f));
+  } catch (const Error& e) {
+    refuse_image(p, s, scope, r, std::string("its keys cannot be read: ") + e.what());
+  }
+  if (!sigs) sigs = s.signatures();
+  if (sigs->empty()) refuse_image(p, s, scope, r, "no signature (the lookaside store has none for " + s.manifest_digest + ")");
+  std::vector<std::string> why;
+  for (size_t i = 0; i < sigs->size(); ++i) {
+    const std::string n = "signature-" + std::to_string(i + 1) + ": ";
+    OpenPgp::Verified v = pgp.verify_signed_message((*sigs)[i]);
+    if (!v.good) {
+      why.push_back(n + v.problem);
+      continue;
+    }
+    // The home holds only the requirement's keys, so GnuPG knows no
+    // other; checked again all the same.
+    if (std::find(keys.begin(), keys.end(), v.fingerprint) == keys.end()) {
+      why.push_back(n + "signed by a key not given (" + v.fingerprint + ")");
+      continue;
+    }
+    SignaturePayload payload;
+    try {
+      payload = parse_signature_payload(v.text);
+    } catch (const Error& e) {
+      why.push_back(n + e.what());
+      continue;
+    }
+    if (payload.manifest_digest != s.manifest_digest) {
+      why.push_back(n + "digest mismatch: it signs " + payload.manifest_digest + ", the registry's manifest is " +
+                    s.manifest_digest);
+      continue;
+    }
+    if (!identity_matches(r.identity, s.ref, payload.docker_reference)) {
+      why.push_back(n + "identity mismatch: it signs `" + payload.docker_reference + "`, which " + r.identity.str() +
+                    " does not accept for `" + s.ref.str() + "`");
+      continue;
+    }
+    util::info("signature " + std::to_string(i + 1) + " of `" + s.ref.str() + "` by " + v.fingerprint + " holds");
+    return v.fingerprint;
+  }
+  refuse_image(p, s, scope, r, util::join(why, "; "));
+}
+
+}  // namespace
+
+Admission check_policy(const Policy& p, const PolicySubject& s) {
+  Admission a;
+  a.policy = p.source;
+  const std::vector<Requirement>& reqs = requirements_for(p, s.ref, &a.scope);
+  std::optional<std::vector<std::string>> sigs;  // read once, when needed
+  std::vector<std::string> names;
+  for (const Requirement& r : reqs) {
+    names.push_back(r.str());
+    switch (r.type) {
+    case Requirement::Type::InsecureAcceptAnything:
+      break;
+    case Requirement::Type::Reject:
+      refuse_image(p, s, a.scope, r, "rejected by policy");
+    case Requirement::Type::Unknown:
+      refuse_image(p, s, a.scope, r, "requirement type `" + r.type_name + "` is not supported by rt, so nothing it covers is accepted");
+    case Requirement::Type::SignedBy:
+      a.signer = signed_by(p, s, a.scope, r, sigs);
+      break;
+    }
+  }
+  a.requirement = util::join(names, ", ");
+  return a;
+}
+
+std::vector<std::string> read_lookaside(const std::string& base, const store::Reference& ref,
+                                        const std::string& digest, const RegistryOptions& tls) {
+  const bool file = base.starts_with("file://");
+  if (!file && !base.starts_with("http://") && !base.starts_with("https://"))
+    throw Error("lookaside `" + base + "` is not a file://, http:// or https:// URL", "see containers-registries.d(5)");
+  if (file && !base.starts_with("file:///"))
+    throw Error("lookaside `" + base + "`: a file:// URL takes an absolute path (file:///DIR)");
+  std::vector<std::string> out;
+  for (int n = 1; n <= kMaxSignatures; ++n) {
+    const std::string url = signature_url(base, ref, digest, n);
+    std::optional<std::string> sig =
+        file ? util::read_regular_if_exists(url.substr(7), kMaxSignature) : http_get(url, tls);
+    if (!sig) break;
+    util::debug("read `" + url + "`");
+    out.push_back(std::move(*sig));
+  }
+  return out;
+}
+
+std::optional<Admission> admit_image(const std::string& given, const store::Reference& ref,
+                                     const std::string& manifest_digest, const RegistryOptions& tls, bool oras) {
+  const std::string file = find_policy_file(given);
+  if (file.empty()) {
+    util::info("no policy file (~/.config/containers/policy.json, /etc/containers/policy.json): `" + ref.str() +
+               "` accepted");
+    return std::nullopt;
+  }
+  const Policy p = read_policy(file);
+  PolicySubject s{ref, manifest_digest, {}, {}};
+  if (oras) {
+    s.no_signatures = "signedBy is not supported for oras:// (rt reads no simple signatures of a SIF file; "
+                      "check the file's own signatures with rt verify)";
+  } else {
+    s.signatures = [&] {
+      const std::string dir = find_registries_d();
+      const std::string base = lookaside_for(read_registries_d(dir), ref);
+      util::info("signatures of `" + ref.str() + "`: lookaside `" + base + "` (registries.d `" + dir + "`)");
+      return read_lookaside(base, ref, manifest_digest, tls);
+    };
+  }
+  Admission a = check_policy(p, s);
+  a.manifest_digest = manifest_digest;
+  util::info("`" + ref.str() + "` admitted by policy `" + file + "` (" + a.scope + ": " + a.requirement +
+             (a.signer.empty() ? "" : ", signed by " + a.signer) + ")");
+  return a;
+}
+
+}  // namespace rt::image

@@ -1,0 +1,56 @@
+// An image's trust policy applied (host): the requirements of
+// image/policy for a reference, simple-signing signatures read from the
+// lookaside store registries.d names (file:// or http(s)://) and checked
+// through GPGME against only the keys a signedBy requirement names.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "image/policy.hpp"
+#include "image/registry.hpp"
+#include "store/ref.hpp"
+
+namespace rt::image {
+
+// What admitted an image.
+struct Admission {
+  std::string policy;       // the policy file
+  std::string scope;        // `docker "HOST/REPO"`, `docker ""` or `default`
+  std::string requirement;  // the requirements, as Requirement::str, joined by ", "
+  std::string signer;       // the fingerprint whose signature admitted it ("" when none was needed)
+  std::string manifest_digest;  // what was judged: the manifest or index the reference names
+};
+
+struct PolicySubject {
+  store::Reference ref;         // what is pulled
+  std::string manifest_digest;  // the digest of the manifest (or index) the reference names
+  // The signatures of `manifest_digest`, read when a signedBy requirement
+  // applies; empty function: signatures cannot be had for this kind of
+  // pull, and `no_signatures` says so.
+  std::function<std::vector<std::string>()> signatures;
+  std::string no_signatures;
+};
+
+// Applies `p` to `s`: every requirement of the most specific scope must
+// hold. Throws rt::Error naming the image, the policy, the scope, the
+// requirement and why it refused.
+Admission check_policy(const Policy& p, const PolicySubject& s);
+
+// The signatures of `digest` in the lookaside store `base`, signature-1,
+// signature-2, ... up to the first missing (4 MiB each at most). `tls`:
+// the registry's CA file and --insecure, for an https:// store.
+std::vector<std::string> read_lookaside(const std::string& base, const store::Reference& ref,
+                                        const std::string& digest, const RegistryOptions& tls);
+
+// rt pull's step: the policy file (`given`, else the user's, else the
+// system's: find_policy_file) applied to `ref` and its manifest's digest,
+// signatures read as registries.d says. nullopt when there is no policy
+// file at all (everything is accepted then, as before rt read one).
+// `oras`: a SIF file pulled (oras://), for which rt reads no simple
+// signatures: signedBy refuses.
+std::optional<Admission> admit_image(const std::string& given, const store::Reference& ref,
+                                     const std::string& manifest_digest, const RegistryOptions& tls, bool oras);
+
+}  // namespace rt::image

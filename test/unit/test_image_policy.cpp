@@ -1,0 +1,275 @@
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "image/openpgp.hpp"
+#include "image/policy.hpp"
+#include "image/signatures.hpp"
+#include "rt/error.hpp"
+#include "store/ref.hpp"
+#include "temp_dir.hpp"
+
+using namespace rt::image;
+using rt::store::parse_reference;
+
+namespace {
+
+const std::string kDigest = "sha256:" + std::string(64, 'a');
+
+Policy policy(const std::string& transports, const std::string& fallback = R"([{"type":"reject"}])") {
+  return parse_policy(R"({"default":)" + fallback + R"(,"transports":{"docker":)" + transports + "}}", "p.json");
+}
+
+std::string scope_of(const Policy& p, const std::string& ref) {
+  std::string scope;
+  requirements_for(p, parse_reference(ref), &scope);
+  return scope;
+}
+
+SignedIdentity identity(const std::string& json) {
+  Policy p = policy(R"({"r.io":[{"type":"signedBy","keyType":"GPGKeys","keyPath":"/k","signedIdentity":)" + json + "}]}");
+  return p.docker.at("r.io")[0].identity;
+}
+
+std::string policy_refusal(const std::string& text) {
+  try {
+    parse_policy(text, "p.json");
+  } catch (const rt::Error& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+}  // namespace
+
+TEST_CASE("policy scopes of a reference, most specific first", "[policy]") {
+  CHECK(policy_scopes(parse_reference("reg.example.com:5000/ns/app:v1")) ==
+        std::vector<std::string>{"reg.example.com:5000/ns/app:v1", "reg.example.com:5000/ns/app",
+                                 "reg.example.com:5000/ns", "reg.example.com:5000", "*.example.com", "*.com"});
+  CHECK(policy_scopes(parse_reference("busybox")) ==
+        std::vector<std::string>{"docker.io/library/busybox:latest", "docker.io/library/busybox", "docker.io/library",
+                                 "docker.io", "*.io"});
+  CHECK(policy_scopes(parse_reference("r.io/a@" + kDigest))[0] == "r.io/a@" + kDigest);
+}
+
+TEST_CASE("the most specific docker scope wins, then the transport's, then default", "[policy]") {
+  Policy p = policy(R"({"r.io/ns/app:v1":[{"type":"reject"}], "r.io/ns":[{"type":"insecureAcceptAnything"}],
+                        "r.io":[{"type":"reject"}], "*.example.com":[{"type":"insecureAcceptAnything"}]})");
+  CHECK(scope_of(p, "r.io/ns/app:v1") == "docker \"r.io/ns/app:v1\"");
+  CHECK(scope_of(p, "r.io/ns/app:v2") == "docker \"r.io/ns\"");
+  CHECK(scope_of(p, "r.io/ns/deeper/app") == "docker \"r.io/ns\"");
+  CHECK(scope_of(p, "r.io/other/app") == "docker \"r.io\"");
+  CHECK(scope_of(p, "a.b.example.com/x") == "docker \"*.example.com\"");
+  CHECK(scope_of(p, "example.com/x") == "default");  // *.example.com is for subdomains
+  CHECK(scope_of(p, "r.iox/ns/app") == "default");
+  Policy q = policy(R"({"":[{"type":"insecureAcceptAnything"}]})");
+  CHECK(scope_of(q, "r.io/a") == "docker \"\"");
+  std::string s;
+  CHECK(requirements_for(q, parse_reference("r.io/a"), &s)[0].type == Requirement::Type::InsecureAcceptAnything);
+}
+
+TEST_CASE("signedBy is read with its keys and identity", "[policy]") {
+  Policy p = policy(R"({"r.io/a":[{"type":"signedBy","keyType":"GPGKeys","keyPaths":["/k1","/k2"]}],
+                        "r.io/b":[{"type":"signedBy","keyType":"GPGKeys","keyData":"aGVsbG8=",
+                                   "signedIdentity":{"type":"remapIdentity","prefix":"m.io/x","signedPrefix":"r.io/b"}}]})");
+  const Requirement& a = p.docker.at("r.io/a")[0];
+  CHECK(a.type == Requirement::Type::SignedBy);
+  CHECK(a.key_paths == std::vector<std::string>{"/k1", "/k2"});
+  CHECK(a.identity.kind == SignedIdentity::Kind::MatchRepoDigestOrExact);
+  CHECK(a.str() == "signedBy (GPGKeys from `/k1`, `/k2`)");
+  const Requirement& b = p.docker.at("r.io/b")[0];
+  CHECK(b.key_data == "hello");
+  CHECK(b.identity.kind == SignedIdentity::Kind::RemapIdentity);
+  CHECK(b.identity.signed_prefix == "r.io/b");
+}
+
+TEST_CASE("an unknown requirement type is kept and refuses where it applies", "[policy]") {
+  Policy p = policy(R"({"r.io":[{"type":"sigstoreSigned","keyPath":"/k"}]})",
+                    R"([{"type":"insecureAcceptAnything"}])");
+  const Requirement& r = p.docker.at("r.io")[0];
+  CHECK(r.type == Requirement::Type::Unknown);
+  PolicySubject s{parse_reference("r.io/a:1"), kDigest, {}, "none"};
+  REQUIRE_THROWS_WITH(check_policy(p, s), Catch::Contains("`sigstoreSigned` is not supported by rt") &&
+                                              Catch::Contains("r.io/a:1") && Catch::Contains("docker \"r.io\""));
+  // Elsewhere the default applies.
+  CHECK(check_policy(p, PolicySubject{parse_reference("q.io/a:1"), kDigest, {}, "none"}).scope == "default");
+}
+
+TEST_CASE("reject and an unreadable signature source refuse; insecureAcceptAnything admits", "[policy]") {
+  Policy p = policy(R"({"r.io/ok":[{"type":"insecureAcceptAnything"}],
+                        "r.io/signed":[{"type":"signedBy","keyType":"GPGKeys","keyPath":"/k"}],
+                        "r.io/x509":[{"type":"signedBy","keyType":"X509Certificates","keyPath":"/k"}]})");
+  CHECK(check_policy(p, {parse_reference("r.io/ok:1"), kDigest, {}, ""}).requirement == "insecureAcceptAnything");
+  REQUIRE_THROWS_WITH(check_policy(p, {parse_reference("r.io/no:1"), kDigest, {}, ""}),
+                      Catch::Contains("rejected by policy") && Catch::Contains("requirement reject"));
+  REQUIRE_THROWS_WITH(check_policy(p, {parse_reference("r.io/signed:1"), kDigest, {}, "not supported for oras://"}),
+                      Catch::Contains("not supported for oras://"));
+  REQUIRE_THROWS_WITH(check_policy(p, {parse_reference("r.io/x509:1"), kDigest, {}, ""}),
+                      Catch::Contains("X509Certificates` is not supported"));
+}
+
+TEST_CASE("malformed policies are refused naming the key", "[policy]") {
+  CHECK_THAT(policy_refusal("{"), Catch::Contains("not JSON"));
+  CHECK_THAT(policy_refusal(R"({"transports":{}})"), Catch::Contains("`default` is missing"));
+  CHECK_THAT(policy_refusal(R"({"default":[]})"), Catch::Contains("non-empty array"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"reject"}],"extra":1})"), Catch::Contains("unknown key `extra`"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"reject","keyPath":"/k"}]})"), Catch::Contains("unknown key `keyPath`"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"signedBy","keyType":"GPGKeys"}]})"),
+             Catch::Contains("exactly one of keyPath, keyPaths and keyData"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"signedBy","keyType":"GPGKeys","keyPath":"/a","keyData":"aGk="}]})"),
+             Catch::Contains("exactly one of"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"signedBy","keyType":"GPGKeys","keyData":"not base64!"}]})"),
+             Catch::Contains("not base64"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"signedBy","keyType":"GPGKeys","keyPath":"/k",
+                        "signedIdentity":{"type":"exactReference","dockerReference":"r.io/a"}}]})"),
+             Catch::Contains("not a tagged or digested reference"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"signedBy","keyType":"GPGKeys","keyPath":"/k",
+                        "signedIdentity":{"type":"matchSomething"}}]})"),
+             Catch::Contains("unknown signedIdentity type `matchSomething`") && Catch::Contains("default[0].signedIdentity"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"reject"}],"transports":{"docker":{"https://r.io":[{"type":"reject"}]}}})"),
+             Catch::Contains("not a docker scope"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"reject"}],"transports":{"docker":{"r.*.io":[{"type":"reject"}]}}})"),
+             Catch::Contains("not a docker scope"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"reject"}],"transports":{"docker":{"R.io/A":[{"type":"reject"}]}}})"),
+             Catch::Contains("not a docker scope"));
+  // Other transports are checked, not used.
+  CHECK(policy_refusal(R"({"default":[{"type":"reject"}],"transports":{"oci":{"":[{"type":"insecureAcceptAnything"}]}}})") ==
+        "accepted");
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"reject"}],"transports":{"oci":{"":[{"type":"reject","x":1}]}}})"),
+             Catch::Contains("transports.oci"));
+}
+
+TEST_CASE("signedIdentity decides which signed reference fits the image", "[policy]") {
+  const auto tagged = parse_reference("r.io/ns/app:v1");
+  const auto digested = parse_reference("r.io/ns/app@" + kDigest);
+  const auto def = identity(R"({"type":"matchRepoDigestOrExact"})");
+  CHECK(identity_matches(def, tagged, "r.io/ns/app:v1"));
+  CHECK_FALSE(identity_matches(def, tagged, "r.io/ns/app:v2"));
+  CHECK_FALSE(identity_matches(def, tagged, "r.io/ns/other:v1"));
+  CHECK_FALSE(identity_matches(def, tagged, "r.io/ns/app"));  // name-only never matches
+  CHECK(identity_matches(def, digested, "r.io/ns/app:anything"));
+  CHECK_FALSE(identity_matches(def, digested, "r.io/ns/other:v1"));
+  CHECK_FALSE(identity_matches(def, tagged, "not a reference"));
+  CHECK_FALSE(identity_matches(def, tagged, "docker://r.io/ns/app:v1"));
+  // Normalized as docker does: busybox is docker.io/library/busybox.
+  CHECK(identity_matches(def, parse_reference("busybox:1"), "docker.io/library/busybox:1"));
+  CHECK(identity_matches(def, parse_reference("docker.io/library/busybox:1"), "busybox:1"));
+
+  const auto exact = identity(R"({"type":"matchExact"})");
+  CHECK(identity_matches(exact, tagged, "r.io/ns/app:v1"));
+  CHECK_FALSE(identity_matches(exact, digested, "r.io/ns/app:v1"));
+  CHECK(identity_matches(exact, digested, "r.io/ns/app@" + kDigest));
+
+  const auto repo = identity(R"({"type":"matchRepository"})");
+  CHECK(identity_matches(repo, tagged, "r.io/ns/app:v9"));
+  CHECK(identity_matches(repo, tagged, "r.io/ns/app"));
+  CHECK_FALSE(identity_matches(repo, tagged, "r.io/ns/app2:v1"));
+
+  const auto ref = identity(R"({"type":"exactReference","dockerReference":"r.io/golden/app:1"})");
+  CHECK(identity_matches(ref, tagged, "r.io/golden/app:1"));
+  CHECK_FALSE(identity_matches(ref, tagged, "r.io/ns/app:v1"));
+
+  const auto exrepo = identity(R"({"type":"exactRepository","dockerRepository":"r.io/golden/app"})");
+  CHECK(identity_matches(exrepo, tagged, "r.io/golden/app:7"));
+  CHECK_FALSE(identity_matches(exrepo, tagged, "r.io/ns/app:v1"));
+
+  const auto remap = identity(R"({"type":"remapIdentity","prefix":"mirror.io/ns","signedPrefix":"r.io/ns"})");
+  CHECK(identity_matches(remap, parse_reference("mirror.io/ns/app:v1"), "r.io/ns/app:v1"));
+  CHECK_FALSE(identity_matches(remap, parse_reference("mirror.io/ns/app:v1"), "mirror.io/ns/app:v1"));
+  CHECK_FALSE(identity_matches(remap, parse_reference("mirror.io/nsx/app:v1"), "r.io/nsx/app:v1"));  // not at a boundary
+  CHECK(identity_matches(remap, parse_reference("other.io/app:v1"), "other.io/app:v1"));          // no prefix: as the default
+}
+
+TEST_CASE("registries.d: the most specific namespace with a lookaside wins", "[policy]") {
+  const RegistriesD d = parse_registries_d({
+      {"a.yaml", "default-docker:\n  lookaside: file:///default\n"},
+      {"b.yaml", "docker:\n  r.io:\n    sigstore: https://sigs.r.io/all\n"
+                 "  r.io/ns:\n    lookaside: file:///ns\n    lookaside-staging: file:///staging\n"
+                 "  r.io/ns/attached:\n    use-sigstore-attachments: true\n"
+                 "  '*.example.com':\n    lookaside: file:///wild\n"},
+  });
+  CHECK(lookaside_for(d, parse_reference("r.io/ns/app:1")) == "file:///ns");
+  CHECK(lookaside_for(d, parse_reference("r.io/ns/attached:1")) == "file:///ns");  // names no lookaside: the parent's
+  CHECK(lookaside_for(d, parse_reference("r.io/other/app:1")) == "https://sigs.r.io/all");
+  CHECK(lookaside_for(d, parse_reference("a.example.com/x:1")) == "file:///wild");
+  CHECK(lookaside_for(d, parse_reference("q.io/x:1")) == "file:///default");
+  const char* home = std::getenv("HOME");
+  const std::string saved = home ? home : "";
+  ::setenv("HOME", "/home/u", 1);
+  if (::geteuid() != 0) CHECK(lookaside_for({}, parse_reference("q.io/x:1")) == "file:///home/u/.local/share/containers/sigstore");
+  if (home) ::setenv("HOME", saved.c_str(), 1); else ::unsetenv("HOME");
+  CHECK(signature_url("file:///ns/", parse_reference("r.io/ns/app:1"), kDigest, 2) ==
+        "file:///ns/ns/app@sha256=" + std::string(64, 'a') + "/signature-2");
+}
+
+TEST_CASE("registries.d files that contradict or do not parse are refused", "[policy]") {
+  auto refused = [](std::vector<std::pair<std::string, std::string>> files) {
+    try {
+      parse_registries_d(files);
+    } catch (const rt::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(refused({{"a.yaml", "default-docker: {lookaside: file:///a}\n"}, {"b.yaml", "default-docker: {lookaside: file:///b}\n"}}),
+             Catch::Contains("also set in `a.yaml`") && Catch::Contains("b.yaml"));
+  CHECK_THAT(refused({{"a.yaml", "docker: {r.io: {lookaside: file:///a}}\n"}, {"b.yaml", "docker: {r.io: {sigstore: file:///b}}\n"}}),
+             Catch::Contains("namespace `r.io`"));
+  CHECK_THAT(refused({{"a.yaml", "docker: {r.io: {lookasid: file:///a}}\n"}}), Catch::Contains("unknown key `lookasid`"));
+  CHECK_THAT(refused({{"a.yaml", "docker: [\n"}}), Catch::Contains("not YAML") && Catch::Contains("a.yaml"));
+  CHECK(refused({{"empty.yaml", ""}}) == "accepted");
+}
+
+TEST_CASE("a simple-signing payload is read strictly", "[policy]") {
+  const std::string good = R"({"critical":{"identity":{"docker-reference":"r.io/a:1"},"image":{"docker-manifest-digest":")" +
+                           kDigest + R"("},"type":"atomic container signature"},"optional":{"creator":"x","timestamp":1}})";
+  const SignaturePayload p = parse_signature_payload(good);
+  CHECK(p.docker_reference == "r.io/a:1");
+  CHECK(p.manifest_digest == kDigest);
+  CHECK_THROWS_WITH(parse_signature_payload(R"({"critical":{"identity":{"docker-reference":"r.io/a:1"},"image":{"docker-manifest-digest":"x"},"type":"atomic container signature","extra":1},"optional":{}})"),
+                    Catch::Contains("exactly the keys"));
+  CHECK_THROWS_WITH(parse_signature_payload(R"({"critical":{"identity":{"docker-reference":"r.io/a:1"},"image":{"docker-manifest-digest":"x"},"type":"cosign container image signature"},"optional":{}})"),
+                    Catch::Contains("not a simple signing signature"));
+  CHECK_THROWS_WITH(parse_signature_payload(R"({"critical":{}})"), Catch::Contains("top level"));
+  CHECK_THROWS_WITH(parse_signature_payload("not json"), Catch::Contains("not JSON"));
+}
+
+TEST_CASE("a signed message from gpg --sign gives its payload and signer; a clear-signed one is refused", "[policy]") {
+  TempDir dir;
+  const std::string home = dir.path + "/gnupg", env = "GNUPGHOME='" + home + "' ";
+  REQUIRE(::mkdir(home.c_str(), 0700) == 0);
+  auto gpg = [&](const std::string& args) { return std::system((env + "gpg --batch --quiet " + args + " 2>/dev/null").c_str()); };
+  REQUIRE(gpg("--passphrase '' --quick-gen-key 'unit <unit@rt.test>' rsa2048 sign never") == 0);
+  const std::string payload = R"({"critical":{"identity":{"docker-reference":"r.io/a:1"},"image":{"docker-manifest-digest":")" +
+                              kDigest + R"("},"type":"atomic container signature"},"optional":{}})";
+  std::ofstream(dir.path + "/payload") << payload;
+  REQUIRE(gpg("-o '" + dir.path + "/sig' --sign '" + dir.path + "/payload'") == 0);
+  REQUIRE(gpg("-o '" + dir.path + "/sig.asc' --clearsign '" + dir.path + "/payload'") == 0);
+  REQUIRE(gpg("-o '" + dir.path + "/key.gpg' --export unit@rt.test") == 0);
+  std::system(("gpgconf --homedir '" + home + "' --kill all 2>/dev/null").c_str());
+  auto bytes = [&](const std::string& name) {
+    std::stringstream ss;
+    ss << std::ifstream(dir.path + "/" + name).rdbuf();
+    return ss.str();
+  };
+  OpenPgp pgp;
+  const auto keys = pgp.import_file(dir.path + "/key.gpg");
+  REQUIRE(keys.size() == 1);
+  const OpenPgp::Verified v = pgp.verify_signed_message(bytes("sig"));
+  CHECK(v.good);
+  CHECK(v.fingerprint == keys[0]);
+  CHECK(v.text == payload);
+  CHECK(parse_signature_payload(v.text).manifest_digest == kDigest);
+  const OpenPgp::Verified clear = pgp.verify_signed_message(bytes("sig.asc"));
+  CHECK_FALSE(clear.good);
+  CHECK_THAT(clear.problem, Catch::Contains("clear-signed"));
+  OpenPgp empty;  // no key: the signer is unknown
+  const OpenPgp::Verified unknown = empty.verify_signed_message(bytes("sig"));
+  CHECK_FALSE(unknown.good);
+  CHECK_THAT(unknown.problem, Catch::Contains("key not given"));
+}
