@@ -215,15 +215,6 @@ std::string ask_passphrase(const std::string& key) {
   return pw;
 }
 
-void pwrite_all(int fd, const std::string& data, uint64_t at, const std::string& path) {
-  for (size_t done = 0; done < data.size();) {
-    const ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(at + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw SysError{errno, "pwrite", path};
-    done += static_cast<size_t>(n);
-  }
-}
-
 }  // namespace
 
 std::vector<std::string> sign_sif(const std::string& path, const SignOptions& options) {
@@ -266,7 +257,7 @@ std::vector<std::string> sign_sif(const std::string& path, const SignOptions& op
   for (const auto& [g, text] : signatures) {
     const uint32_t id = squash::sif_append(fd.get(), sif, path, squash::SifData::Signature, 0xf0000000u,
                                            g | 0xf0000000u, text.size(), 1, now, extra,
-                                           [&](uint64_t at) { pwrite_all(fd.get(), text, at, path); });
+                                           [&](uint64_t at) { util::pwrite_all(fd.get(), text, at, path); });
     report.push_back("object group " + std::to_string(g) + ": signed by " + key + " (signature object " +
                      std::to_string(id) + ")");
   }

@@ -118,20 +118,12 @@ uint32_t sif_append(int fd, SifFile& sif, const std::string& path, SifData type,
   write(offset);
   if (::fdatasync(fd) != 0) throw SysError{errno, "fdatasync", path};
   const std::string d = sif_descriptor(type, id, group, link, offset, size, offset + size - sif.data_end, time, "", extra);
-  auto pwrite_all = [&](const std::string& bytes, uint64_t at) {
-    for (size_t done = 0; done < bytes.size();) {
-      const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(at + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw SysError{errno, "pwrite", path};
-      done += static_cast<size_t>(n);
-    }
-  };
-  pwrite_all(d, sif.table_offset + uint64_t{slot} * kDescriptorSize);
+  util::pwrite_all(fd, d, sif.table_offset + uint64_t{slot} * kDescriptorSize, path);
   const uint64_t data_start = le<uint64_t>(sif.header, 112);
   put_le(sif.header, 72, static_cast<uint64_t>(time), 8);  // modified
   put_le(sif.header, 80, le<uint64_t>(sif.header, 80) > 0 ? le<uint64_t>(sif.header, 80) - 1 : 0, 8);  // free
   put_le(sif.header, 120, offset + size - data_start, 8);  // data size
-  pwrite_all(sif.header, 0);
+  util::pwrite_all(fd, sif.header, 0, path);
   if (::fsync(fd) != 0) throw SysError{errno, "fsync", path};
   SifObject o;
   o.type = static_cast<int32_t>(type);

@@ -105,6 +105,15 @@ void write_all(int fd, std::string_view data, const std::string& name) {
   }
 }
 
+void pwrite_all(int fd, std::string_view data, uint64_t offset, const std::string& name) {
+  for (size_t done = 0; done < data.size();) {
+    const ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw SysError{n < 0 ? errno : EIO, "write", name};
+    done += static_cast<size_t>(n);
+  }
+}
+
 namespace {
 
 // A new file `name` in dirfd holding `data`, under a temporary name that

@@ -29,6 +29,8 @@ std::optional<std::string> read_regular_if_exists(const std::string& path, size_
 std::string read_regular_fd(int fd, const std::string& name, size_t limit = 1 << 24);
 
 void write_all(int fd, std::string_view data, const std::string& name_for_errors);
+// The same at `offset` (pwrite), the file offset left as it is.
+void pwrite_all(int fd, std::string_view data, uint64_t offset, const std::string& name_for_errors);
 // Writes `name` in the directory dirfd whole or not at all: a temporary
 // name made with O_EXCL|O_NOFOLLOW (nothing planted under it is followed
 // or truncated), renamed over it; concurrent writers each leave a whole
