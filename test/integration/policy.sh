@@ -159,6 +159,16 @@ expect_status 125 "the user's ~/.config/containers/policy.json applies without -
 expect_match "$ERR" "$HOME/.config/containers/policy.json" "... and is named"
 cp "$T/key1.json" "$HOME/.config/containers/policy.json"
 expect_status 0 "... and admits what it admits" -- "$RT" pull --ca-file "$REG_CA" "$REG/test/signed:v1" n-home
+# rt exec of a reference not in the store pulls it, and rt build pulls its
+# FROM: both under the same policy.
+cp "$T/reject.json" "$HOME/.config/containers/policy.json"
+before=$(blobs)
+expect_status 125 "rt exec REF pulls under the user's policy" -- env RT_CA_FILE="$REG_CA" "$RT" exec "$REG/test/unsigned:v1" true
+expect_match "$ERR" "rejected by policy" "... which refuses it"
+mkdir -p "$T/bctx" && printf 'FROM %s\n' "$REG/test/unsigned:v1" >"$T/bctx/Dockerfile"
+expect_status 125 "rt build's FROM is pulled under it too" -- env RT_CA_FILE="$REG_CA" "$RT" build -q -t n-build "$T/bctx"
+expect_match "$ERR" "rejected by policy" "... which refuses it"
+expect_eq "$(blobs)" "$before" "... and neither stored a blob"
 rm "$HOME/.config/containers/policy.json"
 policy sigstore "{\"$REG/test\": [{\"type\": \"sigstoreSigned\", \"keyPath\": \"$T/one.asc\"}]}" '{"type": "insecureAcceptAnything"}'
 expect_status 125 "a requirement type rt does not know refuses" -- \
