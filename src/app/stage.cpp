@@ -34,6 +34,7 @@ struct Source {
   std::string shown;  // as the user named it
   std::string file;   // the SquashFS or SIF file sent
   std::string key, ext;
+  std::string path_key;  // a file's: its PKEY.ref note goes too (store/staged.hpp)
   uint64_t size = 0;
 };
 
@@ -103,6 +104,7 @@ Source file_source(const std::string& image) {
     util::warn("image `" + image + "`: " + why + "; another user may have placed or changed it");
   s.file = path;
   s.key = store::staged_key_for_file(path, st);
+  s.path_key = store::staged_key_for_path(path);
   s.ext = kind == squash::FileKind::Sif ? "sif" : "sqfs";
   s.size = static_cast<uint64_t>(st.st_size);
   return s;
@@ -128,15 +130,20 @@ void broadcast(const std::string& file, const std::string& dest, const std::stri
   }
 }
 
-// Sends `s` to ROOT/staged/JOB/KEY.part, then its KEY.ready note.
+// Sends `s` to ROOT/staged/JOB/KEY.part, then its KEY.ready note, and a
+// file's PKEY.ref note.
 void send(const app::Store& store, const Source& s, const std::string& job, const std::string& target,
           const app::WorkDir& work, Clock::time_point deadline) {
   const std::string dir = store.dir().sub(store::staged_dir(job));
   broadcast(s.file, dir + "/" + s.key + ".part", target, work, deadline);
-  const std::string note = work.path() + "/ready";
-  util::UniqueFd fd = util::open_fd(note, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  util::write_all(fd.get(), store::staged_ready_note(s.size, s.ext), note);
-  broadcast(note, dir + "/" + s.key + ".ready", target, work, deadline);
+  auto send_note = [&](const std::string& text, const std::string& name) {
+    const std::string note = work.path() + "/" + name;
+    util::UniqueFd fd = util::open_fd(note, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    util::write_all(fd.get(), text, note);
+    broadcast(note, dir + "/" + name, target, work, deadline);
+  };
+  send_note(store::staged_ready_note(s.size, s.ext), s.key + ".ready");
+  if (!s.path_key.empty()) send_note(store::staged_ref_note(s.key, s.ext), s.path_key + ".ref");
 }
 
 // Runs this program with `args` once on every node of the job (a step of

@@ -85,6 +85,19 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
   const store::NameKind taken = store::name_kind(given);
   const std::string ref = store::without_scheme(given);
   std::string path = util::normalize_path(ref, cwd);
+  // A file the job staged by this path (rt stage FILE): its copy on this
+  // node, found with no call on the (shared) file system the file lies on.
+  if (taken == store::NameKind::Path && !slurm_job().empty())
+    if (const store::Root* r = store::Root::user_if_exists(storage)) {
+      std::string ext;
+      if (auto copy = store::find_staged_by_path(*r, slurm_job(), path, &ext)) {
+        img.path = path;
+        img.rootfs = *copy;
+        img.squashfs = img.staged = true;
+        img.sif = ext == "sif";
+        return img;
+      }
+    }
   struct stat st;
   bool from_path = false;
   if (taken != store::NameKind::Reference) {

@@ -69,6 +69,28 @@ std::string staged_key_for_name(const std::string& name) {
   return util::hash_hex("name\n" + canonical);
 }
 
+std::string staged_key_for_path(const std::string& path) { return util::hash_hex("path\n" + path); }
+
+std::string staged_ref_note(const std::string& key, const std::string& ext) {
+  return "rt-staged-ref 1\n" + key + "\n" + ext + "\n";
+}
+
+std::optional<std::string> find_staged_by_path(const Root& root, const std::string& job, const std::string& path,
+                                               std::string* ext) {
+  if (job.empty()) return std::nullopt;
+  util::UniqueFd dir = root.dir(staged_dir(job), false);
+  if (!dir) return std::nullopt;
+  auto note = util::read_owned_at(dir.get(), staged_key_for_path(path) + ".ref", 256);
+  if (!note) return std::nullopt;
+  const auto lines = util::split(*note, '\n');
+  if (lines.size() < 3 || lines[0] != "rt-staged-ref 1" || lines[1].size() != 32 || !util::is_hex(lines[1]) ||
+      (lines[2] != "sqfs" && lines[2] != "sif"))
+    return std::nullopt;
+  auto copy = find_staged(root, job, lines[1], lines[2]);
+  if (copy && ext) *ext = lines[2];
+  return copy;
+}
+
 std::string staged_dir(const std::string& job) { return std::string(kStagedDir) + "/" + job; }
 
 std::string staged_ready_note(uint64_t size, const std::string& ext) {

@@ -4,6 +4,8 @@
 //   ROOT/staged/JOB/KEY.sqfs|.sif   a node's copy, for the ranks of job JOB
 //   ROOT/staged/JOB/KEY.part        a copy on its way (sbcast writes it)
 //   ROOT/staged/JOB/KEY.ready       "rt-staged 1\nSIZE\nEXT\n": KEY.part is whole
+//   ROOT/staged/JOB/PKEY.ref        "rt-staged-ref 1\nKEY\nEXT\n": the copy of the file at the
+//                                   path PKEY names (rt stage FILE), found by the path alone
 //   ROOT/staged/JOB/KEY.failed-STEP why step STEP's copy will not come (the sender's message)
 //   ROOT/staged/JOB/KEY.sent        on the sending node: the nodes it went to (SLURM_STEP_NODELIST)
 //   ROOT/staged/JOB/KEY.lock        the sending node's ranks take turns
@@ -38,6 +40,9 @@ SlurmPlace slurm_place();
 // KEY for an image file (`path` absolute, `st` its stat) or a stored name.
 std::string staged_key_for_file(const std::string& path, const struct stat& st);
 std::string staged_key_for_name(const std::string& name);
+// PKEY for the path (absolute) an image file was staged by, and its note.
+std::string staged_key_for_path(const std::string& path);
+std::string staged_ref_note(const std::string& key, const std::string& ext);
 
 // "staged/JOB".
 std::string staged_dir(const std::string& job);
@@ -46,6 +51,13 @@ std::string staged_dir(const std::string& job);
 // a copy sbcast delivered whole is put in place first. nullopt otherwise.
 std::optional<std::string> find_staged(const Root& root, const std::string& job, const std::string& key,
                                        const std::string& ext);
+
+// The copy of `job` staged for the file at `path` (rt stage FILE), by the
+// path alone: nothing is asked of the file system the file lies on (the
+// copy was made from the file as it was when the job staged it); its
+// extension in `ext`. nullopt when none was.
+std::optional<std::string> find_staged_by_path(const Root& root, const std::string& job, const std::string& path,
+                                               std::string* ext);
 
 // Waits, up to `timeout_s`, for the copy KEY.EXT another node sends
 // (making ROOT/staged/JOB, which sbcast needs, first). Returns its path;

@@ -174,6 +174,9 @@ cat >"$T/stage.sh" <<STAGE
 $RT stage $T/img.sqfs || exit 1
 srun -N 4 -n 4 $RT exec --dry-run $T/img.sqfs true >$T/plan.out || exit 1
 srun -N 4 -n 4 $RT exec $T/img.sqfs cat /etc/os-release >$T/ran.out || exit 1
+mv $T/img.sqfs $T/img.moved
+srun -N 4 -n 4 $RT exec $T/img.sqfs true >$T/moved.out 2>&1; echo "moved \$?" >>$T/moved.out
+mv $T/img.moved $T/img.sqfs
 $RT stage --clean && srun -N 4 -n 4 sh -c 'ls /var/tmp/\$(id -un).rt/staged/\$SLURM_JOB_ID 2>&1 | wc -l' >$T/cleaned.out
 STAGE
 job bash "$T/stage.sh" >"$T/out" 2>"$T/err" || fail "rt stage in a job: $(cat "$T/err")"
@@ -181,6 +184,8 @@ expect_match "$(cat "$T/err")" "staged .*img.sqfs.* on every node of job" "rt st
 expect_eq "$(grep -c "image root \`/var/tmp/[^/]*\.rt/staged/[0-9]*/[0-9a-f]*\.sqfs\`" "$T/plan.out")" 4 \
   "every node's rank runs its node's copy"
 expect_eq "$(wc -l <"$T/ran.out")" "$((4 * $(wc -l <"$IMG/etc/os-release")))" "and reads it"
+expect_eq "$(cat "$T/moved.out")" "moved 0" \
+  "the copy is found by the path alone: the steps run with the file moved away on the shared file system"
 expect_eq "$(sort -u "$T/cleaned.out")" 1 "rt stage --clean removes the job's copies on every node"
 # A node the copy cannot reach: rt stage fails and says which; the steps
 # read the shared file on every node, nothing half-copied.

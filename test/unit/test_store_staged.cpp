@@ -63,6 +63,33 @@ TEST_CASE("staged copies: whole ones only, renamed into place once KEY.ready agr
   CHECK_FALSE(find_staged(*root, "42", other, "sqfs"));
 }
 
+TEST_CASE("a copy staged by a file's path is found by the path alone, through its note") {
+  TempDir t;
+  auto root = Root::open(t.path + "/store", true);
+  REQUIRE(root);
+  const std::string dir = root->sub("staged/42");
+  root->dir("staged/42", true);
+  const std::string key = "0123456789abcdef0123456789abcdef", path = "/lustre/proj/app.sif";
+  const std::string note = dir + "/" + rt::store::staged_key_for_path(path) + ".ref";
+  std::string ext;
+  CHECK_FALSE(rt::store::find_staged_by_path(*root, "42", path, &ext));  // no note
+  write(note, rt::store::staged_ref_note(key, "sif"));
+  CHECK_FALSE(rt::store::find_staged_by_path(*root, "42", path, &ext));  // a note, no whole copy yet
+  write(dir + "/" + key + ".sif", "12345");
+  auto got = rt::store::find_staged_by_path(*root, "42", path, &ext);
+  REQUIRE(got);
+  CHECK(*got == dir + "/" + key + ".sif");
+  CHECK(ext == "sif");
+  CHECK_FALSE(rt::store::find_staged_by_path(*root, "42", "/lustre/proj/other.sif", &ext));  // another path
+  CHECK_FALSE(rt::store::find_staged_by_path(*root, "43", path, &ext));                      // another job
+  CHECK_FALSE(rt::store::find_staged_by_path(*root, "", path, &ext));                        // no job
+  // A note that names no key, or a key with a path in it, is no note.
+  write(note, "rt-staged-ref 1\n../../x\nsif\n");
+  CHECK_FALSE(rt::store::find_staged_by_path(*root, "42", path, &ext));
+  write(note, rt::store::staged_ref_note(key, "tar"));
+  CHECK_FALSE(rt::store::find_staged_by_path(*root, "42", path, &ext));
+}
+
 TEST_CASE("staged keys: a file by path, size, inode and time; a name by its canonical reference") {
   struct stat a {}, b {};
   a.st_size = 10;
