@@ -9,6 +9,7 @@
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "rt/instance.hpp"
+#include "run/injection.hpp"
 #include "run/sqfs_facts.hpp"
 #include "store/lookup.hpp"
 #include "store/root.hpp"
@@ -121,6 +122,8 @@ PruneReport prune_store(const StoreOptions& o) {
     r.fact_bytes = run::prune_squash_facts(facts.get(), &r.facts);
   r.instances = prune_instances(o.storage).size();
   r.staged = app::prune_staged(*s);
+  if (util::UniqueFd trees = s->dir().dir(store::kHostTreesDir, false))
+    run::prune_host_trees(trees.get(), s->dir().sub(store::kHostTreesDir));
   return r;
 }
 

@@ -2,6 +2,9 @@
 #include "run/injection.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -14,6 +17,7 @@
 #include "rt/error.hpp"
 #include "run/env.hpp"
 #include "run/launch.hpp"
+#include "store/layout.hpp"
 #include "store/root.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
@@ -228,6 +232,92 @@ std::vector<Mount> injected_mounts(const hpc::Injection& inj) {
   for (const auto& l : inj.cdi_links)
     out.push_back({.kind = Mount::Kind::Symlink, .src = l.host, .dst = l.container, .why = "CDI hook"});
   return out;
+}
+
+namespace {
+
+// Trees are never removed by a start: a container may be reading one (its
+// links are the tree's own entries). A start that uses a tree marks it
+// used (its time, once a day); rt prune removes those unused for a week.
+// Past kTreesMax, a start makes its links itself.
+constexpr size_t kTreesMax = 256;
+constexpr int64_t kDay = 86400, kTreeUnused = 7 * kDay;
+
+// File systems whose lookups cost no network round trip.
+bool local_file_system(int fd) {
+  struct statfs sf;
+  if (::fstatfs(fd, &sf) != 0) return false;
+  const auto t = static_cast<unsigned long>(sf.f_type);
+  return t == EXT4_SUPER_MAGIC || t == XFS_SUPER_MAGIC || t == BTRFS_SUPER_MAGIC || t == TMPFS_MAGIC ||
+         t == 0x2FC12FC1 /* ZFS */ || t == F2FS_SUPER_MAGIC;
+}
+
+// Makes `t` as directory `name` of `dir`: lib/, bin/ (the subdirectories),
+// .d/0 ... (the mount points) and the links.
+void make_tree(int dir, const std::string& name, const HostFilesTree& t) {
+  if (::mkdirat(dir, name.c_str(), 0755) != 0) throw SysError{errno, "mkdir", name};
+  util::UniqueFd top = util::open_fd_at(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+  auto mkdir = [&](const std::string& sub) {
+    if (::mkdirat(top.get(), sub.c_str(), 0755) != 0) throw SysError{errno, "mkdir", name + "/" + sub};
+  };
+  mkdir(".d");
+  for (size_t i = 0; i < t.dirs.size(); ++i) mkdir(".d/" + std::to_string(i));
+  for (const auto& sub : t.subdirs) mkdir(sub);
+  for (const auto& l : t.links)
+    if (::symlinkat(l.target.c_str(), top.get(), l.path.c_str()) != 0)
+      throw SysError{errno, "symlink", name + "/" + l.path};
+}
+
+}  // namespace
+
+std::string kept_host_files_tree(const HostFilesTree& t, const std::string& storage) {
+  if (t.links.empty()) return "";
+  try {
+    const store::Root& root = store::Root::user(storage);
+    if (!local_file_system(root.fd())) return "";
+    std::string what = "rt-host-tree 1\n" + std::to_string(t.dirs.size()) + "\n";
+    for (const auto& s : t.subdirs) what += "d " + s + "\n";
+    for (const auto& l : t.links) what += "l " + l.path + " " + l.target + "\n";
+    const std::string name = util::hash_hex(what);
+    const std::string path = root.sub(std::string(store::kHostTreesDir) + "/" + name);
+    util::UniqueFd dir = root.dir(store::kHostTreesDir, true);
+    struct stat st;
+    if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) return "";
+      if (::time(nullptr) - st.st_mtim.tv_sec > kDay) (void)::utimensat(dir.get(), name.c_str(), nullptr, 0);
+      return path;
+    }
+    const std::string shown = root.sub(store::kHostTreesDir);
+    if (util::list_names(dir.get(), shown).size() >= kTreesMax) return "";
+    // Made under a name of its own, then renamed: a tree is whole or absent.
+    const std::string tmp = "." + name + "." + std::to_string(::getpid()) + ".tmp";
+    util::remove_tree_at(dir.get(), tmp, shown + "/" + tmp);
+    make_tree(dir.get(), tmp, t);
+    if (::renameat(dir.get(), tmp.c_str(), dir.get(), name.c_str()) != 0) {
+      const int e = errno;
+      util::remove_tree_at(dir.get(), tmp, shown + "/" + tmp);
+      if (e != EEXIST && e != ENOTEMPTY) return "";  // else another start made it first
+    }
+    return path;
+  } catch (const Error& e) {
+    util::debug(std::string("host files: no kept tree (") + e.what() + "): made at the start");
+    return "";
+  }
+}
+
+size_t prune_host_trees(int dir, const std::string& shown) {
+  size_t removed = 0;
+  const int64_t now = ::time(nullptr);
+  for (const auto& n : util::list_names(dir, shown)) {
+    struct stat st;
+    const bool tree = n.size() == 32 && util::is_hex(n);
+    const bool debris = n.starts_with(".") && n.ends_with(".tmp");
+    if ((!tree && !debris) || ::fstatat(dir, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (now - st.st_mtim.tv_sec < (tree ? kTreeUnused : kDay)) continue;
+    util::remove_tree_at(dir, n, shown + "/" + n);
+    ++removed;
+  }
+  return removed;
 }
 
 void apply_injected_env(const hpc::Injection& inj, std::vector<std::string>& env) {

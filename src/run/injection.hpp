@@ -22,6 +22,17 @@ hpc::Injection plan_injection(const ExecOptions& o, const ImageConfig* config, c
 // The injection's binds and links, for PlanInputs::injected.
 std::vector<Mount> injected_mounts(const hpc::Injection& inj);
 
+// The tree `t` (lib/, bin/, the .d/N mount points and the links), made once
+// in the store (STORE/host-trees/HASH, HASH of what it holds) and bound at
+// every start that injects the same files: no start makes the links again.
+// Returns its path; "" where the store is not on a local file system (a
+// tree on NFS or Lustre would be read over the network at every library
+// load), or the tree cannot be made (the start then makes it).
+std::string kept_host_files_tree(const HostFilesTree& t, const std::string& storage);
+// rt prune: removes the trees of `dir` (STORE/host-trees) no start used for
+// a week, and what an interrupted start left; returns how many.
+size_t prune_host_trees(int dir, const std::string& shown);
+
 // LD_LIBRARY_PATH and PATH with the injected directories first, and the
 // CDI environment.
 void apply_injected_env(const hpc::Injection& inj, std::vector<std::string>& env);

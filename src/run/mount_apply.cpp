@@ -110,7 +110,7 @@ public:
   Builder(const MountPlan& plan, int image_tree) : plan_(plan), image_tree_(image_tree) {}
 
   void run() {
-    host_files_ = host_files_tree(plan_.mounts);
+    host_files_ = plan_.host_files.links.empty() ? host_files_tree(plan_.mounts) : plan_.host_files;
     clone_sources_above_staging();
     setup_staging_and_root();
     stage("staging and root");
@@ -627,17 +627,24 @@ private:
     const HostFilesTree& t = host_files_;
     const std::string root = kHostFilesRoot;
     const std::string tree = "h";
-    auto mkdir = [&](int dir, const std::string& name, const std::string& rel) {
-      if (::mkdirat(dir, name.c_str(), 0755) != 0) throw SysError{errno, "mkdir", "staging " + tree + "/" + rel};
-    };
-    mkdir(staging_.get(), tree, "");
-    UniqueFd h = util::open_fd_at(staging_.get(), tree, O_PATH | O_DIRECTORY | O_NOFOLLOW);
-    mkdir(h.get(), ".d", ".d");
-    for (size_t i = 0; i < t.dirs.size(); ++i) mkdir(h.get(), ".d/" + std::to_string(i), ".d/" + std::to_string(i));
-    for (const auto& sub : t.subdirs) mkdir(h.get(), sub, sub);
-    for (const auto& l : t.links)
-      if (::symlinkat(l.target.c_str(), h.get(), l.path.c_str()) != 0)
-        throw SysError{errno, "symlink", shown(root + "/" + l.path)};
+    // Kept made in the store (kept_host_files_tree), else made here.
+    std::string source = plan_.host_files_kept;
+    if (source.empty()) {
+      auto mkdir = [&](int dir, const std::string& name, const std::string& rel) {
+        if (::mkdirat(dir, name.c_str(), 0755) != 0) throw SysError{errno, "mkdir", "staging " + tree + "/" + rel};
+      };
+      mkdir(staging_.get(), tree, "");
+      UniqueFd h = util::open_fd_at(staging_.get(), tree, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+      mkdir(h.get(), ".d", ".d");
+      for (size_t i = 0; i < t.dirs.size(); ++i) mkdir(h.get(), ".d/" + std::to_string(i), ".d/" + std::to_string(i));
+      for (const auto& sub : t.subdirs) mkdir(h.get(), sub, sub);
+      for (const auto& l : t.links)
+        if (::symlinkat(l.target.c_str(), h.get(), l.path.c_str()) != 0)
+          throw SysError{errno, "symlink", shown(root + "/" + l.path)};
+      source = stage_path(tree);
+    } else {
+      util::debug("host files: the tree kept in `" + source + "`");
+    }
 
     int err = 0;
     UniqueFd at = resolve(root, &err);
@@ -645,7 +652,7 @@ private:
       if (err != ENOENT) throw SysError(err, "open", shown(root));
       at = make_target(root, true);
     }
-    do_mount(stage_path(tree), fd_path(at.get()), nullptr, MS_BIND, "", "MS_BIND", "host files", shown(root));
+    do_mount(source, fd_path(at.get()), nullptr, MS_BIND, "", "MS_BIND", "host files", shown(root));
     // The mount points are named through the new mount's root: resolve
     // again from the top (our own tmpfs below it: no link to follow).
     UniqueFd top = resolve(root, &err);

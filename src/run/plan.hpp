@@ -69,6 +69,21 @@ struct StagedFile {
   std::string content;
 };
 
+// The tree the HostFile mounts make at kHostFilesRoot: the distinct host
+// directories, bound read-only at .d/INDEX (one inside another is reached
+// through that one), and a link per file.
+struct HostFilesTree {
+  struct Link {
+    std::string path;    // relative to kHostFilesRoot: "lib/libibverbs.so.1"
+    std::string target;  // relative to the link: "../.d/0/libibverbs.so.1.14.0"
+    std::string host;    // the host file, for -v and errors
+    size_t dir = 0;      // the bound directory it lies in: an index into dirs
+  };
+  std::vector<std::string> dirs;     // host directories bound, in order of first use
+  std::vector<std::string> subdirs;  // directories the links sit in, parents first: "lib", "bin"
+  std::vector<Link> links;
+};
+
 struct MountPlan {
   std::string rootfs;     // host path
   bool squashfs = false;  // rootfs is a SquashFS file, served over FUSE by its server (run/image_server)
@@ -82,6 +97,11 @@ struct MountPlan {
   // without --write or --write-tmpfs): the root stays read-only.
   bool overlays_read_only = false;
   std::vector<Mount> mounts;
+  // The tree of the HostFile mounts (host_files_tree), and where it is
+  // kept made in the store (kept_host_files_tree): bound as it is, where
+  // "" has it made on the staging tmpfs at each start.
+  HostFilesTree host_files;
+  std::string host_files_kept;
   std::vector<StagedFile> staged;
   uid_t outer_uid = 0, inner_uid = 0;
   gid_t outer_gid = 0, inner_gid = 0;
@@ -124,21 +144,8 @@ MountPlan build_plan(const PlanInputs& in);
 // /usr over the image's would replace the image.
 bool is_system_dir(const std::string& path);
 
-// The tree the HostFile mounts of `mounts` make at kHostFilesRoot: the
-// distinct host directories, bound read-only at .d/INDEX (one inside
-// another is reached through that one), and a link per file. Throws
-// rt::Error for a dst outside kHostFilesRoot or in .d.
-struct HostFilesTree {
-  struct Link {
-    std::string path;    // relative to kHostFilesRoot: "lib/libibverbs.so.1"
-    std::string target;  // relative to the link: "../.d/0/libibverbs.so.1.14.0"
-    std::string host;    // the host file, for -v and errors
-    size_t dir = 0;      // the bound directory it lies in: an index into dirs
-  };
-  std::vector<std::string> dirs;     // host directories bound, in order of first use
-  std::vector<std::string> subdirs;  // directories the links sit in, parents first: "lib", "bin"
-  std::vector<Link> links;
-};
+// The tree of the HostFile mounts of `mounts`. Throws rt::Error for a dst
+// outside kHostFilesRoot or in .d.
 HostFilesTree host_files_tree(const std::vector<Mount>& mounts);
 
 // One line per fact, for -v and --dry-run; HostFile mounts as one line, and

@@ -9,6 +9,8 @@
 //   ROOT/mnt/                  where SquashFS servers mount their image
 //   ROOT/sqfs-facts/HASH       what exec reads from a SquashFS file
 //   ROOT/elf-cache             host ELF facts for the injection
+//   ROOT/plan-cache/KEY        whole injection plans, with what they were made from
+//   ROOT/host-trees/HASH/      the injected files' links, made once, bound at each start
 //   ROOT/secret                the user's secret (keyed socket names)
 //   ROOT/instances/NAME/       an instance: record.json, out.log, err.log
 //   ROOT/build-cache/KEY       rt build's cached steps (their layers are blobs)
@@ -35,6 +37,8 @@ inline constexpr const char* kSqfsFactsDir = "sqfs-facts";
 inline constexpr const char* kElfCacheFile = "elf-cache";
 // Whole injection plans with the identities of what they were made from.
 inline constexpr const char* kPlanCacheDir = "plan-cache";
+// The injected files' trees (run/injection: kept_host_files_tree).
+inline constexpr const char* kHostTreesDir = "host-trees";
 inline constexpr const char* kSecretFile = "secret";
 inline constexpr const char* kInstancesDir = "instances";
 inline constexpr const char* kBuildCacheDir = "build-cache";

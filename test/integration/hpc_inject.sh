@@ -209,6 +209,15 @@ expect_match "$out" "libnl-3.so.200" "--ib injects what libibverbs needs"
 expect_match "$out" "driver mlx5" "--ib binds the provider configuration"
 out=$("$RT" exec deb sh -c 'ls /run/rt-host 2>&1 || true')
 expect_match "$out" "No such file" "nothing is injected unless asked (no /dev/infiniband here)"
+# The links are made once, in the store, and bound at each start.
+trees=$RT_STORAGE/host-trees
+rm -rf "$trees"
+expect_eq "$("$RT" exec --gpu deb readlink /run/rt-host/lib/libcuda.so.1)" "../.d/0/libcuda.so.535.104.05" \
+  "without a kept tree, a start makes the links"
+expect_eq "$(ls "$trees" | wc -l)" 1 "... and keeps them in the store, one tree"
+expect_match "$("$RT" exec -vv --gpu deb true 2>&1)" "host files: the tree kept in .$trees/[0-9a-f]{32}." "... which the next start binds"
+"$RT_IMAGE" prune >/dev/null
+expect_eq "$(ls "$trees" | wc -l)" 1 "rt prune keeps a tree a start used this week"
 # A plan is kept while the files it was made from stay as they were.
 "$RT" exec --gpu deb true
 expect_match "$("$RT" exec -v --gpu deb true 2>&1)" "host injection: as planned at an earlier start" \
