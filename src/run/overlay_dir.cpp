@@ -137,10 +137,36 @@ void take_lock(const OverlayLayer& layer, bool only_check) {
       throw Error("overlay `" + dir + "` is in use by process " + f[1] + " on this host",
                   "one container at a time may write an overlay; give it as " + dir + ":ro to read it meanwhile");
     if (only_check) return;
-    // Stale: its process is gone (or the lock was never finished).
+    // Stale: its process is gone. Taken over in place, the lock directory
+    // kept (removing and making it again cost more than the rest of a
+    // start's locking): the holder is claimed by renaming it to a name of
+    // ours, which of several takers only one does; if what it claimed is
+    // not what it judged stale (a faster taker's own, written since), it
+    // puts that back and looks again.
     util::debug("overlay `" + dir + "`: a stale lock (" + util::trim(*text) + ") taken over");
-    ::unlink(holder.c_str());
+    if (!text->empty()) {
+      const std::string claim = holder + ".claim." + std::to_string(::getpid());
+      if (::rename(holder.c_str(), claim.c_str()) != 0) {
+        if (errno == ENOENT) continue;  // another taker's
+        throw SysError{errno, "rename", holder, claim};
+      }
+      if (util::read_file_if_exists(claim, 4096) != text) {
+        // Put back, unless a holder came meanwhile (its keeper's newer line).
+        (void)::link(claim.c_str(), holder.c_str());
+        ::unlink(claim.c_str());
+        continue;
+      }
+      write_holder(lock);
+      ::unlink(claim.c_str());
+      util::debug("overlay `" + dir + "` locked by " + mine);
+      return;
+    }
+    // Never finished (no holder after a while), or left by a taker killed
+    // between its claim and its holder: made again.
     ::unlink((holder + ".new").c_str());
+    if (util::UniqueFd d{::open(lock.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)})
+      for (const auto& n : util::list_names(d.get(), lock))
+        if (n.starts_with("holder.claim.")) ::unlinkat(d.get(), n.c_str(), 0);
     if (::rmdir(lock.c_str()) != 0 && errno != ENOENT) throw SysError{errno, "rmdir", lock};
   }
   throw Error("overlay `" + dir + "`: its lock `" + lock + "` could not be taken");

@@ -60,6 +60,10 @@ expect_status 0 "once the holder has exited, a writer may start" -- "$RT" exec -
 dead=$(($(cat /proc/sys/kernel/pid_max) + 1))  # no process has it
 echo "$(hostname) $dead 12345" >ov/.rt-lock/holder
 expect_status 0 "a lock whose process is gone is taken over" -- "$RT" exec --overlay ov "$IMG" true
+expect_eq "$(ls -A ov/.rt-lock)" holder "... in place: its holder replaced, nothing else left"
+rm ov/.rt-lock/holder && echo "$(hostname) $dead 12345" >ov/.rt-lock/holder.claim.$dead
+expect_status 0 "a lock left by a taker killed before it wrote its holder is taken" -- "$RT" exec --overlay ov "$IMG" true
+expect_eq "$(ls -A ov/.rt-lock)" holder "... the claim it left removed"
 echo "elsewhere.example 4242 99" >ov/.rt-lock/holder
 expect_status 125 "another host's lock is refused" -- "$RT" exec --overlay ov "$IMG" true
 expect_match "$ERR" "process 4242 on host elsewhere.example" "... naming that host and process"
