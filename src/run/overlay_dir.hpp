@@ -7,8 +7,10 @@
 // where flock may be local to a node or absent), holding `holder`: the
 // host, the pid and that process's start time. rt execs into the
 // container's program, so the lock is never removed at exit: it is stale
-// once that process is gone, which only its own host can tell. A lock of
-// another host is therefore an error that names the holder.
+// once that process is gone, which only its own host can tell, and is then
+// taken over in place (the holder renamed to a claim of the taker's, which
+// only one taker can make, then replaced). A lock of another host is
+// therefore an error that names the holder.
 #pragma once
 #include <string>
 #include <vector>
