@@ -78,6 +78,20 @@ void add_registry_options(CLI::App* app, std::string& ca_file, bool& insecure, b
   app->add_flag("--plain-http", plain_http, "talk HTTP, not HTTPS (test registries)");
 }
 
+// --sign-by, --sign-by-key, --sign-passphrase-file: how push (and build
+// --push) signs the manifest it pushes, skopeo copy's names.
+void add_push_sign_options(CLI::App* app, PushSigning& o) {
+  app->add_option("--sign-by", o.by,
+                  "sign the manifest pushed with this secret key of your GnuPG keyring (a simple signature in the "
+                  "lookaside store registries.d names)")
+      ->type_name("FINGERPRINT");
+  app->add_option("--sign-by-key", o.by_key, "sign with the secret key in FILE instead (armoured or binary)")
+      ->type_name("FILE");
+  app->add_option("--sign-passphrase-file", o.passphrase_file,
+                  "the signing key's passphrase is FILE's first line (default: $RT_SIGN_PASSPHRASE, else asked)")
+      ->type_name("FILE");
+}
+
 }  // namespace
 
 void add_image_commands(CLI::App& app, std::vector<Command>& out) {
@@ -172,6 +186,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
                      "also write the image there: *.sqfs, *.sif, *.tar, oci:DIR, oci-archive:FILE or a directory")
         ->type_name("DST");
     c.app->add_option("--push", s->o.push, "then push it to REF, as rt push does")->type_name("REF");
+    add_push_sign_options(c.app, s->o.push_sign);
     c.app->add_option("--secret", s->o.secrets, "a secret for RUN --mount=type=secret: from a file or a variable")
         ->type_name("id=ID,src=FILE|env=VAR");
     c.app->add_option("--ssh", s->o.ssh, "an SSH agent for RUN --mount=type=ssh: default ($SSH_AUTH_SOCK) or ID=SOCKET")
@@ -241,6 +256,7 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
                      "for layers kept uncompressed: gzip (default, every client reads it) or zstd")
         ->type_name("ALG");
     c.app->add_option("-j,--jobs", s->o.jobs, "compression threads (default: all processors)")->type_name("N");
+    add_push_sign_options(c.app, s->o.sign);
     c.app->add_option("image", s->image, "stored image (or any image rt convert reads)")
         ->required()
         ->type_name("IMAGE");

@@ -70,14 +70,14 @@ _rt() {
       ;;
     pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --if-missing --policy --max-size --squash --format --compression --level" -- "$cur")) ;;
     push)
-      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --ca-file --insecure --plain-http --compression -j --jobs" -- "$cur"))
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --ca-file --insecure --plain-http --compression -j --jobs --sign-by --sign-by-key --sign-passphrase-file" -- "$cur"))
       else COMPREPLY=($(images)); _filedir; fi ;;
     stage)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --clean" -- "$cur")); else COMPREPLY=($(images)); _filedir; fi ;;
     import)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash --format --compression --level" -- "$cur")); else _filedir; fi ;;
     build)
-      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -t --tag -f --file --build-arg --build-arg-file --notest --warn-unused-build-args --target --no-cache --from-host --format -o --output --push --secret --ssh" -- "$cur"))
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -t --tag -f --file --build-arg --build-arg-file --notest --warn-unused-build-args --target --no-cache --from-host --format -o --output --push --sign-by --sign-by-key --sign-passphrase-file --secret --ssh" -- "$cur"))
       else _filedir -d; fi ;;
     convert)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --to --format --compression --level -j --jobs -f --force" -- "$cur"))

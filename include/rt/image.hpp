@@ -35,17 +35,29 @@ struct PullOptions : ImportOptions {
   std::string policy;       // --policy: containers-policy.json(5); "": ~/.config/containers/policy.json, /etc/containers/policy.json
 };
 
+// Signing what is pushed, as skopeo copy --sign-by does: a simple-signing
+// signature (containers-signature(5)) of the manifest pushed, written into
+// the file:// lookaside store registries.d names for the registry.
+struct PushSigning {
+  std::string by;               // --sign-by: a secret key of the user's GnuPG keyring ($GNUPGHOME or ~/.gnupg)
+  std::string by_key;           // --sign-by-key FILE: a secret key file instead (armoured or binary)
+  std::string passphrase_file;  // --sign-passphrase-file: else $RT_SIGN_PASSPHRASE, else the terminal
+  bool wanted() const { return !by.empty() || !by_key.empty(); }
+};
+
 struct PushOptions : StoreOptions {
   std::string ca_file;               // extra CA bundle for TLS
   bool insecure = false;             // do not verify TLS certificates (test registries only)
   bool plain_http = false;           // http:// instead of https:// (test registries only)
   std::string compression = "gzip";  // for layers kept uncompressed: gzip (every client reads it) or zstd
   int jobs = 0;                      // compression threads; 0: the processors
+  PushSigning sign;                  // --sign-by ...: sign the manifest pushed
 };
 // rt push: a stored image (or any image convert reads) to a registry as an
 // OCI image: its layers compressed (once: remembered in the store), blobs
-// the registry has skipped, then the manifest under REF's tag. Returns
-// the manifest's digest. Throws rt::Error.
+// the registry has skipped, then the manifest under REF's tag, and with
+// `sign` its signature in the lookaside store. Returns the manifest's
+// digest. Throws rt::Error.
 std::string push(const std::string& image, const std::string& ref, const PushOptions& options);
 
 // Default unpacked-size limit: 64 GiB (a guard against decompression bombs).
@@ -101,6 +113,7 @@ struct BuildOptions : StoreOptions {
   std::string format;                   // how the store keeps it, as ImportOptions::format
   std::string output;                   // -o: also write the image there, in any form rt convert writes
   std::string push;                     // --push: then push it there (rt push's defaults)
+  PushSigning push_sign;                // --sign-by ...: and sign it, as rt push does
   std::vector<std::string> secrets;     // --secret id=ID,src=FILE | id=ID[,env=VAR]: for RUN --mount=type=secret
   std::vector<std::string> ssh;         // --ssh default | ID=SOCKET: SSH agents for RUN --mount=type=ssh
   bool host_paths = false;              // --from-host: FROM and COPY --from may name host paths

@@ -17,6 +17,7 @@
 #include "app/export.hpp"
 #include "app/import.hpp"
 #include "app/oras.hpp"
+#include "app/push_sign.hpp"
 #include "app/store.hpp"
 #include "image/oras.hpp"
 #include "image/registry.hpp"
@@ -79,7 +80,12 @@ private:
 
 std::string push(const std::string& image, const std::string& ref_text, const PushOptions& o) {
   // A SIF file as Apptainer keeps one in a registry (oras://).
-  if (image::is_oras(ref_text)) return app::push_sif(image, ref_text, o);
+  if (image::is_oras(ref_text)) {
+    if (o.sign.wanted())
+      throw Error("--sign-by signs a registry image's manifest, not a SIF file pushed to oras://",
+                  "sign the SIF file itself with rt sign before pushing it");
+    return app::push_sif(image, ref_text, o);
+  }
   util::log_init(o.verbosity);
   const image::Compression compression = image::parse_compression(o.compression);
   // Without REF the image's own name says where, and it must name its
@@ -94,6 +100,10 @@ std::string push(const std::string& image, const std::string& ref_text, const Pu
   }
   if (ref_text.empty() && !image.starts_with(ref.registry + "/"))
     throw Error("`" + image + "` names no registry to push to", where_to);
+  // What signing can refuse (the lookaside store, the key) is refused
+  // before anything is sent.
+  std::optional<app::PushSigner> signer;
+  if (o.sign.wanted()) signer.emplace(ref, o.sign);
   image::Registry reg(ref, image::registry_options(o.ca_file, o.insecure, o.plain_http));
 
   app::Store store(o.storage);
@@ -219,7 +229,33 @@ std::string push(const std::string& image, const std::string& ref_text, const Pu
     if (failed) std::rethrow_exception(failed);
   }
   meter.done();
+  // The signature is made before the manifest is put (its digest is that
+  // of these bytes), so a wrong passphrase leaves the tag as it was;
+  // skopeo signs after, and says the image may already be there.
+  std::string signature;
+  if (signer) {
+    try {
+      signature = signer->sign(image::sha256_digest(manifest));
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) + "; the manifest was not pushed to `" + shown +
+                      "` (its blobs may have been: a push with the key's passphrase sends no blob again)",
+                  e.hint());
+    }
+  }
   const std::string digest = reg.put_manifest(ref.manifest_ref(), manifest, image::media::kOciManifest);
+  if (signer) {
+    if (digest != image::sha256_digest(manifest))
+      throw Error("the registry took the manifest of `" + shown + "` as " + digest + ", not as the " +
+                  image::sha256_digest(manifest) + " signed: no signature written");
+    std::string path;
+    try {
+      path = signer->store(digest, signature);
+    } catch (const Error& e) {
+      throw Error("pushed `" + image + "` to `" + shown + "` (" + digest + "), but its signature was not written: " +
+                  e.what(), e.hint());
+    }
+    util::note("signed `" + shown + "` (" + digest.substr(0, 19) + ") by " + signer->key() + ": `" + path + "`");
+  }
   util::note("pushed `" + image + "` to `" + shown + "` (" + digest.substr(0, 19) + "; " + std::to_string(sent.load()) +
              " blob" + (sent == 1 ? "" : "s") + " sent, " + std::to_string(had + mounted) + " already there" +
              (mounted ? " (" + std::to_string(mounted.load()) + " mounted)" : "") + ")");

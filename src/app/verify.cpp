@@ -1,7 +1,6 @@
 // rt verify and rt sign: SIF signatures as Apptainer writes and checks
 // them (host). The format is image/sif_sign's, OpenPGP image/openpgp's.
 #include <fcntl.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <ctime>
 #include <map>
 
+#include "app/passphrase.hpp"
 #include "image/openpgp.hpp"
 #include "image/sif_sign.hpp"
 #include "rt/error.hpp"
@@ -185,37 +185,6 @@ std::vector<std::string> verify_sif(const std::string& path, const VerifyOptions
   return report;
 }
 
-namespace {
-
-// The key's passphrase: $RT_SIGN_PASSPHRASE, else asked on the terminal
-// (/dev/tty, echo off), else refused.
-std::string ask_passphrase(const std::string& key) {
-  if (const char* p = std::getenv("RT_SIGN_PASSPHRASE")) return p;
-  util::UniqueFd tty;
-  try {
-    tty = util::open_fd("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
-  } catch (const SysError&) {
-    throw Error("key " + key + " is protected by a passphrase and there is no terminal to ask it on: set "
-                "RT_SIGN_PASSPHRASE");
-  }
-  struct termios old{};
-  const bool term = ::tcgetattr(tty.get(), &old) == 0;
-  if (term) {
-    struct termios quiet = old;
-    quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
-    ::tcsetattr(tty.get(), TCSAFLUSH, &quiet);
-  }
-  const std::string prompt = "Passphrase for key " + key + ": ";
-  util::write_all(tty.get(), prompt, "/dev/tty");
-  std::string pw;
-  char c;
-  while (::read(tty.get(), &c, 1) == 1 && c != '\n') pw += c;
-  if (term) ::tcsetattr(tty.get(), TCSAFLUSH, &old);
-  util::write_all(tty.get(), "\n", "/dev/tty");
-  return pw;
-}
-
-}  // namespace
 
 std::vector<std::string> sign_sif(const std::string& path, const SignOptions& options) {
   if (options.key.empty())
@@ -248,7 +217,7 @@ std::vector<std::string> sign_sif(const std::string& path, const SignOptions& op
   std::vector<std::pair<uint32_t, std::string>> signatures;
   for (const uint32_t g : groups) {
     const std::string text = image::sif_metadata_json(image::sif_group_metadata(fd.get(), sif, g, path));
-    signatures.emplace_back(g, pgp.clearsign(text, key, ask_passphrase));
+    signatures.emplace_back(g, pgp.clearsign(text, key, app::passphrase_from("")));
   }
   const std::string extra = image::sif_signature_extra(key);
 

@@ -148,6 +148,8 @@ void Builder::write_output(const image::ImageSource& src) {
 
 std::string Builder::run() {
   if (o_.tag.empty()) throw Error("rt build needs -t NAME: the name to store the image under");
+  if (o_.push_sign.wanted() && o_.push.empty())
+    throw Error("--sign-by and --sign-by-key sign what rt build pushes: they need --push REF");
   store::escape_name(o_.tag);  // refuses names that cannot be stored
   // Every user can read /proc/PID/cmdline for as long as the build runs:
   // the values of --build-arg K=V leave it at once (K alone takes V from
@@ -227,6 +229,7 @@ std::string Builder::run() {
   if (!o_.push.empty()) {
     PushOptions po;
     static_cast<StoreOptions&>(po) = o_;
+    po.sign = o_.push_sign;
     rt::push(o_.tag, o_.push, po);
   }
   struct rusage ru;

@@ -137,8 +137,41 @@ OpenPgp::OpenPgp() {
   }
 }
 
+OpenPgp::OpenPgp(const UserHome& home) : home_(home.dir), own_(false) {
+  static std::once_flag once;
+  std::call_once(once, [] { gpgme_check_version(nullptr); });
+  if (gpgme_error_t e = gpgme_engine_check_version(GPGME_PROTOCOL_OpenPGP))
+    throw Error("GnuPG (gpg) is not usable here: " + why(e), "install it (Debian: apt install gpg)");
+  // The user's keyring is used where it is, through the user's own
+  // gpg-agent: a secret key exported into a private home would be a copy of
+  // it on disk (and its export asks the passphrase once more), while the
+  // agent signs without the key leaving the keyring, as skopeo --sign-by
+  // and gpg --sign do.
+  if (!home_.empty() && !util::is_directory(home_)) throw Error("GnuPG home `" + home_ + "` is not a directory");
+  gpgme_ctx_t ctx = nullptr;
+  if (gpgme_error_t e = gpgme_new(&ctx)) throw Error("GPGME: " + why(e));
+  ctx_ = ctx;
+  gpgme_set_protocol(ctx, GPGME_PROTOCOL_OpenPGP);
+  if (gpgme_error_t e =
+          gpgme_ctx_set_engine_info(ctx, GPGME_PROTOCOL_OpenPGP, nullptr, home_.empty() ? nullptr : home_.c_str())) {
+    gpgme_release(ctx);
+    ctx_ = nullptr;
+    throw Error("GPGME: cannot use the GnuPG home " + where() + ": " + why(e));
+  }
+  gpgme_set_offline(ctx, 1);
+}
+
+std::string OpenPgp::where() const {
+  if (!home_.empty()) return "`" + home_ + "`";
+  const char* g = std::getenv("GNUPGHOME");
+  if (g && *g) return "`" + std::string(g) + "`";
+  const char* h = std::getenv("HOME");
+  return h && *h ? "`" + std::string(h) + "/.gnupg`" : "~/.gnupg";
+}
+
 OpenPgp::~OpenPgp() {
   if (ctx_) gpgme_release(as_ctx(ctx_));
+  if (!own_) return;  // the user's home and agent stay as they were
   if (agent_) {
     // The agent gpg started for this home, and its socket directory (under
     // /run/user/UID when that exists); quietly: it may have ended already.
@@ -277,12 +310,58 @@ OpenPgp::Verified OpenPgp::verify_message(std::string_view m) {
   return v;
 }
 
+std::string OpenPgp::secret_key(const std::string& id) {
+  gpgme_ctx_t ctx = as_ctx(ctx_);
+  std::vector<std::string> found;
+  gpgme_error_t e = gpgme_op_keylist_start(ctx, id.empty() ? nullptr : id.c_str(), 1);
+  while (!e) {
+    KeyRef key;
+    e = gpgme_op_keylist_next(ctx, &key.k);
+    if (e) break;
+    if (key.k->subkeys && key.k->subkeys->fpr && key.k->can_sign && !key.k->revoked && !key.k->expired &&
+        !key.k->disabled && !key.k->invalid)
+      found.push_back(key.k->subkeys->fpr);
+  }
+  gpgme_op_keylist_end(ctx);
+  if (gpg_err_code(e) != GPG_ERR_EOF && gpg_err_code(e) != GPG_ERR_NO_ERROR)
+    throw Error("GnuPG home " + where() + ": cannot list its secret keys: " + why(e));
+  if (found.empty())
+    throw Error((id.empty() ? "no usable secret key" : "no usable secret key `" + id + "`") +
+                    " to sign with in the GnuPG home " + where(),
+                "list them with gpg --list-secret-keys; give one by its fingerprint");
+  if (found.size() > 1) {
+    std::string all;
+    for (const auto& f : found) all += " " + f;
+    throw Error((id.empty() ? "there are " : "`" + id + "` names ") + std::to_string(found.size()) +
+                    " secret keys in the GnuPG home " + where() +
+                    ":" + all,
+                "give one by its fingerprint");
+  }
+  return found.front();
+}
+
 std::string OpenPgp::clearsign(std::string_view text, const std::string& fingerprint,
                                const std::function<std::string(const std::string&)>& passphrase) {
+  return sign(text, fingerprint, passphrase, true);
+}
+
+std::string OpenPgp::sign_message(std::string_view text, const std::string& fingerprint,
+                                  const std::function<std::string(const std::string&)>& passphrase) {
+  std::string message = sign(text, fingerprint, passphrase, false);
+  // Checked as a verifier will, as containers/image checks a signature it
+  // just made: the payload and the key are the ones meant.
+  Verified v = verify_signed_message(message);
+  if (!v.good) throw Error("the signature made by key " + fingerprint + " does not verify: " + v.problem);
+  if (v.text != text) throw Error("the signature made by key " + fingerprint + " holds another payload");
+  return message;
+}
+
+std::string OpenPgp::sign(std::string_view text, const std::string& fingerprint,
+                          const std::function<std::string(const std::string&)>& passphrase, bool clear) {
   gpgme_ctx_t ctx = as_ctx(ctx_);
   KeyRef key;
   if (gpgme_error_t e = gpgme_get_key(ctx, fingerprint.c_str(), &key.k, 1))
-    throw Error("no secret key " + fingerprint + " to sign with: " + why(e));
+    throw Error("no secret key " + fingerprint + " to sign with in the GnuPG home " + where() + ": " + why(e));
   gpgme_signers_clear(ctx);
   if (gpgme_error_t e = gpgme_signers_add(ctx, key.k)) throw Error("GPGME: cannot sign with " + fingerprint + ": " + why(e));
   Passphrase p;
@@ -290,12 +369,15 @@ std::string OpenPgp::clearsign(std::string_view text, const std::string& fingerp
   p.key = fingerprint;
   gpgme_set_pinentry_mode(ctx, GPGME_PINENTRY_MODE_LOOPBACK);
   gpgme_set_passphrase_cb(ctx, passphrase_cb, &p);
-  gpgme_set_textmode(ctx, 1);
-  gpgme_set_armor(ctx, 1);
+  // A clear-signed message is armoured text; a simple signature is a
+  // binary signed message over the payload's exact bytes
+  // (containers-signature(5)).
+  gpgme_set_textmode(ctx, clear ? 1 : 0);
+  gpgme_set_armor(ctx, clear ? 1 : 0);
   agent_ = true;
   Data in = memory(text);
   Data out = empty();
-  const gpgme_error_t e = gpgme_op_sign(ctx, in.d, out.d, GPGME_SIG_MODE_CLEAR);
+  const gpgme_error_t e = gpgme_op_sign(ctx, in.d, out.d, clear ? GPGME_SIG_MODE_CLEAR : GPGME_SIG_MODE_NORMAL);
   gpgme_set_passphrase_cb(ctx, nullptr, nullptr);
   if (!p.error.empty()) throw Error(p.error);
   if (e) {
@@ -307,6 +389,13 @@ std::string OpenPgp::clearsign(std::string_view text, const std::string& fingerp
   gpgme_sign_result_t r = gpgme_op_sign_result(ctx);
   if (!r || !r->signatures || r->invalid_signers)
     throw Error("signing with key " + fingerprint + " failed: GnuPG made no signature");
+  // The user's gpg.conf may prefer another hash; rt's (and pkg/integrity's)
+  // verifiers take SHA-2 only.
+  if (!strong_hash(r->signatures->hash_algo)) {
+    const char* h = gpgme_hash_algo_name(r->signatures->hash_algo);
+    throw Error("signing with key " + fingerprint + " hashed with " + (h ? h : "an unknown algorithm") + ", not SHA-2",
+                "set personal-digest-preferences SHA256 in gpg.conf");
+  }
   return out.take();
 }
 

@@ -1,6 +1,7 @@
 // OpenPGP through GPGME (host): a private GnuPG home holding only the keys
 // given, clear-signed messages checked and made there, and signed messages
-// (simple-signing image signatures) checked. rt writes no
+// (simple-signing image signatures) checked and made; or the user's own
+// GnuPG home, to sign with a key of the user's keyring. rt writes no
 // OpenPGP of its own: packets, armour and signatures are GnuPG's.
 //
 // The home is a fresh mkdtemp(3) directory (mode 0700) under $TMPDIR or
@@ -18,6 +19,14 @@ namespace rt::image {
 class OpenPgp {
 public:
   OpenPgp();  // throws rt::Error when GPGME or gpg is missing
+  // The user's own GnuPG home `dir` ("" for GnuPG's default: $GNUPGHOME,
+  // else ~/.gnupg), used in place, to sign with a secret key of the user's
+  // keyring: nothing is written there by rt, nothing is removed, and the
+  // secret key never leaves it (gpg-agent signs, as for gpg --sign).
+  struct UserHome {
+    std::string dir;
+  };
+  explicit OpenPgp(const UserHome& home);
   ~OpenPgp();
   OpenPgp(const OpenPgp&) = delete;
   OpenPgp& operator=(const OpenPgp&) = delete;
@@ -51,14 +60,30 @@ public:
   std::string clearsign(std::string_view text, const std::string& fingerprint,
                         const std::function<std::string(const std::string& key)>& passphrase);
 
+  // `text` as an OpenPGP signed message (binary, the payload inside: what
+  // skopeo --sign-by writes as a simple-signing signature) by the secret
+  // key `fingerprint`, hashed with SHA-2 (refused otherwise), checked
+  // once made. `passphrase` as for clearsign.
+  std::string sign_message(std::string_view text, const std::string& fingerprint,
+                           const std::function<std::string(const std::string& key)>& passphrase);
+  // The primary fingerprint of the secret key `id` (a fingerprint, key ID
+  // or user ID as gpg takes it; "": any) that can sign; throws rt::Error
+  // naming the home when there is none, or more than one.
+  std::string secret_key(const std::string& id);
+
+  // The GnuPG home: the private one, or the user's ("" for GnuPG's default).
   const std::string& home() const { return home_; }
 
 private:
   Verified verify_message(std::string_view message);  // either kind, once its form is checked
+  std::string sign(std::string_view text, const std::string& fingerprint,
+                   const std::function<std::string(const std::string& key)>& passphrase, bool clear);
+  std::string where() const;  // the home, for messages
 
   void* ctx_ = nullptr;  // gpgme_ctx_t
   std::string home_;
   bool agent_ = false;  // a gpg-agent may run for the home
+  bool own_ = true;     // the private home (made, and removed, here)
 };
 
 }  // namespace rt::image

@@ -375,6 +375,11 @@ RegistriesD parse_registries_d(const std::vector<std::pair<std::string, std::str
   // A namespace's signature storage for reading: lookaside, else the older
   // name sigstore; "" when it names neither (then a less specific one
   // applies, as in containers/image).
+  auto first_url = [](const YAML::Node& ns, std::initializer_list<const char*> keys) {
+    for (const char* key : keys)
+      if (ns[key] && ns[key].IsScalar() && !ns[key].as<std::string>().empty()) return ns[key].as<std::string>();
+    return std::string();
+  };
   auto lookaside = [&](const YAML::Node& ns, const std::string& file, const std::string& where) {
     if (!ns.IsMap()) throw bad_file(file, where + " must be a mapping");
     for (const auto& kv : ns) {
@@ -383,9 +388,13 @@ RegistriesD parse_registries_d(const std::vector<std::pair<std::string, std::str
           k != "use-sigstore-attachments")
         throw bad_file(file, where + ": unknown key `" + k + "`");
     }
-    for (const char* key : {"lookaside", "sigstore"})
-      if (ns[key] && ns[key].IsScalar() && !ns[key].as<std::string>().empty()) return ns[key].as<std::string>();
-    return std::string();
+    return first_url(ns, {"lookaside", "sigstore"});
+  };
+  // For writing: the staging stores first (containers-registries.d(5):
+  // lookaside-staging, or the older sigstore-staging, "for writing only"),
+  // else the one read from.
+  auto staging = [&](const YAML::Node& ns) {
+    return first_url(ns, {"lookaside-staging", "sigstore-staging", "lookaside", "sigstore"});
   };
   for (const auto& [file, text] : files) {
     YAML::Node doc;
@@ -399,6 +408,7 @@ RegistriesD parse_registries_d(const std::vector<std::pair<std::string, std::str
           if (!default_file.empty()) throw bad_file(file, "default-docker is also set in `" + default_file + "`");
           default_file = file;
           out.default_docker = lookaside(kv.second, file, "default-docker");
+          out.default_docker_write = staging(kv.second);
         } else if (k == "docker") {
           if (kv.second.IsNull()) continue;
           if (!kv.second.IsMap()) throw bad_file(file, "docker must be a mapping of namespaces");
@@ -407,6 +417,7 @@ RegistriesD parse_registries_d(const std::vector<std::pair<std::string, std::str
             if (seen.count(name)) throw bad_file(file, "namespace `" + name + "` is also set in `" + seen[name] + "`");
             seen[name] = file;
             out.docker[name] = lookaside(ns.second, file, "docker `" + name + "`");
+            out.docker_write[name] = staging(ns.second);
           }
         } else {
           throw bad_file(file, "unknown key `" + k + "`");
@@ -442,14 +453,27 @@ std::string find_registries_d() {
   return "/etc/containers/registries.d";
 }
 
-std::string lookaside_for(const RegistriesD& d, const store::Reference& ref) {
+namespace {
+
+std::string lookaside_in(const std::map<std::string, std::string>& docker, const std::string& default_docker,
+                         const store::Reference& ref) {
   for (const auto& s : policy_scopes(ref))
-    if (auto it = d.docker.find(s); it != d.docker.end() && !it->second.empty()) return it->second;
-  if (!d.default_docker.empty()) return d.default_docker;
+    if (auto it = docker.find(s); it != docker.end() && !it->second.empty()) return it->second;
+  if (!default_docker.empty()) return default_docker;
   // containers/image's built-in default (docker/registries_d.go).
   const char* home = std::getenv("HOME");
   if (::geteuid() == 0 || !home || *home != '/') return "file:///var/lib/containers/sigstore";
   return std::string("file://") + home + "/.local/share/containers/sigstore";
+}
+
+}  // namespace
+
+std::string lookaside_for(const RegistriesD& d, const store::Reference& ref) {
+  return lookaside_in(d.docker, d.default_docker, ref);
+}
+
+std::string lookaside_for_write(const RegistriesD& d, const store::Reference& ref) {
+  return lookaside_in(d.docker_write, d.default_docker_write, ref);
 }
 
 std::string signature_url(const std::string& base, const store::Reference& ref, const std::string& digest, int n) {
@@ -458,6 +482,17 @@ std::string signature_url(const std::string& base, const store::Reference& ref, 
   const size_t colon = digest.find(':');
   return b + "/" + ref.repository + "@" + digest.substr(0, colon) + "=" + digest.substr(colon + 1) + "/signature-" +
          std::to_string(n);
+}
+
+std::string make_signature_payload(const SignaturePayload& p, const std::string& creator, int64_t timestamp) {
+  // nlohmann's objects keep their keys sorted, as containers/image's
+  // encoder writes them; the verifier reads JSON, not bytes, anyway.
+  json j = {{"critical",
+             {{"identity", {{"docker-reference", p.docker_reference}}},
+              {"image", {{"docker-manifest-digest", p.manifest_digest}}},
+              {"type", "atomic container signature"}}},
+            {"optional", {{"creator", creator}, {"timestamp", timestamp}}}};
+  return j.dump();
 }
 
 SignaturePayload parse_signature_payload(std::string_view text) {

@@ -4,6 +4,7 @@
 // (a "lookaside" store), and the signed payload of containers-signature(5).
 // The checks against signatures are image/signatures.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -72,6 +73,10 @@ bool identity_matches(const SignedIdentity& id, const store::Reference& ref, std
 struct RegistriesD {
   std::string default_docker;                // default-docker: lookaside
   std::map<std::string, std::string> docker;  // docker: NAMESPACE: lookaside
+  // Where signatures are written: lookaside-staging (or sigstore-staging),
+  // else the lookaside read from.
+  std::string default_docker_write;
+  std::map<std::string, std::string> docker_write;
 };
 // Parses the YAML files `files` (name, text) of one registries.d
 // directory; a namespace (or default-docker) given twice, unknown keys or
@@ -87,6 +92,10 @@ std::string find_registries_d();
 // containers/image's built-in default for a user who is not root,
 // file://$HOME/.local/share/containers/sigstore.
 std::string lookaside_for(const RegistriesD& d, const store::Reference& ref);
+// The same for writing a signature (rt push --sign-by): the most specific
+// namespace's lookaside-staging, sigstore-staging, lookaside or sigstore,
+// as containers/image looks them up for a write.
+std::string lookaside_for_write(const RegistriesD& d, const store::Reference& ref);
 // The URL of signature `n` (1, 2, ...) of the manifest `digest`:
 // BASE/REPOSITORY@ALG=HEX/signature-N (containers/image,
 // docs/signature-protocols.md).
@@ -102,5 +111,8 @@ struct SignaturePayload {
 };
 // Throws rt::Error saying what is wrong.
 SignaturePayload parse_signature_payload(std::string_view json);
+// The payload rt signs for `p` (containers-signature(5)), with "creator"
+// and "timestamp" (seconds since the epoch) in "optional".
+std::string make_signature_payload(const SignaturePayload& p, const std::string& creator, int64_t timestamp);
 
 }  // namespace rt::image

@@ -2,12 +2,17 @@
 #include "image/signatures.hpp"
 
 #include <curl/curl.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <memory>
 
 #include "image/openpgp.hpp"
 #include "rt/error.hpp"
+#include "util/fd.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
@@ -173,6 +178,50 @@ std::vector<std::string> read_lookaside(const std::string& base, const store::Re
     out.push_back(std::move(*sig));
   }
   return out;
+}
+
+std::string lookaside_for_push(const store::Reference& ref, std::string* registries_d) {
+  const std::string dir = find_registries_d();
+  if (registries_d) *registries_d = dir;
+  const std::string base = lookaside_for_write(read_registries_d(dir), ref);
+  if (base.starts_with("http://") || base.starts_with("https://"))
+    throw Error("signatures of `" + ref.str() + "` would go to `" + base + "` (registries.d `" + dir +
+                    "`), and rt writes signatures only into a file:// lookaside",
+                "set lookaside-staging: file:///DIR for it in registries.d, then publish DIR at that URL");
+  if (!base.starts_with("file:///"))
+    throw Error("lookaside `" + base + "` (registries.d `" + dir + "`) is not a file:///DIR URL",
+                "see containers-registries.d(5)");
+  return base;
+}
+
+std::pair<std::string, int> write_lookaside(const std::string& base, const store::Reference& ref,
+                                            const std::string& digest, std::string_view signature) {
+  const std::string first = signature_url(base, ref, digest, 1).substr(7);
+  const std::string dir = first.substr(0, first.rfind('/'));
+  // mkdir -p: each component, an existing one (or a link to one) kept.
+  for (size_t at = 1; at != std::string::npos;) {
+    at = dir.find('/', at + 1);
+    const std::string part = dir.substr(0, at);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) throw SysError{errno, "mkdir", part};
+  }
+  util::UniqueFd d = util::open_fd(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  for (int n = 1; n <= kMaxSignatures; ++n) {
+    const std::string name = "signature-" + std::to_string(n);
+    struct stat st;
+    if (::fstatat(d.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) continue;
+    const std::string tmp = "." + name + "." + std::to_string(::getpid()) + ".tmp";
+    {
+      util::UniqueFd f = util::open_fd_at(d.get(), tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      util::write_all(f.get(), signature, dir + "/" + tmp);
+    }
+    const int err = ::linkat(d.get(), tmp.c_str(), d.get(), name.c_str(), 0) == 0 ? 0 : errno;
+    ::unlinkat(d.get(), tmp.c_str(), 0);
+    if (err == EEXIST) continue;  // taken by another writer meanwhile
+    if (err) throw SysError{err, "link", dir + "/" + name};
+    return {dir + "/" + name, n};
+  }
+  throw Error("lookaside directory `" + dir + "` holds " + std::to_string(kMaxSignatures) +
+              " signatures already: no more are added");
 }
 
 std::optional<Admission> admit_image(const std::string& given, const store::Reference& ref,

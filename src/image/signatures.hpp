@@ -1,11 +1,14 @@
 // An image's trust policy applied (host): the requirements of
 // image/policy for a reference, simple-signing signatures read from the
 // lookaside store registries.d names (file:// or http(s)://) and checked
-// through GPGME against only the keys a signedBy requirement names.
+// through GPGME against only the keys a signedBy requirement names; and
+// signatures rt push makes, written into a file:// lookaside store.
 #pragma once
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "image/policy.hpp"
@@ -43,6 +46,20 @@ Admission check_policy(const Policy& p, const PolicySubject& s);
 // the registry's CA file and --insecure, for an https:// store.
 std::vector<std::string> read_lookaside(const std::string& base, const store::Reference& ref,
                                         const std::string& digest, const RegistryOptions& tls);
+
+// rt push --sign-by's store: the lookaside registries.d (find_registries_d)
+// names for writing `ref`'s signatures (lookaside_for_write), which must be
+// a file:///DIR URL: containers/image writes no http(s) store either
+// (docs/signature-protocols.md: publish a file:// staging store with a web
+// server). Throws rt::Error otherwise. `registries_d` gets the directory read.
+std::string lookaside_for_push(const store::Reference& ref, std::string* registries_d);
+// Adds `signature` to the file:// store `base` as the first free
+// signature-N of `digest` (signature_url), its directories made (0755, as
+// the files: the store is meant to be published): written whole under a
+// temporary name, then linked, so a reader never sees half of it and two
+// writers never take the same N. Returns the file's path and N.
+std::pair<std::string, int> write_lookaside(const std::string& base, const store::Reference& ref,
+                                            const std::string& digest, std::string_view signature);
 
 // rt pull's step: the policy file (`given`, else the user's, else the
 // system's: find_policy_file) applied to `ref` and its manifest's digest,

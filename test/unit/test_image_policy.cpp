@@ -273,3 +273,83 @@ TEST_CASE("a signed message from gpg --sign gives its payload and signer; a clea
   CHECK_FALSE(unknown.good);
   CHECK_THAT(unknown.problem, Catch::Contains("key not given"));
 }
+
+TEST_CASE("registries.d: signatures are written to the staging store when one is named", "[policy]") {
+  const RegistriesD d = parse_registries_d({
+      {"a.yaml", "default-docker:\n  lookaside: file:///default\n  sigstore-staging: file:///default-staging\n"},
+      {"b.yaml", "docker:\n  r.io/ns:\n    lookaside: https://sigs.r.io\n    lookaside-staging: file:///staging\n"
+                 "  r.io/old:\n    sigstore: https://old.r.io\n    sigstore-staging: file:///old-staging\n"
+                 "  r.io/plain:\n    lookaside: file:///plain\n"
+                 "  r.io/plain/attached:\n    use-sigstore-attachments: true\n"},
+  });
+  CHECK(lookaside_for_write(d, parse_reference("r.io/ns/app:1")) == "file:///staging");
+  CHECK(lookaside_for(d, parse_reference("r.io/ns/app:1")) == "https://sigs.r.io");  // reads stay where they were
+  CHECK(lookaside_for_write(d, parse_reference("r.io/old/app:1")) == "file:///old-staging");
+  CHECK(lookaside_for_write(d, parse_reference("r.io/plain/app:1")) == "file:///plain");
+  CHECK(lookaside_for_write(d, parse_reference("r.io/plain/attached:1")) == "file:///plain");
+  CHECK(lookaside_for_write(d, parse_reference("q.io/x:1")) == "file:///default-staging");
+}
+
+TEST_CASE("the payload rt signs is one rt and containers/image read back", "[policy]") {
+  const std::string text = make_signature_payload({"r.io/ns/app:1", kDigest}, "rt 1.0", 1700000000);
+  CHECK(text == R"({"critical":{"identity":{"docker-reference":"r.io/ns/app:1"},"image":{"docker-manifest-digest":")" +
+                    kDigest + R"("},"type":"atomic container signature"},"optional":{"creator":"rt 1.0","timestamp":1700000000}})");
+  const SignaturePayload p = parse_signature_payload(text);
+  CHECK(p.docker_reference == "r.io/ns/app:1");
+  CHECK(p.manifest_digest == kDigest);
+}
+
+TEST_CASE("signatures are added to a file:// lookaside as the first free signature-N", "[policy]") {
+  TempDir dir;
+  const std::string base = "file://" + dir.path + "/sigs";
+  const auto ref = parse_reference("r.io/ns/app:1");
+  const std::string where = dir.path + "/sigs/ns/app@sha256=" + std::string(64, 'a');
+  const mode_t mask = ::umask(022);
+  CHECK(write_lookaside(base, ref, kDigest, "one") == std::make_pair(where + "/signature-1", 1));
+  CHECK(write_lookaside(base, ref, kDigest, "two") == std::make_pair(where + "/signature-2", 2));
+  ::unlink((where + "/signature-1").c_str());  // a gap is filled: readers stop at the first missing one
+  CHECK(write_lookaside(base, ref, kDigest, "three").second == 1);
+  CHECK(read_lookaside(base, ref, kDigest, {}) == std::vector<std::string>{"three", "two"});
+  struct stat st;
+  REQUIRE(::stat((where + "/signature-2").c_str(), &st) == 0);
+  ::umask(mask);
+  CHECK((st.st_mode & 0777) == 0644);  // the store is meant to be published
+}
+
+TEST_CASE("a signed message made from the user's keyring, and from a key file, verifies", "[policy]") {
+  TempDir dir;
+  const std::string home = dir.path + "/gnupg", env = "GNUPGHOME='" + home + "' ";
+  REQUIRE(::mkdir(home.c_str(), 0700) == 0);
+  auto gpg = [&](const std::string& args) { return std::system((env + "gpg --batch --quiet " + args + " 2>/dev/null").c_str()); };
+  REQUIRE(gpg("--passphrase '' --quick-gen-key 'unit <unit@rt.test>' rsa2048 sign never") == 0);
+  REQUIRE(gpg("--pinentry-mode loopback --passphrase pw --quick-gen-key 'locked <locked@rt.test>' rsa2048 sign never") == 0);
+  REQUIRE(gpg("-o '" + dir.path + "/key.gpg' --export unit@rt.test") == 0);
+  REQUIRE(gpg("--pinentry-mode loopback --passphrase pw -o '" + dir.path + "/locked.sec' --export-secret-keys locked@rt.test") == 0);
+  const std::string payload = make_signature_payload({"r.io/a:1", kDigest}, "rt test", 1);
+  auto no_passphrase = [](const std::string&) -> std::string { throw rt::Error("asked for a passphrase"); };
+  std::string sig;
+  {
+    OpenPgp user(OpenPgp::UserHome{home});
+    CHECK_THROWS_WITH(user.secret_key("nobody@rt.test"), Catch::Contains("no usable secret key `nobody@rt.test`"));
+    CHECK_THROWS_WITH(user.secret_key(""), Catch::Contains("2 secret keys"));
+    const std::string fpr = user.secret_key("unit@rt.test");
+    sig = user.sign_message(payload, fpr, no_passphrase);
+    CHECK(sig.find("BEGIN PGP") == std::string::npos);  // binary, not armoured
+  }
+  std::system(("gpgconf --homedir '" + home + "' --kill all 2>/dev/null").c_str());
+  {
+    OpenPgp check;
+    const auto keys = check.import_file(dir.path + "/key.gpg");
+    const OpenPgp::Verified v = check.verify_signed_message(sig);
+    CHECK(v.good);
+    CHECK(v.fingerprint == keys.at(0));
+    CHECK(v.text == payload);
+  }
+  OpenPgp file;
+  file.import_file(dir.path + "/locked.sec");
+  const std::string fpr = file.secret_key("");
+  CHECK_THROWS_WITH(file.sign_message(payload, fpr, [](const std::string&) { return std::string("wrong"); }),
+                    Catch::Contains("wrong passphrase"));
+  const std::string made = file.sign_message(payload, fpr, [](const std::string&) { return std::string("pw"); });
+  CHECK(file.verify_signed_message(made).good);
+}
