@@ -132,7 +132,6 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
   run::apply_injected_env(injection, p.env);
   if (injection.gpu) pin.hidden = run::select_gpus(injection, p.env);
   p.plan = run::build_plan(pin);
-  p.plan.host_files = run::host_files_tree(p.plan.mounts);
   p.plan.host_files_kept = run::kept_host_files_tree(p.plan.host_files, o.storage);
   run::find_overlay_programs(p.plan);
 

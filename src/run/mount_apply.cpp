@@ -110,7 +110,6 @@ public:
   Builder(const MountPlan& plan, int image_tree) : plan_(plan), image_tree_(image_tree) {}
 
   void run() {
-    host_files_ = plan_.host_files.links.empty() ? host_files_tree(plan_.mounts) : plan_.host_files;
     clone_sources_above_staging();
     setup_staging_and_root();
     stage("staging and root");
@@ -136,9 +135,8 @@ private:
   int underlays_ = 0;                  // directories of the staging tmpfs used as underlays
   int layers_ = 0;                     // directories of the staging tmpfs used as overlay layers
   std::map<size_t, UniqueFd> clones_;  // mount index -> detached copy of its source
-  HostFilesTree host_files_;           // the HostFile mounts, as one tree
   bool host_files_made_ = false;
-  std::map<size_t, UniqueFd> host_dir_clones_;  // host_files_.dirs index -> detached copy
+  std::map<size_t, UniqueFd> host_dir_clones_;  // plan_.host_files.dirs index -> detached copy
 
   // A bind source that contains the staging directory (say $HOME, with the
   // image in ~/images) would show the staging tmpfs and the container's own
@@ -154,8 +152,8 @@ private:
       else if (errno != ENOSYS && errno != ENOENT && errno != EACCES)
         throw SysError{errno, "open_tree", m.src};
     }
-    for (size_t i = 0; i < host_files_.dirs.size(); ++i) {
-      const std::string& d = host_files_.dirs[i];
+    for (size_t i = 0; i < plan_.host_files.dirs.size(); ++i) {
+      const std::string& d = plan_.host_files.dirs[i];
       if (!util::path_within(plan_.staging, d)) continue;
       int fd = ::open_tree(AT_FDCWD, d.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
       if (fd >= 0)
@@ -624,7 +622,7 @@ private:
   // some six lookups each); the rest are calls on our own tmpfs.
   void host_files() {
     if (std::exchange(host_files_made_, true)) return;
-    const HostFilesTree& t = host_files_;
+    const HostFilesTree& t = plan_.host_files;
     const std::string root = kHostFilesRoot;
     const std::string tree = "h";
     // Kept made in the store (kept_host_files_tree), else made here.
@@ -690,9 +688,9 @@ private:
   // injected files it holds.
   [[noreturn]] void host_dir_failed(int e, size_t dir) const {
     std::vector<std::string> files;
-    for (const auto& l : host_files_.links)
+    for (const auto& l : plan_.host_files.links)
       if (l.dir == dir) files.push_back(l.host);
-    const Error err = SysError(e, "mount(MS_BIND)", host_files_.dirs[dir],
+    const Error err = SysError(e, "mount(MS_BIND)", plan_.host_files.dirs[dir],
                                shown(std::string(kHostFilesRoot) + "/.d/" + std::to_string(dir)));
     std::string hint = "the host directory of the injected " + listed(files);
     if (!err.hint().empty()) hint += "; " + err.hint();

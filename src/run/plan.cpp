@@ -189,6 +189,7 @@ MountPlan build_plan(const PlanInputs& in) {
   } else {
     p.cwd = o.contain ? home_inside(o, h) : cwd;
   }
+  p.host_files = host_files_tree(p.mounts);
   return p;
 }
 
@@ -281,7 +282,7 @@ std::vector<std::string> describe(const MountPlan& p, bool each_link) {
       // One tree for all of them, made where the first one stands.
       if (host_files_shown) continue;
       host_files_shown = true;
-      const HostFilesTree t = host_files_tree(p.mounts);
+      const HostFilesTree& t = p.host_files;
       out.push_back("host files: " + std::to_string(t.links.size()) + (t.links.size() == 1 ? " link" : " links") +
                     " into `" + kHostFilesRoot + "` from " + std::to_string(t.dirs.size()) +
                     (t.dirs.size() == 1 ? " directory" : " directories") + " (one bind each, ro) [" + m.why + "]");

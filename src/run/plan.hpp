@@ -97,9 +97,9 @@ struct MountPlan {
   // without --write or --write-tmpfs): the root stays read-only.
   bool overlays_read_only = false;
   std::vector<Mount> mounts;
-  // The tree of the HostFile mounts (host_files_tree), and where it is
-  // kept made in the store (kept_host_files_tree): bound as it is, where
-  // "" has it made on the staging tmpfs at each start.
+  // The tree of the HostFile mounts (build_plan: host_files_tree), and
+  // where it is kept made in the store (kept_host_files_tree): bound as it
+  // is, where "" has it made on the staging tmpfs at each start.
   HostFilesTree host_files;
   std::string host_files_kept;
   std::vector<StagedFile> staged;

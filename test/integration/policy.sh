@@ -180,16 +180,12 @@ expect_match "$ERR" "exactly one of keyPath" "... naming what is wrong"
 expect_status 125 "a --policy that does not exist refuses" -- "$RT" pull --policy "$T/none.json" "$REG/test/signed:v1"
 
 # --- oras:// ------------------------------------------------------------------
-if command -v mksquashfs >/dev/null; then
-  "$RT" convert -q "$IMG" "$T/img.sif"
-  "$RT" push -q --ca-file "$REG_CA" "$T/img.sif" "oras://$REG/test/sif:v1"
-  expect_status 125 "oras:// under reject" -- "$RT" pull --policy "$T/reject.json" --ca-file "$REG_CA" "oras://$REG/test/sif:v1" "$T/r.sif"
-  expect_match "$ERR" "rejected by policy" "... rejected"
-  expect_status 125 "oras:// under signedBy" -- "$RT" pull --policy "$T/key1.json" --ca-file "$REG_CA" "oras://$REG/test/sif:v1" "$T/s.sif"
-  expect_match "$ERR" "not supported for oras://" "... refused as not supported"
-  [ ! -e "$T/r.sif" ] && [ ! -e "$T/s.sif" ] && pass "... no file written" || fail "a refused SIF file was written"
-  policy sifok "{\"$REG/test/sif\": [{\"type\": \"insecureAcceptAnything\"}]}"
-  expect_status 0 "oras:// under insecureAcceptAnything" -- "$RT" pull --policy "$T/sifok.json" --ca-file "$REG_CA" "oras://$REG/test/sif:v1" "$T/ok.sif"
-else
-  echo "note: mksquashfs missing: the oras:// part is left out"
-fi
+"$RT" convert -q "$IMG" "$T/img.sif"
+"$RT" push -q --ca-file "$REG_CA" "$T/img.sif" "oras://$REG/test/sif:v1"
+expect_status 125 "oras:// under reject" -- "$RT" pull --policy "$T/reject.json" --ca-file "$REG_CA" "oras://$REG/test/sif:v1" "$T/r.sif"
+expect_match "$ERR" "rejected by policy" "... rejected"
+expect_status 125 "oras:// under signedBy" -- "$RT" pull --policy "$T/key1.json" --ca-file "$REG_CA" "oras://$REG/test/sif:v1" "$T/s.sif"
+expect_match "$ERR" "not supported for oras://" "... refused as not supported"
+[ ! -e "$T/r.sif" ] && [ ! -e "$T/s.sif" ] && pass "... no file written" || fail "a refused SIF file was written"
+policy sifok "{\"$REG/test/sif\": [{\"type\": \"insecureAcceptAnything\"}]}"
+expect_status 0 "oras:// under insecureAcceptAnything" -- "$RT" pull --policy "$T/sifok.json" --ca-file "$REG_CA" "oras://$REG/test/sif:v1" "$T/ok.sif"
