@@ -7,6 +7,9 @@
 # builds the image with mmdebstrap first (Debian mirror needed) and re-runs
 # itself as rt-test.
 # Targets: rt <= 0.4x ch-image, <= 1.0x tar -xzf, peak RSS <= 64 MiB.
+# Signed: the same image with a sigstore signature attached, pulled under a
+# policy requiring it (rt-signed) beside one accepting anything (rt):
+# <= 1.05x.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-2}
@@ -43,6 +46,19 @@ python3 "$src/test/integration/ocitool.py" layout "$T/layout" --tag bench "$T"/l
 start_registry "$T/reg" open
 push "$T/layout:bench" debian:bench
 ref="$REG/debian:bench"
+# The image signed (rt key generate, rt push --sign-by-sigstore-private-key):
+# both rt rows pull this tag, under a policy that checks the signature or not.
+printf 'bench\n' >"$T/pass"
+"$src/build-bench/rt" key generate -q --output-prefix "$T/key" --passphrase-file "$T/pass"
+mkdir -p "$HOME/.config/containers/registries.d"
+printf 'docker:\n  %s:\n    use-sigstore-attachments: true\n' "$REG" >"$HOME/.config/containers/registries.d/bench.yaml"
+printf '{"default": [{"type": "insecureAcceptAnything"}]}\n' >"$T/any.json"
+printf '{"default": [{"type": "sigstoreSigned", "keyPath": "%s"}]}\n' "$T/key.pub" >"$T/signed.json"
+"$src/build-bench/rt" pull -q --storage "$T/prep" --ca-file "$REG_CA" --policy "$T/any.json" "$ref"
+"$src/build-bench/rt" push -q --storage "$T/prep" --ca-file "$REG_CA" --sign-by-sigstore-private-key "$T/key.private" \
+  --sign-passphrase-file "$T/pass" "$ref" "$REG/debian:signed"
+rm -rf "$T/prep"
+signed=$REG/debian:signed
 echo "image: $(du -cb "$T"/l?.tar.gz | tail -1 | cut -f1) bytes in 3 gzip layers; registry $REG (TLS); $(nproc) cores"
 
 declare -A times
@@ -59,20 +75,24 @@ run() {  # run LABEL CMD...: appends the wall time; prints RSS for rt
 }
 rss=""
 for r in $(seq "$rounds"); do
-  rm -rf "$T/rtstore" "$T/chstore" "$T/x" && mkdir "$T/x"
-  run rt "$src/build-bench/rt" pull -q --storage "$T/rtstore" --ca-file "$REG_CA" "$ref"
+  rm -rf "$T/rtstore" "$T/chstore" "$T/x" "$T/sgstore" && mkdir "$T/x"
+  run rt "$src/build-bench/rt" pull -q --storage "$T/rtstore" --ca-file "$REG_CA" --policy "$T/any.json" "$signed"
+  run rt-signed "$src/build-bench/rt" pull -q --storage "$T/sgstore" --ca-file "$REG_CA" --policy "$T/signed.json" "$signed"
   run ch-image env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE ch-image --storage "$T/chstore" --no-cache --tls-no-verify pull "$ref"
   run tar sh -c "for l in $T/l1.tar.gz $T/l2.tar.gz $T/l3.tar.gz; do tar -xzf \$l -C $T/x; done"
-  rm -rf "$T/rtstore" "$T/chstore" "$T/x" && mkdir "$T/x"
+  rm -rf "$T/rtstore" "$T/chstore" "$T/x" "$T/sgstore" && mkdir "$T/x"
   run tar sh -c "for l in $T/l1.tar.gz $T/l2.tar.gz $T/l3.tar.gz; do tar -xzf \$l -C $T/x; done"
   run ch-image env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE ch-image --storage "$T/chstore" --no-cache --tls-no-verify pull "$ref"
-  run rt "$src/build-bench/rt" pull -q --storage "$T/rtstore" --ca-file "$REG_CA" "$ref"
+  run rt-signed "$src/build-bench/rt" pull -q --storage "$T/sgstore" --ca-file "$REG_CA" --policy "$T/signed.json" "$signed"
+  run rt "$src/build-bench/rt" pull -q --storage "$T/rtstore" --ca-file "$REG_CA" --policy "$T/any.json" "$signed"
 done
-"$src/build-bench/rt" exec --storage "$T/rtstore" "$ref" python3 -c 'print("python3 runs in the pulled image")'
-for l in rt ch-image tar; do printf '%-10s median %6.2f s   (%s)\n' "$l" "$(echo "${times[$l]}" | median)" "${times[$l]}"; done
+"$src/build-bench/rt" exec --storage "$T/rtstore" "$signed" python3 -c 'print("python3 runs in the pulled image")'
+for l in rt rt-signed ch-image tar; do printf '%-10s median %6.2f s   (%s)\n' "$l" "$(echo "${times[$l]}" | median)" "${times[$l]}"; done
 rt=$(echo "${times[rt]}" | median)
 awk -v a="$rt" -v b="$(echo "${times[ch-image]}" | median)" 'BEGIN {printf "rt / ch-image --no-cache pull = %.2f\n", a / b}'
 awk -v a="$rt" -v b="$(echo "${times[tar]}" | median)" 'BEGIN {printf "rt / tar -xzf                 = %.2f\n", a / b}'
+awk -v a="$(echo "${times[rt-signed]}" | median)" -v b="$rt" \
+  'BEGIN {printf "rt-signed / rt                = %.3f   (target <= 1.05)\n", a / b}'
 echo "rt pull peak RSS: $(echo "$rss" | tr ' ' '\n' | grep . | sort -n | tail -1) KiB"
 
 # Pull straight to one SquashFS file: rt pull --squash beside ch-image pull +

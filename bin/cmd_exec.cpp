@@ -153,6 +153,7 @@ int run_exec(const ExecOptions& given) {
       std::fprintf(stderr, "rt: `%s` is not in the store: pulling it (--no-pull to refuse instead)\n", e.ref.c_str());
     std::vector<std::string> pull{"pull", "-q", "--if-missing"};
     if (!opts->storage.empty()) pull.insert(pull.end(), {"--storage", opts->storage});
+    if (!opts->policy.empty()) pull.insert(pull.end(), {"--policy", opts->policy});
     pull.push_back(e.ref);
     if (int rc = run_full_program(pull); rc != 0)
       throw rt::Error("could not pull `" + e.ref + "` (rt pull said why, above)",

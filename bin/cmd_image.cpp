@@ -78,14 +78,19 @@ void add_registry_options(CLI::App* app, std::string& ca_file, bool& insecure, b
   app->add_flag("--plain-http", plain_http, "talk HTTP, not HTTPS (test registries)");
 }
 
-// --sign-by, --sign-by-key, --sign-passphrase-file: how push (and build
-// --push) signs the manifest it pushes, skopeo copy's names.
+// --sign-by, --sign-by-key, --sign-by-sigstore-private-key,
+// --sign-passphrase-file: how push (and build --push) signs the manifest
+// it pushes, skopeo copy's names.
 void add_push_sign_options(CLI::App* app, PushSigning& o) {
   app->add_option("--sign-by", o.by,
                   "sign the manifest pushed with this secret key of your GnuPG keyring (a simple signature in the "
                   "lookaside store registries.d names)")
       ->type_name("FINGERPRINT");
   app->add_option("--sign-by-key", o.by_key, "sign with the secret key in FILE instead (armoured or binary)")
+      ->type_name("FILE");
+  app->add_option("--sign-by-sigstore-private-key", o.by_sigstore_key,
+                  "sign with the sigstore private key in FILE (cosign's format: rt key generate, skopeo "
+                  "generate-sigstore-key), attached in the registry (registries.d: use-sigstore-attachments)")
       ->type_name("FILE");
   app->add_option("--sign-passphrase-file", o.passphrase_file,
                   "the signing key's passphrase is FILE's first line (default: $RT_SIGN_PASSPHRASE, else asked)")
@@ -175,6 +180,9 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     c.app->add_option("--target", s->o.target, "build this stage and what it needs (default: the last)")
         ->type_name("STAGE");
     c.app->add_flag("--no-cache", s->o.no_cache, "run every step again (the results are still cached)");
+    c.app->add_option("--policy", s->o.policy,
+                      "the trust policy for base images pulled (containers-policy.json; default: as rt pull)")
+        ->type_name("FILE");
     c.app->add_flag("--from-host", s->o.host_paths,
                     "FROM and COPY --from may name a directory, SquashFS or SIF file of this machine");
     c.app
@@ -425,6 +433,33 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
         ->type_name("FILE");
     c.app->add_option("--fingerprint", s->o.fingerprint, "which key of FILE, when it holds several")->type_name("FPR");
     c.app->add_option("file", s->file, "the SIF file, signed in place")->required()->type_name("FILE.sif");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      KeyGenerateOptions o;
+    };
+    auto s = std::make_shared<S>();
+    Command c;
+    c.app = app.add_subcommand("key", "make signing keys");
+    c.app->require_subcommand(1);
+    CLI::App* gen = c.app->add_subcommand(
+        "generate", "make a sigstore key pair, PREFIX.private and PREFIX.pub (as skopeo generate-sigstore-key)");
+    gen->add_flag("-v,--verbose", s->common.verbose, "more detail; twice for debugging");
+    gen->add_flag("-q,--quiet", s->common.quiet, "print errors only");
+    gen->add_option("--output-prefix", s->o.output_prefix, "write PREFIX.private and PREFIX.pub (neither may exist)")
+        ->required()
+        ->type_name("PREFIX");
+    gen->add_option("--passphrase-file", s->o.passphrase_file,
+                    "the private key's passphrase is FILE's first line (default: $RT_SIGN_PASSPHRASE, else asked)")
+        ->type_name("FILE");
+    c.run = [s] {
+      s->common.fill(s->o);
+      auto [priv, pub] = generate_key(s->o);
+      if (!s->common.quiet) std::printf("private key `%s`, public key `%s`\n", priv.c_str(), pub.c_str());
+      return 0;
+    };
     out.push_back(std::move(c));
   }
   {

@@ -9,11 +9,11 @@ _rt() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
   fi
-  local commands="exec run shell instance pull push import build convert stage images inspect verify sign rm prune overlay login logout doctor"
+  local commands="exec run shell instance pull push import build convert stage images inspect verify sign key rm prune overlay login logout doctor"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs --overlay --app
     --private-tmp --no-home --home --contain --tmpfs --net --pid --ipc --volume --mount --workdir --rm --cd -e --env --env-file --unset-env --clean-env -n --dry-run
-    --join --no-join --mpi --mpi= --gpu --no-gpu --ib --no-ib --fabric --no-glibc-replace --device --no-pull --seccomp"
+    --join --no-join --mpi --mpi= --gpu --no-gpu --ib --no-ib --fabric --no-glibc-replace --device --no-pull --policy --seccomp"
   if [[ $cword -eq 1 ]]; then
     COMPREPLY=($(compgen -W "$commands --version --help" -- "$cur"))
     return
@@ -29,7 +29,8 @@ _rt() {
     [[ -d $store/instances ]] && compgen -W "$(ls "$store/instances")" -- "$cur"
   }
   case $prev in
-    -b | --bind | --env-file | --ca-file | --policy | --squash | -f | --file | -o | --output | --build-arg-file) _filedir; return ;;
+    -b | --bind | --env-file | --ca-file | --policy | --squash | -f | --file | -o | --output | --build-arg-file | \
+      --sign-by-key | --sign-by-sigstore-private-key | --sign-passphrase-file | --passphrase-file | --output-prefix) _filedir; return ;;
     --cd | --storage) _filedir -d; return ;;
     --overlay) _filedir; return ;;
     --device) COMPREPLY=($(compgen -W "nvidia.com/gpu=all" -- "$cur")); return ;;
@@ -56,7 +57,7 @@ _rt() {
       local i
       for ((i = 2; i < cword; i++)); do
         case ${words[i]} in
-          --uid | --gid | -b | --bind | --cd | -e | --env | --env-file | --unset-env | --storage | --device | --overlay | --app) ((i++)) ;;
+          --uid | --gid | -b | --bind | --cd | -e | --env | --env-file | --unset-env | --storage | --device | --overlay | --app | --policy) ((i++)) ;;
           -*) ;;
           *) _filedir; return ;;
         esac
@@ -70,14 +71,14 @@ _rt() {
       ;;
     pull) COMPREPLY=($(compgen -W "$common --platform --ca-file --insecure --plain-http -j --jobs --if-missing --policy --max-size --squash --format --compression --level" -- "$cur")) ;;
     push)
-      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --ca-file --insecure --plain-http --compression -j --jobs --sign-by --sign-by-key --sign-passphrase-file" -- "$cur"))
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --ca-file --insecure --plain-http --compression -j --jobs --sign-by --sign-by-key --sign-by-sigstore-private-key --sign-passphrase-file" -- "$cur"))
       else COMPREPLY=($(images)); _filedir; fi ;;
     stage)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --clean" -- "$cur")); else COMPREPLY=($(images)); _filedir; fi ;;
     import)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --max-size --squash --format --compression --level" -- "$cur")); else _filedir; fi ;;
     build)
-      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -t --tag -f --file --build-arg --build-arg-file --notest --warn-unused-build-args --target --no-cache --from-host --format -o --output --push --sign-by --sign-by-key --sign-passphrase-file --secret --ssh" -- "$cur"))
+      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -t --tag -f --file --build-arg --build-arg-file --notest --warn-unused-build-args --target --no-cache --from-host --format -o --output --push --sign-by --sign-by-key --sign-by-sigstore-private-key --sign-passphrase-file --policy --secret --ssh" -- "$cur"))
       else _filedir -d; fi ;;
     convert)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common --to --format --compression --level -j --jobs -f --force" -- "$cur"))
@@ -90,6 +91,9 @@ _rt() {
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -k --key --gpg-home --legacy-insecure" -- "$cur")); else _filedir; fi ;;
     sign)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common -k --key --fingerprint" -- "$cur")); else _filedir; fi ;;
+    key)
+      if [[ $cword -eq 2 ]]; then COMPREPLY=($(compgen -W "generate" -- "$cur"))
+      else COMPREPLY=($(compgen -W "-v --verbose -q --quiet -h --help --output-prefix --passphrase-file" -- "$cur")); fi ;;
     rm)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common" -- "$cur")); else COMPREPLY=($(images)); fi ;;
     prune) COMPREPLY=($(compgen -W "$common" -- "$cur")) ;;

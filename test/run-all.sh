@@ -91,11 +91,12 @@ fi
 chmod 644 "$debian_mpi"
 # A Debian trixie (13) root filesystem, minbase with AppArmor (whose parser,
 # 4.1, knows the `userns` rule that bookworm's 3.0 does not: apparmor.sh
-# checks rt's profile with it) and libstdc++6, for tests that need a newer
-# Debian; built once per machine.
-debian13=/var/tmp/rt-test-debian13.tar
+# checks rt's profile with it), libstdc++6, and skopeo 1.18 (which signs and
+# checks sigstore signatures: sigstore.sh's peer; bookworm's 1.9 cannot), for
+# tests that need a newer Debian; built once per machine.
+debian13=/var/tmp/rt-test-debian13-skopeo.tar
 if [ ! -s "$debian13" ]; then
-  mmdebstrap --quiet --format=tar --variant=minbase --include=apparmor,libstdc++6 trixie "$debian13.tmp"
+  mmdebstrap --quiet --format=tar --variant=minbase --include=apparmor,libstdc++6,skopeo trixie "$debian13.tmp"
   mv "$debian13.tmp" "$debian13"
 fi
 chmod 644 "$debian13"

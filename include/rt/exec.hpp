@@ -84,6 +84,7 @@ struct ExecOptions {
   int verbosity = 0;     // -1 quiet, 0 default, 1 plan, 2 plan + timings
   bool dry_run = false;  // print the plan, change nothing
   bool no_pull = false;  // an image reference not in the store is an error, not pulled
+  std::string policy;    // --policy: the trust policy of that pull (else rt pull's default)
   bool seccomp = false;  // root emulation: chown, set*id, device mknod succeed without effect
   bool skip_sync = false;  // with seccomp: fsync & co return at once (rt build's RUN: its tree is scratch until stored)
   // Descriptors: the caller's inherited ones pass to the program (a

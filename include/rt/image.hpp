@@ -41,8 +41,10 @@ struct PullOptions : ImportOptions {
 struct PushSigning {
   std::string by;               // --sign-by: a secret key of the user's GnuPG keyring ($GNUPGHOME or ~/.gnupg)
   std::string by_key;           // --sign-by-key FILE: a secret key file instead (armoured or binary)
+  std::string by_sigstore_key;  // --sign-by-sigstore-private-key FILE: a sigstore signature, attached in the registry
   std::string passphrase_file;  // --sign-passphrase-file: else $RT_SIGN_PASSPHRASE, else the terminal
-  bool wanted() const { return !by.empty() || !by_key.empty(); }
+  bool gpg() const { return !by.empty() || !by_key.empty(); }
+  bool wanted() const { return gpg() || !by_sigstore_key.empty(); }
 };
 
 struct PushOptions : StoreOptions {
@@ -119,6 +121,7 @@ struct BuildOptions : StoreOptions {
   bool host_paths = false;              // --from-host: FROM and COPY --from may name host paths
   bool no_test = false;                 // --notest: a definition file's %test is not run
   bool warn_unused_args = false;        // --warn-unused-build-args: a definition file's unused ones only warned of
+  std::string policy;                   // --policy: the trust policy for FROM images pulled, as PullOptions::policy
 };
 // rt build: runs a Dockerfile's instructions (or an Apptainer definition
 // file's sections) without root (RUN under root
@@ -158,6 +161,16 @@ struct SignOptions : StoreOptions {
 // $RT_SIGN_PASSPHRASE, else a prompt on /dev/tty. Returns a line per
 // signature added; throws rt::Error.
 std::vector<std::string> sign_sif(const std::string& path, const SignOptions& options);
+struct KeyGenerateOptions : StoreOptions {
+  std::string output_prefix;    // --output-prefix: PREFIX.private and PREFIX.pub
+  std::string passphrase_file;  // --passphrase-file: else $RT_SIGN_PASSPHRASE, else asked
+};
+// rt key generate: a sigstore key pair as skopeo generate-sigstore-key and
+// cosign generate-key-pair write one (ECDSA P-256; the private key
+// encrypted with the passphrase: scrypt, NaCl secretbox), for rt push
+// --sign-by-sigstore-private-key and a policy's sigstoreSigned. Neither
+// file may exist; the private one is made 0600. Returns the two paths.
+std::pair<std::string, std::string> generate_key(const KeyGenerateOptions& options);
 // One of Apptainer's files in an image (a path, a SIF or SquashFS file, a
 // stored name), as apptainer inspect --deffile and the like print it:
 // `section` is deffile, labels, runscript, startscript, test, help or

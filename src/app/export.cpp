@@ -197,7 +197,7 @@ std::string oci_manifest(const std::string& config, const std::vector<OutLayer>&
   nlohmann::json m = {{"schemaVersion", 2},
                       {"mediaType", image::media::kOciManifest},
                       {"config",
-                       {{"mediaType", "application/vnd.oci.image.config.v1+json"},
+                       {{"mediaType", image::media::kOciConfig},
                         {"digest", image::sha256_digest(config)},
                         {"size", config.size()}}},
                       {"layers", nlohmann::json::array()}};

@@ -192,17 +192,9 @@ std::string push_sif(const std::string& image, const std::string& ref_text, cons
   }
   const std::string manifest = image::sif_manifest(layer, title, created);
 
-  // The config ("{}") goes from a file in memory: uploads read files.
-  const std::string config = image::oras::kEmptyConfig;
-  const image::Descriptor config_d{image::oras::kSifConfig, image::sha256_digest(config),
-                                   static_cast<int64_t>(config.size()), {}, {}};
-  size_t sent = 0;
-  if (!reg.has_blob(config_d.digest)) {
-    util::UniqueFd mem = util::memory_file("oras-config");
-    util::write_all(mem.get(), config, "the config");
-    reg.upload_blob(config_d, util::fd_path(mem.get()));
-    ++sent;
-  }
+  bool config_sent = false;
+  reg.put_small_blob(image::oras::kEmptyConfig, image::oras::kSifConfig, &config_sent);
+  size_t sent = config_sent ? 1 : 0;
   if (reg.has_blob(layer.digest)) {
     util::info("`" + image + "`: the registry has it (" + layer.digest.substr(0, 19) + ")");
   } else {

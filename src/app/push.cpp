@@ -210,7 +210,7 @@ std::string push(const std::string& image, const std::string& ref_text, const Pu
     util::UniqueFd fd = util::open_fd(config_file, O_WRONLY | O_CREAT | O_EXCL, 0600);
     util::write_all(fd.get(), config, config_file);
   }
-  queue.push({{"application/vnd.oci.image.config.v1+json",
+  queue.push({{image::media::kOciConfig,
                image::sha256_digest(config),
                static_cast<int64_t>(config.size()),
                {},
@@ -232,7 +232,7 @@ std::string push(const std::string& image, const std::string& ref_text, const Pu
   // The signature is made before the manifest is put (its digest is that
   // of these bytes), so a wrong passphrase leaves the tag as it was;
   // skopeo signs after, and says the image may already be there.
-  std::string signature;
+  app::PushSigner::Signatures signature;
   if (signer) {
     try {
       signature = signer->sign(image::sha256_digest(manifest));
@@ -247,14 +247,15 @@ std::string push(const std::string& image, const std::string& ref_text, const Pu
     if (digest != image::sha256_digest(manifest))
       throw Error("the registry took the manifest of `" + shown + "` as " + digest + ", not as the " +
                   image::sha256_digest(manifest) + " signed: no signature written");
-    std::string path;
+    std::vector<std::string> where;
     try {
-      path = signer->store(digest, signature);
+      where = signer->store(reg, digest, signature);
     } catch (const Error& e) {
       throw Error("pushed `" + image + "` to `" + shown + "` (" + digest + "), but its signature was not written: " +
                   e.what(), e.hint());
     }
-    util::note("signed `" + shown + "` (" + digest.substr(0, 19) + ") by " + signer->key() + ": `" + path + "`");
+    util::note("signed `" + shown + "` (" + digest.substr(0, 19) + ") by " + signer->signer() + ": " +
+               util::join(where, ", "));
   }
   util::note("pushed `" + image + "` to `" + shown + "` (" + digest.substr(0, 19) + "; " + std::to_string(sent.load()) +
              " blob" + (sent == 1 ? "" : "s") + " sent, " + std::to_string(had + mounted) + " already there" +

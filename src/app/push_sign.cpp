@@ -1,4 +1,5 @@
-// rt push --sign-by (host); see push_sign.hpp.
+// rt push --sign-by, --sign-by-sigstore-private-key (host); see
+// push_sign.hpp.
 #include "app/push_sign.hpp"
 
 #include <ctime>
@@ -7,11 +8,28 @@
 #include "image/policy.hpp"
 #include "image/signatures.hpp"
 #include "rt/error.hpp"
+#include "util/fs.hpp"
 #include "util/log.hpp"
 
 namespace rt::app {
 
 PushSigner::PushSigner(const store::Reference& ref, const PushSigning& how) : ref_(ref), how_(how) {
+  if (!how_.by_sigstore_key.empty()) {
+    // Attachments only, as containers/image writes sigstore signatures:
+    // refused here, before anything is sent, unless registries.d says so.
+    const std::string dir = image::find_registries_d();
+    if (!image::use_sigstore_attachments(image::read_registries_d(dir), ref_))
+      throw Error("a sigstore signature of `" + ref_.str() + "` goes into a registry attachment, and registries.d `" +
+                      dir + "` does not set use-sigstore-attachments for it",
+                  "set `use-sigstore-attachments: true` for the registry in registries.d, as skopeo needs too");
+    auto text = util::read_regular_if_exists(how_.by_sigstore_key, 1 << 20);
+    if (!text) throw Error("sigstore key `" + how_.by_sigstore_key + "` does not exist");
+    // Opened now: a wrong passphrase is refused before a blob is sent.
+    sigstore_ = std::make_unique<image::SigstoreSigner>(
+        *text, sign_passphrase(how_.by_sigstore_key, how_.passphrase_file), how_.by_sigstore_key);
+    util::info("signing with sigstore key `" + how_.by_sigstore_key + "` (a registry attachment)");
+  }
+  if (!how_.gpg()) return;
   std::string dir;
   base_ = image::lookaside_for_push(ref_, &dir);
   util::info("signatures of `" + ref_.str() + "` go to the lookaside `" + base_ + "` (registries.d `" + dir + "`)");
@@ -34,14 +52,30 @@ PushSigner::PushSigner(const store::Reference& ref, const PushSigning& how) : re
   util::info("signing with key " + key_);
 }
 
-std::string PushSigner::sign(const std::string& digest) {
-  const std::string payload =
-      image::make_signature_payload({ref_.str(), digest}, "rt " RT_VERSION, static_cast<int64_t>(::time(nullptr)));
-  return pgp_->sign_message(payload, key_, passphrase_from(how_.passphrase_file));
+PushSigner::Signatures PushSigner::sign(const std::string& digest) {
+  Signatures out;
+  const auto now = static_cast<int64_t>(::time(nullptr));
+  if (sigstore_) {
+    out.sigstore.payload = image::make_sigstore_payload({ref_.str(), digest}, "rt " RT_VERSION, now);
+    out.sigstore.signature_b64 = sigstore_->sign(out.sigstore.payload);
+  }
+  if (pgp_)
+    out.pgp = pgp_->sign_message(image::make_signature_payload({ref_.str(), digest}, "rt " RT_VERSION, now), key_,
+                                 passphrase_from(how_.passphrase_file));
+  return out;
 }
 
-std::string PushSigner::store(const std::string& digest, const std::string& signature) {
-  return image::write_lookaside(base_, ref_, digest, signature).first;
+std::vector<std::string> PushSigner::store(image::Registry& reg, const std::string& digest, const Signatures& s) {
+  std::vector<std::string> out;
+  if (!s.pgp.empty()) out.push_back("`" + image::write_lookaside(base_, ref_, digest, s.pgp).first + "`");
+  if (!s.sigstore.payload.empty()) out.push_back("attachment `" + image::write_sigstore_attachment(reg, digest, s.sigstore) + "`");
+  return out;
+}
+
+std::string PushSigner::signer() const {
+  std::string out = key_;
+  if (sigstore_) out += (out.empty() ? "" : " and ") + std::string("sigstore key `") + how_.by_sigstore_key + "`";
+  return out;
 }
 
 }  // namespace rt::app

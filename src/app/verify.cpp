@@ -12,6 +12,7 @@
 #include "app/passphrase.hpp"
 #include "image/openpgp.hpp"
 #include "image/sif_sign.hpp"
+#include "image/sigstore.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "squash/le.hpp"
@@ -231,6 +232,27 @@ std::vector<std::string> sign_sif(const std::string& path, const SignOptions& op
                      std::to_string(id) + ")");
   }
   return report;
+}
+
+std::pair<std::string, std::string> generate_key(const KeyGenerateOptions& o) {
+  if (o.output_prefix.empty()) throw Error("rt key generate: --output-prefix is empty");
+  const std::string priv = o.output_prefix + ".private", pub = o.output_prefix + ".pub";
+  for (const auto& f : {priv, pub})
+    if (util::path_exists(f)) throw Error("`" + f + "` exists: rt key generate replaces no key", "choose another --output-prefix");
+  const image::SigstoreKeyPair pair = image::generate_sigstore_key(app::sign_passphrase(priv, o.passphrase_file));
+  // Both made new (O_EXCL, no link followed); the private key is the user's alone.
+  auto write_new = [](const std::string& path, const std::string& data, mode_t mode) {
+    util::UniqueFd fd = util::open_fd(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    util::write_all(fd.get(), data, path);
+  };
+  write_new(priv, pair.private_pem, 0600);
+  try {
+    write_new(pub, pair.public_pem, 0644);
+  } catch (...) {
+    ::unlink(priv.c_str());
+    throw;
+  }
+  return {priv, pub};
 }
 
 }  // namespace rt

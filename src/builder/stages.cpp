@@ -59,6 +59,7 @@ void Builder::set_base(Stage& s, const std::string& what) {
       PullOptions p;
       p.storage = o_.storage;
       p.verbosity = o_.verbosity;
+      p.policy = o_.policy;
       pull(what, p);
     }
     base_from_store(s, what);

@@ -33,6 +33,7 @@ inline constexpr const char* kOciIndex = "application/vnd.oci.image.index.v1+jso
 inline constexpr const char* kOciManifest = "application/vnd.oci.image.manifest.v1+json";
 inline constexpr const char* kDockerList = "application/vnd.docker.distribution.manifest.list.v2+json";
 inline constexpr const char* kDockerManifest = "application/vnd.docker.distribution.manifest.v2+json";
+inline constexpr const char* kOciConfig = "application/vnd.oci.image.config.v1+json";
 }  // namespace media
 
 // Parses JSON no larger than 4 MiB and nested no deeper than 64. `what`

@@ -14,6 +14,7 @@
 #include "rt/error.hpp"
 #include "util/fd.hpp"
 #include "util/fs.hpp"
+#include "util/strings.hpp"
 
 namespace rt::image {
 namespace {
@@ -74,38 +75,6 @@ std::string string_at(const json& o, const char* key, const std::string& source,
   return it->get<std::string>();
 }
 
-// RFC 4648 base64 (keyData); padding required as Go's StdEncoding does.
-bool decode_key_data(std::string_view in, std::string* out) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  if (in.empty() || in.size() % 4) return false;
-  out->clear();
-  for (size_t i = 0; i < in.size(); i += 4) {
-    int v[4];
-    int pad = 0;
-    for (int j = 0; j < 4; ++j) {
-      char c = in[i + j];
-      if (c == '=' && i + 4 == in.size() && j >= 2) {
-        v[j] = 0;
-        ++pad;
-      } else if (pad || (v[j] = val(c)) < 0) {
-        return false;
-      }
-    }
-    const uint32_t n = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
-    out->push_back(static_cast<char>(n >> 16));
-    if (pad < 2) out->push_back(static_cast<char>((n >> 8) & 0xff));
-    if (pad < 1) out->push_back(static_cast<char>(n & 0xff));
-  }
-  return true;
-}
-
 // remapIdentity's prefixes: HOST[:PORT], HOST[:PORT]/NAMESPACE or a
 // repository, never a tag or digest.
 bool valid_prefix(const std::string& p) {
@@ -153,6 +122,47 @@ SignedIdentity parse_identity(const json& o, const std::string& source, const st
   return id;
 }
 
+// sigstoreSigned: public keys (keyPath, keyPaths, keyData, keyDatas: one of
+// them), or what rt does not check (a Fulcio CA, a Rekor key, a PKI).
+Requirement parse_sigstore_signed(const json& o, Requirement r, const std::string& source, const std::string& where) {
+  r.type = Requirement::Type::SigstoreSigned;
+  only_keys(o,
+            {"type", "keyPath", "keyPaths", "keyData", "keyDatas", "fulcio", "rekorPublicKeyPath", "rekorPublicKeyPaths",
+             "rekorPublicKeyData", "rekorPublicKeyDatas", "pki", "signedIdentity"},
+            source, where);
+  for (const char* k : {"fulcio", "pki", "rekorPublicKeyPath", "rekorPublicKeyPaths", "rekorPublicKeyData",
+                        "rekorPublicKeyDatas"})
+    if (o.contains(k) && r.unsupported.empty()) r.unsupported = k;
+  const int given = int(o.contains("keyPath")) + int(o.contains("keyPaths")) + int(o.contains("keyData")) +
+                    int(o.contains("keyDatas")) + int(o.contains("fulcio")) + int(o.contains("pki"));
+  if (given != 1)
+    policy_error(source, where, "sigstoreSigned needs exactly one of keyPath, keyPaths, keyData, keyDatas, fulcio and pki");
+  auto strings = [&](const char* key) {
+    std::vector<std::string> out;
+    auto it = o.find(key);
+    if (!it->is_array() || it->empty()) policy_error(source, where, std::string("`") + key + "` must be a non-empty array");
+    for (const auto& v : *it) {
+      if (!v.is_string() || v.get<std::string>().empty())
+        policy_error(source, where, std::string("`") + key + "` must hold non-empty strings");
+      out.push_back(v.get<std::string>());
+    }
+    return out;
+  };
+  if (o.contains("keyPath")) r.key_paths.push_back(string_at(o, "keyPath", source, where));
+  if (o.contains("keyPaths")) r.key_paths = strings("keyPaths");
+  std::vector<std::string> datas;
+  if (o.contains("keyData")) datas.push_back(string_at(o, "keyData", source, where));
+  if (o.contains("keyDatas")) datas = strings("keyDatas");
+  for (const auto& d : datas) {
+    std::string pem;
+    if (!util::base64_decode(d, &pem)) policy_error(source, where, "a keyData is not base64");
+    r.key_datas.push_back(std::move(pem));
+  }
+  if (auto it = o.find("signedIdentity"); it != o.end())
+    r.identity = parse_identity(*it, source, where + ".signedIdentity");
+  return r;
+}
+
 Requirement parse_requirement(const json& o, const std::string& source, const std::string& where) {
   if (!o.is_object()) policy_error(source, where, "a requirement must be an object");
   Requirement r;
@@ -162,8 +172,9 @@ Requirement parse_requirement(const json& o, const std::string& source, const st
     r.type = r.type_name == "reject" ? Requirement::Type::Reject : Requirement::Type::InsecureAcceptAnything;
     return r;
   }
+  if (r.type_name == "sigstoreSigned") return parse_sigstore_signed(o, std::move(r), source, where);
   if (r.type_name != "signedBy") {
-    r.type = Requirement::Type::Unknown;  // sigstoreSigned, ...: refuses where it applies
+    r.type = Requirement::Type::Unknown;  // refuses where it applies
     return r;
   }
   r.type = Requirement::Type::SignedBy;
@@ -179,7 +190,7 @@ Requirement parse_requirement(const json& o, const std::string& source, const st
       r.key_paths.push_back(p.get<std::string>());
     }
   }
-  if (o.contains("keyData") && !decode_key_data(string_at(o, "keyData", source, where), &r.key_data))
+  if (o.contains("keyData") && !util::base64_decode(string_at(o, "keyData", source, where), &r.key_data))
     policy_error(source, where, "`keyData` is not base64");
   if (auto it = o.find("signedIdentity"); it != o.end())
     r.identity = parse_identity(*it, source, where + ".signedIdentity");
@@ -232,10 +243,14 @@ std::string Requirement::str() const {
   case Type::InsecureAcceptAnything: return "insecureAcceptAnything";
   case Type::Reject: return "reject";
   case Type::Unknown: return type_name;
-  case Type::SignedBy: break;
+  case Type::SignedBy:
+  case Type::SigstoreSigned: break;
   }
   std::string keys;
   for (const auto& p : key_paths) keys += (keys.empty() ? "`" : ", `") + p + "`";
+  if (type == Type::SigstoreSigned)
+    return "sigstoreSigned (" +
+           (!unsupported.empty() ? unsupported : "keys from " + (keys.empty() ? std::string("keyData") : keys)) + ")";
   return "signedBy (" + key_type + " from " + (keys.empty() ? std::string("keyData") : keys) + ")";
 }
 
@@ -276,7 +291,7 @@ Policy read_policy(const std::string& path) {
   return parse_policy(*text, path);
 }
 
-std::string find_policy_file(const std::string& given) {
+std::string find_policy_file(const std::string& given, const std::string& site) {
   if (!given.empty()) {
     if (!util::path_exists(given)) throw Error("policy `" + given + "` does not exist", "give a containers-policy.json(5) file");
     return given;
@@ -285,6 +300,12 @@ std::string find_policy_file(const std::string& given) {
   if (home && *home == '/') {
     const std::string user = std::string(home) + "/.config/containers/policy.json";
     if (util::path_exists(user)) return user;
+  }
+  if (!site.empty()) {
+    // A site that names a policy and lost it must not accept everything.
+    if (!util::path_exists(site))
+      throw Error("policy `" + site + "` (the site configuration's image.policy) does not exist");
+    return site;
   }
   return util::path_exists("/etc/containers/policy.json") ? "/etc/containers/policy.json" : "";
 }
@@ -390,6 +411,16 @@ RegistriesD parse_registries_d(const std::vector<std::pair<std::string, std::str
     }
     return first_url(ns, {"lookaside", "sigstore"});
   };
+  // use-sigstore-attachments: -1 when not set.
+  auto attachments = [&](const YAML::Node& ns, const std::string& file, const std::string& where) {
+    const YAML::Node v = ns["use-sigstore-attachments"];
+    if (!v) return -1;
+    try {
+      return v.as<bool>() ? 1 : 0;
+    } catch (const YAML::Exception&) {
+      throw bad_file(file, where + ": use-sigstore-attachments must be true or false");
+    }
+  };
   // For writing: the staging stores first (containers-registries.d(5):
   // lookaside-staging, or the older sigstore-staging, "for writing only"),
   // else the one read from.
@@ -409,6 +440,7 @@ RegistriesD parse_registries_d(const std::vector<std::pair<std::string, std::str
           default_file = file;
           out.default_docker = lookaside(kv.second, file, "default-docker");
           out.default_docker_write = staging(kv.second);
+          out.default_attachments = attachments(kv.second, file, "default-docker") == 1;
         } else if (k == "docker") {
           if (kv.second.IsNull()) continue;
           if (!kv.second.IsMap()) throw bad_file(file, "docker must be a mapping of namespaces");
@@ -418,6 +450,7 @@ RegistriesD parse_registries_d(const std::vector<std::pair<std::string, std::str
             seen[name] = file;
             out.docker[name] = lookaside(ns.second, file, "docker `" + name + "`");
             out.docker_write[name] = staging(ns.second);
+            if (int a = attachments(ns.second, file, "docker `" + name + "`"); a >= 0) out.attachments[name] = a == 1;
           }
         } else {
           throw bad_file(file, "unknown key `" + k + "`");
@@ -474,6 +507,15 @@ std::string lookaside_for(const RegistriesD& d, const store::Reference& ref) {
 
 std::string lookaside_for_write(const RegistriesD& d, const store::Reference& ref) {
   return lookaside_in(d.docker_write, d.default_docker_write, ref);
+}
+
+bool use_sigstore_attachments(const RegistriesD& d, const store::Reference& ref) {
+  for (const auto& s : policy_scopes(ref))
+    if (d.docker.count(s)) {
+      auto it = d.attachments.find(s);
+      return it != d.attachments.end() && it->second;
+    }
+  return d.default_attachments;
 }
 
 std::string signature_url(const std::string& base, const store::Reference& ref, const std::string& digest, int n) {

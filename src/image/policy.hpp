@@ -26,12 +26,16 @@ struct SignedIdentity {
 };
 
 struct Requirement {
-  enum class Type { InsecureAcceptAnything, Reject, SignedBy, Unknown };
+  enum class Type { InsecureAcceptAnything, Reject, SignedBy, SigstoreSigned, Unknown };
   Type type = Type::Reject;
   std::string type_name;               // as written (what an Unknown one says)
   std::string key_type;                // signedBy: "GPGKeys" (the only one rt checks)
   std::vector<std::string> key_paths;  // keyPath or keyPaths
-  std::string key_data;                // keyData, decoded from base64
+  std::string key_data;                // signedBy's keyData, decoded from base64
+  std::vector<std::string> key_datas;  // sigstoreSigned's keyData or keyDatas, decoded (PEM public keys)
+  // sigstoreSigned with what rt does not check (fulcio, rekorPublicKey*,
+  // pki): named here, and it refuses wherever it applies.
+  std::string unsupported;
   SignedIdentity identity;
   // For messages: "signedBy (GPGKeys from `/etc/pki/a.gpg`)", "reject".
   std::string str() const;
@@ -50,9 +54,10 @@ struct Policy {
 Policy parse_policy(std::string_view text, const std::string& source);
 Policy read_policy(const std::string& path);
 // The policy file the containers tools would read: `given` (which must
-// exist), else $HOME/.config/containers/policy.json, else
+// exist), else $HOME/.config/containers/policy.json, else `site` (the
+// site configuration's image.policy, which must exist when set), else
 // /etc/containers/policy.json; "" when there is none.
-std::string find_policy_file(const std::string& given);
+std::string find_policy_file(const std::string& given, const std::string& site = "");
 
 // The docker transport's scopes for `ref`, most specific first: its
 // identity (HOST/REPO:TAG, or HOST/REPO@DIGEST when it has a digest),
@@ -77,6 +82,10 @@ struct RegistriesD {
   // else the lookaside read from.
   std::string default_docker_write;
   std::map<std::string, std::string> docker_write;
+  // use-sigstore-attachments: of default-docker, and of each namespace
+  // (absent where a namespace does not set it).
+  bool default_attachments = false;
+  std::map<std::string, bool> attachments;
 };
 // Parses the YAML files `files` (name, text) of one registries.d
 // directory; a namespace (or default-docker) given twice, unknown keys or
@@ -96,6 +105,10 @@ std::string lookaside_for(const RegistriesD& d, const store::Reference& ref);
 // namespace's lookaside-staging, sigstore-staging, lookaside or sigstore,
 // as containers/image looks them up for a write.
 std::string lookaside_for_write(const RegistriesD& d, const store::Reference& ref);
+// Whether sigstore signatures of `ref` are registry attachments: the
+// use-sigstore-attachments of the most specific namespace registries.d
+// names (set or not), else of default-docker (containers/image's rule).
+bool use_sigstore_attachments(const RegistriesD& d, const store::Reference& ref);
 // The URL of signature `n` (1, 2, ...) of the manifest `digest`:
 // BASE/REPOSITORY@ALG=HEX/signature-N (containers/image,
 // docs/signature-protocols.md).

@@ -584,13 +584,17 @@ Registry::Response Registry::request_with_retries(const std::string& url, const 
 }
 
 Registry::Document Registry::get_manifest(const std::string& reference) {
+  if (auto d = find_manifest(reference)) return std::move(*d);
+  throw Error("image `" + ref_.str() + "` not found in registry `" + ref_.registry + "` (no manifest `" + reference +
+              "`)");
+}
+
+std::optional<Registry::Document> Registry::find_manifest(const std::string& reference) {
   static const std::string accept = std::string(media::kOciIndex) + ", " + media::kOciManifest + ", " +
                                     media::kDockerList + ", " + media::kDockerManifest;
   std::string url = base_url() + "/manifests/" + reference;
   Response r = request_with_retries(url, accept);
-  if (r.status == 404)
-    throw Error("image `" + ref_.str() + "` not found in registry `" + ref_.registry + "` (no manifest `" + reference +
-                "`)");
+  if (r.status == 404) return std::nullopt;
   if (r.status != 200) throw Error("`" + url + "` answered HTTP " + std::to_string(r.status));
   Document d{r.body, r.content_type, image::sha256_digest(r.body)};
   if (reference.starts_with("sha256:") && d.digest != reference)
@@ -749,6 +753,18 @@ void Registry::upload_blob(const Descriptor& d, const std::string& file,
     util::warn(where + ": " + why + "; sending it again");
     backoff(attempt);
   }
+}
+
+Descriptor Registry::put_small_blob(const std::string& data, const std::string& media_type, bool* sent) {
+  const Descriptor d{media_type, image::sha256_digest(data), static_cast<int64_t>(data.size()), {}, {}};
+  if (sent) *sent = false;
+  if (has_blob(d.digest)) return d;
+  // Uploads read files: this one is in memory.
+  util::UniqueFd mem = util::memory_file("blob");
+  util::write_all(mem.get(), data, "blob " + d.digest);
+  upload_blob(d, util::fd_path(mem.get()));
+  if (sent) *sent = true;
+  return d;
 }
 
 std::string Registry::put_manifest(const std::string& reference, const std::string& body,

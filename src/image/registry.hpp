@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,8 @@ public:
     std::string digest;
   };
   Document get_manifest(const std::string& reference);
+  // The same, nullopt where the registry has no such manifest (404).
+  std::optional<Document> find_manifest(const std::string& reference);
   // A small blob (a config) into memory, verified.
   std::string get_blob(const Descriptor& d);
   // A blob into `file`, hashed while streaming and verified; resumes a
@@ -71,6 +74,9 @@ public:
   // Uploads the file `file` as the blob `d` (POST, then one PUT; a failed
   // try is started again). `progress` gets byte counts.
   void upload_blob(const Descriptor& d, const std::string& file, const std::function<void(uint64_t)>& progress = {});
+  // A small blob held in memory (a config, a signature's payload), sent
+  // unless the repository has it; its descriptor, and whether it was sent.
+  Descriptor put_small_blob(const std::string& data, const std::string& media_type, bool* sent = nullptr);
   // Stores `body` (of `media_type`) as the manifest `reference` (a tag);
   // returns its digest.
   std::string put_manifest(const std::string& reference, const std::string& body, const std::string& media_type);

@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <nlohmann/json.hpp>
 
+#include "hpc/site_config.hpp"
+#include "image/manifest.hpp"
 #include "image/openpgp.hpp"
 #include "rt/error.hpp"
 #include "util/fd.hpp"
@@ -135,13 +138,148 @@ std::string signed_by(const Policy& p, const PolicySubject& s, const std::string
   refuse_image(p, s, scope, r, util::join(why, "; "));
 }
 
+// sigstoreSigned: the signer's key (its name) once one signature holds;
+// else throws.
+std::string sigstore_signed(const Policy& p, const PolicySubject& s, const std::string& scope, const Requirement& r,
+                            std::optional<std::vector<SigstoreSignature>>& sigs) {
+  if (!r.unsupported.empty())
+    refuse_image(p, s, scope, r, "`" + r.unsupported + "` is not supported by rt (public keys only)");
+  if (!s.sigstore) refuse_image(p, s, scope, r, s.no_sigstore);
+  std::vector<SigstoreKey> keys;
+  try {
+    for (const auto& path : r.key_paths) {
+      auto text = util::read_regular_if_exists(path, 1 << 20);
+      if (!text) throw Error("`" + path + "` does not exist");
+      keys.emplace_back(*text, path);
+    }
+    for (size_t i = 0; i < r.key_datas.size(); ++i)
+      keys.emplace_back(r.key_datas[i], r.key_datas.size() == 1 ? "keyData" : "keyDatas[" + std::to_string(i) + "]");
+  } catch (const Error& e) {
+    refuse_image(p, s, scope, r, std::string("its keys cannot be read: ") + e.what());
+  }
+  if (!sigs) sigs = s.sigstore();
+  if (sigs->empty())
+    refuse_image(p, s, scope, r, "no sigstore signature (the registry has no attachment `" +
+                                     sigstore_attachment_tag(s.manifest_digest) + "`)");
+  std::vector<std::string> why;
+  for (size_t i = 0; i < sigs->size(); ++i) {
+    const SigstoreSignature& sig = (*sigs)[i];
+    const std::string n = "sigstore signature " + std::to_string(i + 1) + ": ";
+    if (!sig.problem.empty()) {
+      why.push_back(n + sig.problem);
+      continue;
+    }
+    auto key = std::find_if(keys.begin(), keys.end(), [&](const SigstoreKey& k) {
+      return k.verifies(sig.payload, sig.signature_b64);
+    });
+    if (key == keys.end()) {
+      why.push_back(n + "not a valid signature by " + (keys.size() == 1 ? "the key" : "any of the keys"));
+      continue;
+    }
+    SignaturePayload payload;
+    try {
+      payload = parse_sigstore_payload(sig.payload);
+    } catch (const Error& e) {
+      why.push_back(n + e.what());
+      continue;
+    }
+    if (payload.manifest_digest != s.manifest_digest) {
+      why.push_back(n + "digest mismatch: it signs " + payload.manifest_digest + ", the registry's manifest is " +
+                    s.manifest_digest);
+      continue;
+    }
+    if (!identity_matches(r.identity, s.ref, payload.docker_reference)) {
+      why.push_back(n + "identity mismatch: it signs `" + payload.docker_reference + "`, which " + r.identity.str() +
+                    " does not accept for `" + s.ref.str() + "`");
+      continue;
+    }
+    util::info("sigstore signature " + std::to_string(i + 1) + " of `" + s.ref.str() + "` by `" + key->name() +
+               "` holds");
+    return "sigstore key `" + key->name() + "`";
+  }
+  refuse_image(p, s, scope, r, util::join(why, "; "));
+}
+
+constexpr const char* kSimpleSigning = "application/vnd.dev.cosign.simplesigning.v1+json";
+constexpr const char* kSignatureAnnotation = "dev.cosignproject.cosign/signature";
+
 }  // namespace
+
+std::vector<SigstoreSignature> read_sigstore_attachments(Registry& reg, const std::string& digest) {
+  const std::string tag = sigstore_attachment_tag(digest);
+  auto doc = reg.find_manifest(tag);
+  if (!doc) return {};
+  const std::string what = "attachment `" + reg.ref().registry + "/" + reg.ref().repository + ":" + tag + "`";
+  const nlohmann::json m = parse_json(doc->body, what);
+  if (!m.is_object() || !m.contains("layers") || !m["layers"].is_array())
+    throw Error(what + " is not an image manifest");
+  std::vector<SigstoreSignature> out;
+  for (const auto& l : m["layers"]) {
+    if (out.size() >= static_cast<size_t>(kMaxSignatures)) break;
+    SigstoreSignature sig;
+    if (!l.is_object() || l.value("mediaType", "") != kSimpleSigning) continue;
+    auto a = l.find("annotations");
+    const nlohmann::json* value = a != l.end() && a->is_object() && a->contains(kSignatureAnnotation)
+                                      ? &(*a)[kSignatureAnnotation]
+                                      : nullptr;
+    if (!value || !value->is_string()) {
+      sig.problem = "a layer of " + what + " has no signature annotation";
+    } else {
+      sig.signature_b64 = value->get<std::string>();
+      try {
+        Descriptor d{kSimpleSigning, l.value("digest", ""), l.value("size", int64_t{-1}), {}, {}};
+        if (d.size < 0 || d.size > static_cast<int64_t>(kMaxSignature))
+          throw Error("its payload's size is not between 0 and 4 MiB");
+        sig.payload = reg.get_blob(d);
+      } catch (const Error& e) {
+        sig.problem = "its payload cannot be read: " + std::string(e.what());
+      }
+    }
+    out.push_back(std::move(sig));
+  }
+  return out;
+}
+
+std::string write_sigstore_attachment(Registry& reg, const std::string& digest, const SigstoreSignature& sig) {
+  const std::string tag = sigstore_attachment_tag(digest);
+  nlohmann::json layers = nlohmann::json::array();
+  if (auto doc = reg.find_manifest(tag)) {
+    const nlohmann::json m = parse_json(doc->body, "attachment `" + tag + "`");
+    if (m.is_object() && m.contains("layers") && m["layers"].is_array()) layers = m["layers"];
+  }
+  const Descriptor payload = reg.put_small_blob(sig.payload, kSimpleSigning);
+  for (const auto& l : layers)
+    if (l.is_object() && l.value("digest", "") == payload.digest) {
+      auto a = l.find("annotations");
+      if (a != l.end() && a->is_object() && a->value(kSignatureAnnotation, "") == sig.signature_b64) return tag;
+    }
+  layers.push_back({{"mediaType", kSimpleSigning},
+                    {"digest", payload.digest},
+                    {"size", payload.size},
+                    {"annotations", {{kSignatureAnnotation, sig.signature_b64}}}});
+  // The config as containers/image writes it: the layers' digests as diff_ids.
+  nlohmann::json diff_ids = nlohmann::json::array();
+  for (const auto& l : layers) diff_ids.push_back(l.value("digest", ""));
+  const nlohmann::json config = {{"architecture", ""},
+                                 {"os", ""},
+                                 {"config", nlohmann::json::object()},
+                                 {"rootfs", {{"type", "layers"}, {"diff_ids", diff_ids}}}};
+  const Descriptor c = reg.put_small_blob(config.dump(), media::kOciConfig);
+  const nlohmann::json manifest = {
+      {"schemaVersion", 2},
+      {"mediaType", media::kOciManifest},
+      {"config", {{"mediaType", c.media_type}, {"digest", c.digest}, {"size", c.size}}},
+      {"layers", layers}};
+  reg.put_manifest(tag, manifest.dump(), media::kOciManifest);
+  return tag;
+}
 
 Admission check_policy(const Policy& p, const PolicySubject& s) {
   Admission a;
   a.policy = p.source;
   const std::vector<Requirement>& reqs = requirements_for(p, s.ref, &a.scope);
   std::optional<std::vector<std::string>> sigs;  // read once, when needed
+  std::optional<std::vector<SigstoreSignature>> sigstore;
   std::vector<std::string> names;
   for (const Requirement& r : reqs) {
     names.push_back(r.str());
@@ -154,6 +292,9 @@ Admission check_policy(const Policy& p, const PolicySubject& s) {
       refuse_image(p, s, a.scope, r, "requirement type `" + r.type_name + "` is not supported by rt, so nothing it covers is accepted");
     case Requirement::Type::SignedBy:
       a.signer = signed_by(p, s, a.scope, r, sigs);
+      break;
+    case Requirement::Type::SigstoreSigned:
+      a.signer = sigstore_signed(p, s, a.scope, r, sigstore);
       break;
     }
   }
@@ -226,18 +367,32 @@ std::pair<std::string, int> write_lookaside(const std::string& base, const store
 
 std::optional<Admission> admit_image(const std::string& given, const store::Reference& ref,
                                      const std::string& manifest_digest, const RegistryOptions& tls, bool oras) {
-  const std::string file = find_policy_file(given);
+  const hpc::SiteConfig site = hpc::load_site_config();
+  auto site_policy = site.get("image.policy");
+  const std::string file = find_policy_file(given, site_policy.empty() ? "" : site_policy.front());
   if (file.empty()) {
     util::info("no policy file (~/.config/containers/policy.json, /etc/containers/policy.json): `" + ref.str() +
                "` accepted");
     return std::nullopt;
   }
   const Policy p = read_policy(file);
-  PolicySubject s{ref, manifest_digest, {}, {}};
+  PolicySubject s{ref, manifest_digest, {}, {}, {}, {}};
   if (oras) {
     s.no_signatures = "signedBy is not supported for oras:// (rt reads no simple signatures of a SIF file; "
                       "check the file's own signatures with rt verify)";
+    s.no_sigstore = "sigstoreSigned is not supported for oras:// (check the SIF file's own signatures with rt verify)";
   } else {
+    s.sigstore = [&] {
+      const std::string dir = find_registries_d();
+      if (!use_sigstore_attachments(read_registries_d(dir), ref))
+        throw Error("image `" + ref.str() + "`: sigstore signatures are read from registry attachments, and "
+                    "registries.d `" + dir + "` does not set use-sigstore-attachments for it",
+                    "set `use-sigstore-attachments: true` for the registry in registries.d, as podman and skopeo need too");
+      Registry reg(ref, tls);
+      util::info("sigstore signatures of `" + ref.str() + "`: attachment `" + sigstore_attachment_tag(manifest_digest) +
+                 "`");
+      return read_sigstore_attachments(reg, manifest_digest);
+    };
     s.signatures = [&] {
       const std::string dir = find_registries_d();
       const std::string base = lookaside_for(read_registries_d(dir), ref);

@@ -1,8 +1,11 @@
 // An image's trust policy applied (host): the requirements of
 // image/policy for a reference, simple-signing signatures read from the
 // lookaside store registries.d names (file:// or http(s)://) and checked
-// through GPGME against only the keys a signedBy requirement names; and
-// signatures rt push makes, written into a file:// lookaside store.
+// through GPGME against only the keys a signedBy requirement names,
+// sigstore signatures read from registry attachments and checked against
+// a sigstoreSigned requirement's public keys (image/sigstore); and the
+// signatures rt push makes, written into a file:// lookaside store or
+// attached in the registry.
 #pragma once
 #include <functional>
 #include <optional>
@@ -13,6 +16,7 @@
 
 #include "image/policy.hpp"
 #include "image/registry.hpp"
+#include "image/sigstore.hpp"
 #include "store/ref.hpp"
 
 namespace rt::image {
@@ -34,6 +38,10 @@ struct PolicySubject {
   // pull, and `no_signatures` says so.
   std::function<std::vector<std::string>()> signatures;
   std::string no_signatures;
+  // The same for sigstore signatures (registry attachments), read when a
+  // sigstoreSigned requirement applies.
+  std::function<std::vector<SigstoreSignature>()> sigstore;
+  std::string no_sigstore;
 };
 
 // Applies `p` to `s`: every requirement of the most specific scope must
@@ -46,6 +54,17 @@ Admission check_policy(const Policy& p, const PolicySubject& s);
 // the registry's CA file and --insecure, for an https:// store.
 std::vector<std::string> read_lookaside(const std::string& base, const store::Reference& ref,
                                         const std::string& digest, const RegistryOptions& tls);
+
+// The sigstore signatures of `digest` attached in `reg`'s repository: the
+// layers of its manifest tagged sigstore_attachment_tag(digest), each a
+// payload blob with its signature in an annotation (as cosign and
+// containers/image write them). None when there is no such manifest; a
+// layer that cannot be read whole is returned with its problem.
+std::vector<SigstoreSignature> read_sigstore_attachments(Registry& reg, const std::string& digest);
+// Adds `sig` to `digest`'s attachment manifest in `reg`'s repository (made
+// when there is none; a signature it holds already is not added twice).
+// Returns the attachment's tag.
+std::string write_sigstore_attachment(Registry& reg, const std::string& digest, const SigstoreSignature& sig);
 
 // rt push --sign-by's store: the lookaside registries.d (find_registries_d)
 // names for writing `ref`'s signatures (lookaside_for_write), which must be

@@ -94,6 +94,27 @@ std::string hex(const void* data, size_t size) {
   return out;
 }
 
+std::string base64_encode(std::string_view bytes) {
+  std::string out(sodium_base64_ENCODED_LEN(bytes.size(), sodium_base64_VARIANT_ORIGINAL), '\0');
+  sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
+                    sodium_base64_VARIANT_ORIGINAL);
+  out.resize(out.size() - 1);  // the terminating NUL
+  return out;
+}
+
+bool base64_decode(std::string_view text, std::string* out) {
+  if (text.size() % 4) return false;
+  out->assign(text.size() / 4 * 3, '\0');
+  size_t n = 0;
+  const char* end = nullptr;
+  if (sodium_base642bin(reinterpret_cast<unsigned char*>(out->data()), out->size(), text.data(), text.size(), nullptr,
+                        &n, &end, sodium_base64_VARIANT_ORIGINAL) != 0 ||
+      end != text.data() + text.size())
+    return false;
+  out->resize(n);
+  return true;
+}
+
 bool is_hex(std::string_view s) {
   return !s.empty() && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }

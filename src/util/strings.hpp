@@ -33,6 +33,10 @@ std::string hash_hex(std::string_view s);
 std::string keyed_hash_hex(std::string_view key, std::string_view s);
 // `size` bytes as lowercase hex digits, two per byte.
 std::string hex(const void* data, size_t size);
+// RFC 4648 base64 with padding (libsodium's), as Go's StdEncoding writes
+// it; decoding refuses anything else (no spaces, no missing padding).
+std::string base64_encode(std::string_view bytes);
+bool base64_decode(std::string_view text, std::string* out);
 // True when `s` is not empty and only lowercase hex digits.
 bool is_hex(std::string_view s);
 // Human-readable byte counts: "12.3 MB".

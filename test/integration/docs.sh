@@ -4,11 +4,12 @@ set -euo pipefail
 : "${RT:?}" "${RT_SOURCE_DIR:?}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 n=0
-for cmd in exec run shell instance pull push import build convert stage images inspect verify sign rm prune overlay login logout doctor; do
+for cmd in exec run shell instance pull push import build convert stage images inspect verify sign key rm prune overlay login logout doctor; do
   page="$RT_SOURCE_DIR/man/rt-$cmd.1"
   [ -f "$page" ] || fail "no man page $page"
   sub=
   [ "$cmd" = overlay ] && sub=create
+  [ "$cmd" = key ] && sub=generate
   opts=$("$RT" "$cmd" $sub --help | grep -oE -- '--[a-z][a-z-]*' | sort -u)
   [ -n "$opts" ] || fail "rt $cmd --help lists no options"
   for o in $opts; do

@@ -170,10 +170,14 @@ expect_status 125 "rt build's FROM is pulled under it too" -- env RT_CA_FILE="$R
 expect_match "$ERR" "rejected by policy" "... which refuses it"
 expect_eq "$(blobs)" "$before" "... and neither stored a blob"
 rm "$HOME/.config/containers/policy.json"
-policy sigstore "{\"$REG/test\": [{\"type\": \"sigstoreSigned\", \"keyPath\": \"$T/one.asc\"}]}" '{"type": "insecureAcceptAnything"}'
+policy unknown "{\"$REG/test\": [{\"type\": \"signedByX509\", \"keyPath\": \"$T/one.asc\"}]}" '{"type": "insecureAcceptAnything"}'
 expect_status 125 "a requirement type rt does not know refuses" -- \
+  "$RT" pull --policy "$T/unknown.json" --ca-file "$REG_CA" "$REG/test/signed:v1" n-unknown
+expect_match "$ERR" "signedByX509.*not supported" "... saying so"
+policy sigstore "{\"$REG/test\": [{\"type\": \"sigstoreSigned\", \"keyPath\": \"$T/one.asc\"}]}" '{"type": "insecureAcceptAnything"}'
+expect_status 125 "sigstoreSigned with an OpenPGP key refuses" -- \
   "$RT" pull --policy "$T/sigstore.json" --ca-file "$REG_CA" "$REG/test/signed:v1" n-sigstore
-expect_match "$ERR" "sigstoreSigned.*not supported" "... saying so"
+expect_match "$ERR" "one.asc. is not a PEM public key" "... saying so"
 printf '{"default": [{"type": "signedBy", "keyType": "GPGKeys"}]}' >"$T/broken.json"
 expect_status 125 "a malformed policy refuses" -- "$RT" pull --policy "$T/broken.json" --ca-file "$REG_CA" "$REG/test/signed:v1" n-broken
 expect_match "$ERR" "exactly one of keyPath" "... naming what is wrong"

@@ -10,6 +10,7 @@
 #include "image/openpgp.hpp"
 #include "image/policy.hpp"
 #include "image/signatures.hpp"
+#include "image/sigstore.hpp"
 #include "rt/error.hpp"
 #include "store/ref.hpp"
 #include "temp_dir.hpp"
@@ -89,12 +90,12 @@ TEST_CASE("signedBy is read with its keys and identity", "[policy]") {
 }
 
 TEST_CASE("an unknown requirement type is kept and refuses where it applies", "[policy]") {
-  Policy p = policy(R"({"r.io":[{"type":"sigstoreSigned","keyPath":"/k"}]})",
+  Policy p = policy(R"({"r.io":[{"type":"sigstoreSignedBy","keyPath":"/k"}]})",
                     R"([{"type":"insecureAcceptAnything"}])");
   const Requirement& r = p.docker.at("r.io")[0];
   CHECK(r.type == Requirement::Type::Unknown);
   PolicySubject s{parse_reference("r.io/a:1"), kDigest, {}, "none"};
-  REQUIRE_THROWS_WITH(check_policy(p, s), Catch::Contains("`sigstoreSigned` is not supported by rt") &&
+  REQUIRE_THROWS_WITH(check_policy(p, s), Catch::Contains("`sigstoreSignedBy` is not supported by rt") &&
                                               Catch::Contains("r.io/a:1") && Catch::Contains("docker \"r.io\""));
   // Elsewhere the default applies.
   CHECK(check_policy(p, PolicySubject{parse_reference("q.io/a:1"), kDigest, {}, "none"}).scope == "default");
@@ -352,4 +353,74 @@ TEST_CASE("a signed message made from the user's keyring, and from a key file, v
                     Catch::Contains("wrong passphrase"));
   const std::string made = file.sign_message(payload, fpr, [](const std::string&) { return std::string("pw"); });
   CHECK(file.verify_signed_message(made).good);
+}
+
+TEST_CASE("sigstoreSigned is read with its keys; what rt cannot check refuses where it applies", "[policy]") {
+  Policy p = policy(R"({"r.io/a":[{"type":"sigstoreSigned","keyPath":"/k.pub","signedIdentity":{"type":"matchRepository"}}],
+                        "r.io/b":[{"type":"sigstoreSigned","keyDatas":["YQ==","Yg=="]}],
+                        "r.io/c":[{"type":"sigstoreSigned","fulcio":{"caPath":"/ca"},"rekorPublicKeyPath":"/r"}]})");
+  const Requirement& a = p.docker.at("r.io/a")[0];
+  CHECK(a.type == Requirement::Type::SigstoreSigned);
+  CHECK(a.key_paths == std::vector<std::string>{"/k.pub"});
+  CHECK(a.identity.kind == SignedIdentity::Kind::MatchRepository);
+  CHECK(p.docker.at("r.io/b")[0].key_datas == std::vector<std::string>{"a", "b"});
+  const Requirement& c = p.docker.at("r.io/c")[0];
+  CHECK(c.unsupported == "fulcio");
+  PolicySubject s{parse_reference("r.io/c:1"), kDigest, {}, {}, [] { return std::vector<SigstoreSignature>{}; }, {}};
+  REQUIRE_THROWS_WITH(check_policy(p, s), Catch::Contains("`fulcio` is not supported by rt"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"sigstoreSigned","keyPath":"/a","keyData":"YQ=="}]})"),
+             Catch::Contains("exactly one of keyPath"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"sigstoreSigned","keyPath":"/a","keyType":"GPGKeys"}]})"),
+             Catch::Contains("unknown key `keyType`"));
+  CHECK_THAT(policy_refusal(R"({"default":[{"type":"sigstoreSigned","keyDatas":[]}]})"), Catch::Contains("non-empty array"));
+}
+
+TEST_CASE("registries.d: use-sigstore-attachments of the most specific namespace, else default-docker", "[policy]") {
+  const RegistriesD d = parse_registries_d({
+      {"a.yaml", "default-docker:\n  use-sigstore-attachments: true\n"
+                 "docker:\n  r.io:\n    use-sigstore-attachments: true\n"
+                 "  r.io/ns:\n    lookaside: file:///ns\n"
+                 "  q.io/off:\n    use-sigstore-attachments: false\n"},
+  });
+  CHECK(use_sigstore_attachments(d, parse_reference("r.io/x:1")));
+  CHECK_FALSE(use_sigstore_attachments(d, parse_reference("r.io/ns/x:1")));  // its namespace does not set it
+  CHECK_FALSE(use_sigstore_attachments(d, parse_reference("q.io/off/x:1")));
+  CHECK(use_sigstore_attachments(d, parse_reference("z.io/x:1")));  // default-docker's
+  CHECK_FALSE(use_sigstore_attachments({}, parse_reference("z.io/x:1")));
+  CHECK_THROWS_WITH(parse_registries_d({{"b.yaml", "docker: {r.io: {use-sigstore-attachments: maybe}}\n"}}),
+                    Catch::Contains("must be true or false"));
+  CHECK(sigstore_attachment_tag(kDigest) == "sha256-" + std::string(64, 'a') + ".sig");
+}
+
+TEST_CASE("a sigstore key pair signs what its public key verifies, and nothing else", "[policy]") {
+  const SigstoreKeyPair pair = generate_sigstore_key("pass phrase");
+  CHECK(pair.private_pem.starts_with("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n"));
+  const SigstoreSigner signer(pair.private_pem, "pass phrase", "k.private");
+  CHECK(signer.public_pem() == pair.public_pem);
+  const std::string payload = make_sigstore_payload({"r.io/a:1", kDigest}, "rt test", 1);
+  const std::string sig = signer.sign(payload);
+  const SigstoreKey key(pair.public_pem, "k.pub");
+  CHECK(key.verifies(payload, sig));
+  CHECK_FALSE(key.verifies(payload + " ", sig));
+  CHECK_FALSE(key.verifies(payload, sig.substr(0, sig.size() / 2)));
+  CHECK_FALSE(key.verifies(payload, "not base64!"));
+  const SigstoreKey other(generate_sigstore_key("x").public_pem, "other.pub");
+  CHECK_FALSE(other.verifies(payload, sig));
+  CHECK_THROWS_WITH(SigstoreSigner(pair.private_pem, "wrong", "k.private"), Catch::Contains("wrong passphrase"));
+  CHECK_THROWS_WITH(SigstoreSigner(pair.public_pem, "x", "k.pub"), Catch::Contains("not an encrypted sigstore private key"));
+  CHECK_THROWS_WITH(SigstoreKey("junk", "j.pub"), Catch::Contains("not a PEM public key"));
+  const SignaturePayload back = parse_sigstore_payload(payload);
+  CHECK(back.docker_reference == "r.io/a:1");
+  CHECK(back.manifest_digest == kDigest);
+}
+
+TEST_CASE("a sigstore payload is read strictly; cosign's null optional is accepted", "[policy]") {
+  const std::string crit = R"({"identity":{"docker-reference":"r.io/a"},"image":{"docker-manifest-digest":")" + kDigest +
+                           R"("},"type":"cosign container image signature"})";
+  CHECK(parse_sigstore_payload(R"({"critical":)" + crit + R"(,"optional":null})").docker_reference == "r.io/a");
+  CHECK_THROWS_WITH(parse_sigstore_payload(R"({"critical":{"identity":{"docker-reference":"r.io/a"},"image":{"docker-manifest-digest":"x"},"type":"atomic container signature"}})"),
+                    Catch::Contains("not a sigstore signature"));
+  CHECK_THROWS_WITH(parse_sigstore_payload(R"({"critical":)" + crit + R"(,"extra":1})"), Catch::Contains("unknown key `extra`"));
+  CHECK_THROWS_WITH(parse_sigstore_payload(R"({"critical":{"type":"cosign container image signature"}})"),
+                    Catch::Contains("exactly `type`, `image` and `identity`"));
 }
