@@ -193,3 +193,34 @@ expect_match "$ERR" "not supported for oras://" "... refused as not supported"
 [ ! -e "$T/r.sif" ] && [ ! -e "$T/s.sif" ] && pass "... no file written" || fail "a refused SIF file was written"
 policy sifok "{\"$REG/test/sif\": [{\"type\": \"insecureAcceptAnything\"}]}"
 expect_status 0 "oras:// under insecureAcceptAnything" -- "$RT" pull --policy "$T/sifok.json" --ca-file "$REG_CA" "oras://$REG/test/sif:v1" "$T/ok.sif"
+
+# --- an https:// lookaside ----------------------------------------------------------
+# The signatures served over HTTPS (Python's server, the registry's
+# certificate), as a site publishes its staging store: rt reads them with
+# the registry's CA, until the first 404.
+put "$T/a" test/web:v1 "$FPR1"
+python3 - "$SIGS" "$T/reg/cert.pem" "$T/reg/key.pem" "$T/web.port" "$T/web.log" <<'PY' &
+import functools, http.server, ssl, sys
+d, cert, key, portfile, log = sys.argv[1:6]
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, fmt, *args):
+        with open(log, "a") as f:
+            f.write("%s %s\n" % (self.path, args[1] if len(args) > 1 else ""))
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=d))
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+open(portfile + ".tmp", "w").write(str(srv.server_address[1]))
+import os; os.rename(portfile + ".tmp", portfile)
+srv.serve_forever()
+PY
+REG_PIDS+=($!)
+for i in $(seq 100); do [ -s "$T/web.port" ] && break; sleep 0.05; done
+printf 'docker:\n  %s/test/web:\n    lookaside: https://127.0.0.1:%s\n' "$REG" "$(cat "$T/web.port")" >"$RD/web.yaml"
+expect_status 0 "signatures read from an https:// lookaside" -- \
+  "$RT" pull -v --policy "$T/key1.json" --ca-file "$REG_CA" "$REG/test/web:v1" web1
+expect_match "$ERR" "lookaside .https://127.0.0.1:" "... the lookaside registries.d names for it"
+d=$(digest_of test/web:v1)
+grep -q "^/test/web@sha256=$d/signature-1 200" "$T/web.log" && grep -q "^/test/web@sha256=$d/signature-2 404" "$T/web.log" &&
+  pass "... signature-1 fetched over HTTPS, then the 404 of signature-2 ends the list" || fail "server log: $(cat "$T/web.log")"
+expect_match "$("$RT" inspect web1)" "\"signer\":\"$FPR1\"" "... and the signer recorded"
