@@ -124,9 +124,26 @@ std::optional<int> exec_command(const std::vector<std::string>& words) {
   return run_exec(*opts);
 }
 
+// A SIF image that must verify first (--verify-key, or the site's
+// sif.keys): rt verify (rt-image's, GPGME) passes it once per file and
+// keys; later starts find the store's record and pay a stat.
+void verify_sif_first(const ExecOptions& o) {
+  auto v = sif_verification_needed(o);
+  if (!v) return;
+  std::vector<std::string> verify{"verify", "-q"};
+  for (const auto& k : v->keys) verify.insert(verify.end(), {"--key", k});
+  verify.push_back(v->file);
+  if (int rc = run_full_program(verify); rc != 0)
+    throw rt::Error("`" + v->file + "` is not run: its signatures do not verify with " +
+                        (v->from_site ? "the site's keys (sif.keys)" : "the keys given") + " (rt verify said why, above)",
+                    v->from_site ? "" : "check the file with rt verify --key KEY " + v->file);
+  remember_sif_verified(*v);
+}
+
 int run_exec(const ExecOptions& given) {
   const ExecOptions* opts = &given;
   try {
+    if (!opts->dry_run) verify_sif_first(*opts);
     if (!opts->dry_run && !opts->no_pull && step_image_to_send(*opts)) {
       std::vector<std::string> stage{"stage", "--step", "-q"};
       if (!opts->storage.empty()) stage.insert(stage.end(), {"--storage", opts->storage});

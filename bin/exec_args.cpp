@@ -145,6 +145,8 @@ constexpr OptSpec kOptions[] = {
      [](ExecState& s, const std::string&) { s.opts.join = ExecOptions::Inject::Off; }},
     {"--no-pull", nullptr, "an image reference not in the store is an error (default: pull it once)",
      [](ExecState& s, const std::string&) { s.opts.no_pull = true; }},
+    {"--verify-key", "FILE", "a SIF image runs only if it verifies with this OpenPGP key (rt verify); repeatable",
+     [](ExecState& s, const std::string& v) { s.opts.verify_keys.push_back(v); }},
     {"--policy", "FILE", "the trust policy of a pull on first use (containers-policy.json; default: as rt pull)",
      [](ExecState& s, const std::string& v) { s.opts.policy = v; }},
     {"--device", "VENDOR/CLASS=NAME", "add a CDI device (e.g. nvidia.com/gpu=all); repeatable",

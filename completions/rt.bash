@@ -13,7 +13,7 @@ _rt() {
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs --overlay --app
     --private-tmp --no-home --home --contain --tmpfs --net --pid --ipc --volume --mount --workdir --rm --cd -e --env --env-file --unset-env --clean-env -n --dry-run
-    --join --no-join --mpi --mpi= --gpu --no-gpu --ib --no-ib --fabric --no-glibc-replace --device --no-pull --policy --seccomp"
+    --join --no-join --mpi --mpi= --gpu --no-gpu --ib --no-ib --fabric --no-glibc-replace --device --no-pull --policy --verify-key --seccomp"
   if [[ $cword -eq 1 ]]; then
     COMPREPLY=($(compgen -W "$commands --version --help" -- "$cur"))
     return
@@ -30,7 +30,7 @@ _rt() {
   }
   case $prev in
     -b | --bind | --env-file | --ca-file | --policy | --squash | -f | --file | -o | --output | --build-arg-file | \
-      --sign-by-key | --sign-by-sigstore-private-key | --sign-passphrase-file | --passphrase-file | --output-prefix) _filedir; return ;;
+      --sign-by-key | --sign-by-sigstore-private-key | --sign-passphrase-file | --passphrase-file | --output-prefix | --verify-key) _filedir; return ;;
     --cd | --storage) _filedir -d; return ;;
     --overlay) _filedir; return ;;
     --device) COMPREPLY=($(compgen -W "nvidia.com/gpu=all" -- "$cur")); return ;;
@@ -57,7 +57,7 @@ _rt() {
       local i
       for ((i = 2; i < cword; i++)); do
         case ${words[i]} in
-          --uid | --gid | -b | --bind | --cd | -e | --env | --env-file | --unset-env | --storage | --device | --overlay | --app | --policy) ((i++)) ;;
+          --uid | --gid | -b | --bind | --cd | -e | --env | --env-file | --unset-env | --storage | --device | --overlay | --app | --policy | --verify-key) ((i++)) ;;
           -*) ;;
           *) _filedir; return ;;
         esac

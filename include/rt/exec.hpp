@@ -85,6 +85,7 @@ struct ExecOptions {
   bool dry_run = false;  // print the plan, change nothing
   bool no_pull = false;  // an image reference not in the store is an error, not pulled
   std::string policy;    // --policy: the trust policy of that pull (else rt pull's default)
+  std::vector<std::string> verify_keys;  // --verify-key FILE: a SIF image must verify with these (rt verify)
   bool seccomp = false;  // root emulation: chown, set*id, device mknod succeed without effect
   bool skip_sync = false;  // with seccomp: fsync & co return at once (rt build's RUN: its tree is scratch until stored)
   // Descriptors: the caller's inherited ones pass to the program (a
@@ -116,6 +117,22 @@ bool stored_image(const std::string& name, const std::string& storage);
 // node's staged/JOB directory (where the copy arrives) and returns true on
 // the first node while the copy has not been sent to this step's nodes.
 bool step_image_to_send(const ExecOptions& options);
+
+// A SIF image that must verify before it runs: with --verify-key, or the
+// site configuration's sif.keys (then every SIF file). nullopt when none
+// is asked, or when this file (its device, inode, size and times) was
+// verified with these keys before (a record in the store's verified/).
+// Throws rt::Error for --verify-key with an image that is no SIF file.
+struct SifVerification {
+  std::string file;
+  std::vector<std::string> keys;
+  bool from_site = false;  // the keys are the site's (sif.keys)
+  std::string storage;     // the store that keeps the record (as ExecOptions::storage)
+  std::string identity;    // the file's device, inode, size and times, and the keys' contents
+};
+std::optional<SifVerification> sif_verification_needed(const ExecOptions& options);
+// Keeps the record: `v` passed rt verify.
+void remember_sif_verified(const SifVerification& v);
 // On another node of such a step, when exec found the image neither stored
 // nor staged: waits for the copy ($RT_STAGE_TIMEOUT seconds, default 600).
 // False outside such a step; throws rt::Error naming the node when the

@@ -6,8 +6,9 @@
 // mpich.paths, gpu.libraries, gpu.binaries, gpu.paths, gpu.procfs, gpu.dev,
 // ib.libraries, ib.paths, ib.devices, fabric.libraries, fabric.paths,
 // glibc.replace (yes|no), cdi.dirs, squashfs.linger, image.policy (the trust
-// policy file in place of /etc/containers/policy.json). Unknown keys are an
-// error (a typo must not pass).
+// policy file in place of /etc/containers/policy.json), sif.keys (OpenPGP
+// keys every SIF image run must verify with). Unknown keys are an error (a
+// typo must not pass).
 #pragma once
 #include <map>
 #include <string>

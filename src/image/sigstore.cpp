@@ -13,14 +13,15 @@
 #include "util/strings.hpp"
 
 namespace rt::image {
+// Not in the anonymous namespace: the Impl classes below hold one.
+struct SigstorePkeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+using SigstorePkey = std::unique_ptr<EVP_PKEY, SigstorePkeyFree>;
+
 namespace {
 
 using nlohmann::json;
-
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
 
 struct BioFree {
   void operator()(BIO* b) const { BIO_free(b); }
@@ -76,7 +77,7 @@ void derive(std::string_view passphrase, const std::string& salt, uint64_t n, ui
 }  // namespace
 
 struct SigstoreKey::Impl {
-  Pkey key;
+  SigstorePkey key;
 };
 
 SigstoreKey::SigstoreKey(std::string_view pem, const std::string& what) : impl_(std::make_unique<Impl>()), what_(what) {
@@ -102,7 +103,7 @@ bool SigstoreKey::verifies(std::string_view payload, std::string_view signature_
 }
 
 struct SigstoreSigner::Impl {
-  Pkey key;
+  SigstorePkey key;
 };
 
 SigstoreSigner::SigstoreSigner(std::string_view file_text, std::string_view passphrase, const std::string& what)
@@ -174,7 +175,7 @@ std::string SigstoreSigner::public_pem() const {
 }
 
 SigstoreKeyPair generate_sigstore_key(std::string_view passphrase) {
-  Pkey key(EVP_EC_gen("P-256"));
+  SigstorePkey key(EVP_EC_gen("P-256"));
   if (!key) throw Error("sigstore: cannot make an ECDSA P-256 key");
   unsigned char* der = nullptr;
   std::unique_ptr<PKCS8_PRIV_KEY_INFO, void (*)(PKCS8_PRIV_KEY_INFO*)> p8(EVP_PKEY2PKCS8(key.get()),

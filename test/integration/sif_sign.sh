@@ -137,6 +137,43 @@ RT_SIGN_PASSPHRASE="s3cret words" expect_status 0 "signed twice (a second signer
   "$RT" sign -q --key "$T/mine.secret.asc" "$T/rt.sif"
 expect_status 0 "... both signatures verify" -- "$T/sifverify" "$T/rt.sif" "$T/mine.asc"
 
+# ---- rt exec --verify-key, and the site's sif.keys ---------------------------
+export RT_STORAGE="$T/store"
+records() { find "$RT_STORAGE/verified" -type f 2>/dev/null | wc -l; }
+expect_status 0 "rt exec --verify-key runs a file signed by that key" -- \
+  "$RT" exec --verify-key "$T/mine.asc" "$T/rt.sif" cat /etc/os-release
+expect_eq "$(records)" 1 "... and the store keeps a record of it"
+expect_status 0 "... a second start finds the record" -- "$RT" exec -q --verify-key "$T/mine.asc" "$T/rt.sif" true
+expect_eq "$(records)" 1 "... and adds none"
+expect_status 125 "rt exec --verify-key with another key refuses" -- "$RT" exec --verify-key "$T/sylabs.asc" "$T/rt.sif" true
+expect_match "$ERR" "rt.sif. is not run: its signatures do not verify with the keys given" "... naming the file"
+expect_match "$ERR" "signed by a key not given" "... and rt verify's reason"
+expect_status 125 "an unsigned file refuses" -- "$RT" exec --verify-key "$T/mine.asc" "$T/rt-unsigned.sif" true
+cp "$T/rt.sif" "$T/rt-flip.sif"
+expect_status 0 "a signed copy runs" -- "$RT" exec -q --verify-key "$T/mine.asc" "$T/rt-flip.sif" true
+python3 - "$T/rt-flip.sif" "$(stat -c %s "$T/rt-unsigned.sif")" <<'PY'
+import sys
+# A byte of the SquashFS partition, which ends where the unsigned file did.
+with open(sys.argv[1], "r+b") as f:
+    at = int(sys.argv[2]) - 1000
+    f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0xff]))
+PY
+expect_status 125 "... the same copy with a byte flipped afterwards refuses (its record no longer fits)" -- \
+  "$RT" exec -q --verify-key "$T/mine.asc" "$T/rt-flip.sif" true
+mkdir "$T/open" && cp "$T/rt.sif" "$T/open/" && chmod 0777 "$T/open"
+expect_status 125 "a signed file in a directory others can write is not verified" -- \
+  "$RT" exec --verify-key "$T/mine.asc" "$T/open/rt.sif" true
+expect_match "$ERR" "cannot be verified before it runs" "... saying why"
+chmod 0755 "$T/open"
+expect_status 125 "--verify-key with a directory image refuses" -- "$RT" exec --verify-key "$T/mine.asc" "$IMG" true
+expect_match "$ERR" "is not a SIF file" "... saying only SIF files carry signatures"
+printf 'sif.keys = %s\n' "$T/mine.asc" >"$T/rt.conf"
+expect_status 125 "the site's sif.keys: an unsigned SIF file refuses" -- env RT_CONF="$T/rt.conf" "$RT" exec "$T/rt-unsigned.sif" true
+expect_match "$ERR" "the site's keys \(sif.keys\)" "... naming the site's keys"
+expect_status 0 "... a signed one runs" -- env RT_CONF="$T/rt.conf" "$RT" exec "$T/rt.sif" true
+expect_status 0 "... and a directory image is not concerned" -- env RT_CONF="$T/rt.conf" "$RT" exec "$IMG" true
+unset RT_STORAGE
+
 # ---- rt's Apptainer command line -------------------------------------------
 mkdir -p "$T/bin" "$T/home"
 ln -s "$RT" "$T/bin/apptainer"

@@ -1,0 +1,82 @@
+// Which SIF images must verify before they run, and the store's record of
+// those that did (host); see rt/exec.hpp. rt verify itself is rt-image's
+// (GPGME): the command line runs it between the two calls here.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "hpc/site_config.hpp"
+#include "rt/error.hpp"
+#include "rt/exec.hpp"
+#include "squash/sif.hpp"
+#include "store/root.hpp"
+#include "store/lookup.hpp"
+#include "util/fd.hpp"
+#include "util/fs.hpp"
+#include "util/strings.hpp"
+
+namespace rt {
+namespace {
+
+// A record's name: the identity hashed with the user's secret (BLAKE2b).
+std::string record_name(const store::Root& root, const SifVerification& v) {
+  return util::keyed_hash_hex(root.secret(), v.identity);
+}
+
+}  // namespace
+
+std::optional<SifVerification> sif_verification_needed(const ExecOptions& o) {
+  const bool asked = !o.verify_keys.empty();
+  if (store::name_kind(o.image) != store::NameKind::Path) {
+    if (asked) throw Error("--verify-key: `" + o.image + "` is not a SIF file", "only SIF files carry signatures: name the file");
+    return std::nullopt;
+  }
+  util::UniqueFd fd(::open(o.image.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  struct stat st;
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || !squash::is_sif(fd.get())) {
+    if (asked) throw Error("--verify-key: `" + o.image + "` is not a SIF file", "only SIF files carry signatures");
+    return std::nullopt;
+  }
+  // Checked, then opened again to run: a file another user could change
+  // between the two is refused, not verified.
+  if (std::string why = store::foreign_path(o.image); !why.empty())
+    throw Error("`" + o.image + "` cannot be verified before it runs: " + why,
+                "copy it where only you can write, then run the copy");
+  SifVerification v;
+  v.file = o.image;
+  v.keys = o.verify_keys;
+  if (!asked) {
+    v.keys = hpc::load_site_config().get("sif.keys");
+    if (v.keys.empty()) return std::nullopt;
+    v.from_site = true;
+  }
+  // The record's name: the file as it is now and the keys' contents.
+  std::string id = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+                   std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
+                   std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
+  for (const auto& k : v.keys) {
+    auto text = util::read_regular_if_exists(k, 1 << 20);
+    if (!text) throw Error("verification key `" + k + "` does not exist" + (v.from_site ? " (the site's sif.keys)" : ""));
+    id += "\n" + *text;
+  }
+  v.storage = o.storage;
+  v.identity = std::move(id);
+  if (const store::Root* root = store::Root::user_if_exists(o.storage))
+    if (util::UniqueFd d = root->dir("verified", false)) {
+      struct stat rst;
+      if (::fstatat(d.get(), record_name(*root, v).c_str(), &rst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(rst.st_mode) &&
+          rst.st_uid == ::getuid())
+        return std::nullopt;
+    }
+  return v;
+}
+
+void remember_sif_verified(const SifVerification& v) {
+  util::UniqueFd d = store::Root::user(v.storage).dir("verified", true);
+  // A cache: where it cannot be written, the next start verifies again.
+  util::write_file_atomic_at(d.get(), record_name(store::Root::user(v.storage), v), v.file + "\n" + util::join(v.keys, "\n") + "\n");
+}
+
+}  // namespace rt
