@@ -124,9 +124,8 @@ std::optional<int> exec_command(const std::vector<std::string>& words) {
   return run_exec(*opts);
 }
 
-// A SIF image that must verify first (--verify-key, or the site's
-// sif.keys): rt verify (rt-image's, GPGME) passes it once per file and
-// keys; later starts find the store's record and pay a stat.
+// rt verify (rt-image's, GPGME) passes a file once per file and keys;
+// later starts find the store's record and pay a stat.
 void verify_sif_first(const ExecOptions& o) {
   auto v = sif_verification_needed(o);
   if (!v) return;

@@ -91,6 +91,7 @@ int start(const std::vector<std::string>& words) {
     throw Error("rt instance start needs IMAGE and NAME", "rt instance start [EXEC OPTIONS] IMAGE NAME [ARGS...]");
   const std::string name = o->command.front();
   o->command.erase(o->command.begin());
+  verify_sif_first(*o);
   const InstanceInfo i = start_instance(*o, name);
   if (o->verbosity >= 0)
     std::fprintf(stderr, "rt: started instance `%s` (pid %d): %s; logs in %s\n", i.name.c_str(), i.pid,

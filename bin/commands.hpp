@@ -39,6 +39,10 @@ int instance_command(const std::vector<std::string>& words);
 
 // Runs the full program with `args` and returns its exit status.
 int run_full_program(const std::vector<std::string>& args);
+// A SIF image that must verify first (--verify-key, or the site's
+// sif.keys): rt verify passes it, or rt::Error; rt exec and rt instance
+// start call it before the container.
+void verify_sif_first(const ExecOptions& options);
 // The Slurm plugin made rt a task's program (include/rt/slurm.hpp): turns
 // `words` into the task's exec command line, or returns the exit status
 // when the task ends here (--slurm-check, --container-save). Called only

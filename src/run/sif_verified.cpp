@@ -28,30 +28,30 @@ std::string record_name(const store::Root& root, const SifVerification& v) {
 }  // namespace
 
 std::optional<SifVerification> sif_verification_needed(const ExecOptions& o) {
-  const bool asked = !o.verify_keys.empty();
-  if (store::name_kind(o.image) != store::NameKind::Path) {
-    if (asked) throw Error("--verify-key: `" + o.image + "` is not a SIF file", "only SIF files carry signatures: name the file");
-    return std::nullopt;
-  }
-  util::UniqueFd fd(::open(o.image.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  struct stat st;
-  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || !squash::is_sif(fd.get())) {
-    if (asked) throw Error("--verify-key: `" + o.image + "` is not a SIF file", "only SIF files carry signatures");
-    return std::nullopt;
-  }
-  // Checked, then opened again to run: a file another user could change
-  // between the two is refused, not verified.
-  if (std::string why = store::foreign_path(o.image); !why.empty())
-    throw Error("`" + o.image + "` cannot be verified before it runs: " + why,
-                "copy it where only you can write, then run the copy");
+  // Cheapest first: most starts ask no verification (one failed open of
+  // the site configuration).
   SifVerification v;
-  v.file = o.image;
   v.keys = o.verify_keys;
+  const bool asked = !v.keys.empty();
   if (!asked) {
     v.keys = hpc::load_site_config().get("sif.keys");
     if (v.keys.empty()) return std::nullopt;
     v.from_site = true;
   }
+  auto not_sif = [&]() -> std::optional<SifVerification> {
+    if (asked) throw Error("--verify-key: `" + o.image + "` is not a SIF file", "only SIF files carry signatures: name the file");
+    return std::nullopt;
+  };
+  if (store::name_kind(o.image) != store::NameKind::Path) return not_sif();
+  util::UniqueFd fd(::open(o.image.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  struct stat st;
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || !squash::is_sif(fd.get())) return not_sif();
+  // Checked, then opened again to run: a file another user could change
+  // between the two is refused, not verified.
+  if (std::string why = store::foreign_path(o.image); !why.empty())
+    throw Error("`" + o.image + "` cannot be verified before it runs: " + why,
+                "copy it where only you can write, then run the copy");
+  v.file = o.image;
   // The record's name: the file as it is now and the keys' contents.
   std::string id = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
                    std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +

@@ -149,6 +149,10 @@ expect_status 125 "rt exec --verify-key with another key refuses" -- "$RT" exec 
 expect_match "$ERR" "rt.sif. is not run: its signatures do not verify with the keys given" "... naming the file"
 expect_match "$ERR" "signed by a key not given" "... and rt verify's reason"
 expect_status 125 "an unsigned file refuses" -- "$RT" exec --verify-key "$T/mine.asc" "$T/rt-unsigned.sif" true
+expect_status 125 "rt instance start --verify-key with another key refuses" -- \
+  "$RT" instance start --verify-key "$T/sylabs.asc" "$T/rt.sif" vk sleep 100
+expect_match "$ERR" "is not run: its signatures do not verify" "... before any instance starts"
+"$RT" instance list 2>/dev/null | grep -qw vk && fail "instance vk was started" || pass "... and none was"
 cp "$T/rt.sif" "$T/rt-flip.sif"
 expect_status 0 "a signed copy runs" -- "$RT" exec -q --verify-key "$T/mine.asc" "$T/rt-flip.sif" true
 python3 - "$T/rt-flip.sif" "$(stat -c %s "$T/rt-unsigned.sif")" <<'PY'
