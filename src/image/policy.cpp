@@ -526,13 +526,14 @@ std::string signature_url(const std::string& base, const store::Reference& ref, 
          std::to_string(n);
 }
 
-std::string make_signature_payload(const SignaturePayload& p, const std::string& creator, int64_t timestamp) {
+std::string make_signature_payload(const SignaturePayload& p, const std::string& creator, int64_t timestamp,
+                                   const char* type) {
   // nlohmann's objects keep their keys sorted, as containers/image's
   // encoder writes them; the verifier reads JSON, not bytes, anyway.
   json j = {{"critical",
              {{"identity", {{"docker-reference", p.docker_reference}}},
               {"image", {{"docker-manifest-digest", p.manifest_digest}}},
-              {"type", "atomic container signature"}}},
+              {"type", type}}},
             {"optional", {{"creator", creator}, {"timestamp", timestamp}}}};
   return j.dump();
 }

@@ -126,6 +126,8 @@ struct SignaturePayload {
 SignaturePayload parse_signature_payload(std::string_view json);
 // The payload rt signs for `p` (containers-signature(5)), with "creator"
 // and "timestamp" (seconds since the epoch) in "optional".
-std::string make_signature_payload(const SignaturePayload& p, const std::string& creator, int64_t timestamp);
+// `type`: critical.type (a sigstore payload's is another: image/sigstore).
+std::string make_signature_payload(const SignaturePayload& p, const std::string& creator, int64_t timestamp,
+                                   const char* type = "atomic container signature");
 
 }  // namespace rt::image

@@ -84,6 +84,24 @@ std::optional<std::string> http_get(const std::string& url, const RegistryOption
               "the trust policy is containers-policy.json(5), as podman and skopeo read it; rt-policy(5)");
 }
 
+// Why a signature's payload does not fit the image: unreadable, another
+// manifest, or an identity the requirement does not accept; "" when it fits.
+std::string payload_misfit(SignaturePayload (*parse)(std::string_view), std::string_view text, const PolicySubject& s,
+                           const Requirement& r) {
+  SignaturePayload payload;
+  try {
+    payload = parse(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  if (payload.manifest_digest != s.manifest_digest)
+    return "digest mismatch: it signs " + payload.manifest_digest + ", the registry's manifest is " + s.manifest_digest;
+  if (!identity_matches(r.identity, s.ref, payload.docker_reference))
+    return "identity mismatch: it signs `" + payload.docker_reference + "`, which " + r.identity.str() +
+           " does not accept for `" + s.ref.str() + "`";
+  return "";
+}
+
 // signedBy: true with the signer once one signature holds; else throws.
 std::string signed_by(const Policy& p, const PolicySubject& s, const std::string& scope, const Requirement& r,
                       std::optional<std::vector<std::string>>& sigs) {
@@ -115,21 +133,8 @@ std::string signed_by(const Policy& p, const PolicySubject& s, const std::string
       why.push_back(n + "signed by a key not given (" + v.fingerprint + ")");
       continue;
     }
-    SignaturePayload payload;
-    try {
-      payload = parse_signature_payload(v.text);
-    } catch (const Error& e) {
-      why.push_back(n + e.what());
-      continue;
-    }
-    if (payload.manifest_digest != s.manifest_digest) {
-      why.push_back(n + "digest mismatch: it signs " + payload.manifest_digest + ", the registry's manifest is " +
-                    s.manifest_digest);
-      continue;
-    }
-    if (!identity_matches(r.identity, s.ref, payload.docker_reference)) {
-      why.push_back(n + "identity mismatch: it signs `" + payload.docker_reference + "`, which " + r.identity.str() +
-                    " does not accept for `" + s.ref.str() + "`");
+    if (std::string misfit = payload_misfit(parse_signature_payload, v.text, s, r); !misfit.empty()) {
+      why.push_back(n + misfit);
       continue;
     }
     util::info("signature " + std::to_string(i + 1) + " of `" + s.ref.str() + "` by " + v.fingerprint + " holds");
@@ -176,21 +181,8 @@ std::string sigstore_signed(const Policy& p, const PolicySubject& s, const std::
       why.push_back(n + "not a valid signature by " + (keys.size() == 1 ? "the key" : "any of the keys"));
       continue;
     }
-    SignaturePayload payload;
-    try {
-      payload = parse_sigstore_payload(sig.payload);
-    } catch (const Error& e) {
-      why.push_back(n + e.what());
-      continue;
-    }
-    if (payload.manifest_digest != s.manifest_digest) {
-      why.push_back(n + "digest mismatch: it signs " + payload.manifest_digest + ", the registry's manifest is " +
-                    s.manifest_digest);
-      continue;
-    }
-    if (!identity_matches(r.identity, s.ref, payload.docker_reference)) {
-      why.push_back(n + "identity mismatch: it signs `" + payload.docker_reference + "`, which " + r.identity.str() +
-                    " does not accept for `" + s.ref.str() + "`");
+    if (std::string misfit = payload_misfit(parse_sigstore_payload, sig.payload, s, r); !misfit.empty()) {
+      why.push_back(n + misfit);
       continue;
     }
     util::info("sigstore signature " + std::to_string(i + 1) + " of `" + s.ref.str() + "` by `" + key->name() +

@@ -239,13 +239,7 @@ SignaturePayload parse_sigstore_payload(std::string_view text) {
 }
 
 std::string make_sigstore_payload(const SignaturePayload& p, const std::string& creator, int64_t timestamp) {
-  // Keys sorted, as containers/image writes them.
-  json j = {{"critical",
-             {{"identity", {{"docker-reference", p.docker_reference}}},
-              {"image", {{"docker-manifest-digest", p.manifest_digest}}},
-              {"type", "cosign container image signature"}}},
-            {"optional", {{"creator", creator}, {"timestamp", timestamp}}}};
-  return j.dump();
+  return make_signature_payload(p, creator, timestamp, "cosign container image signature");
 }
 
 std::string sigstore_attachment_tag(const std::string& digest) {
