@@ -24,7 +24,7 @@ fail() { echo "bench: $*" >&2; exit 1; }
 skip() { fail "$*"; }
 cleanup() { chmod -R u+w "$T" 2>/dev/null || true; rm -rf "$T"; }
 trap cleanup EXIT
-export RT_SOURCE_DIR=$src HOME=$T/home REGISTRY_AUTH_FILE=$T/home/auth.json  # skopeo's, not /run/containers
+export RT_SOURCE_DIR=$src HOME=$T/home XDG_RUNTIME_DIR=$T/home  # skopeo reads $XDG_RUNTIME_DIR/containers/auth.json
 mkdir -p "$HOME"
 . "$src/test/integration/registry.sh"
 
