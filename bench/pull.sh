@@ -73,14 +73,18 @@ run() {  # run LABEL CMD...: appends the wall time; prints RSS for rt
   times[$label]+="${out%% *} "
   [ "$label" != rt ] || rss+="${out##* } "
 }
+# After the stores are removed the file system goes on working for seconds
+# (measured: the next run took 2-3x as long, whichever it was): waited for,
+# so that no row pays it for being first.
+settle() { sync; sleep 5; }
 rss=""
 for r in $(seq "$rounds"); do
-  rm -rf "$T/rtstore" "$T/chstore" "$T/x" "$T/sgstore" && mkdir "$T/x"
+  rm -rf "$T/rtstore" "$T/chstore" "$T/x" "$T/sgstore" && mkdir "$T/x" && settle
   run rt "$src/build-bench/rt" pull -q --storage "$T/rtstore" --ca-file "$REG_CA" --policy "$T/any.json" "$signed"
   run rt-signed "$src/build-bench/rt" pull -q --storage "$T/sgstore" --ca-file "$REG_CA" --policy "$T/signed.json" "$signed"
   run ch-image env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE ch-image --storage "$T/chstore" --no-cache --tls-no-verify pull "$ref"
   run tar sh -c "for l in $T/l1.tar.gz $T/l2.tar.gz $T/l3.tar.gz; do tar -xzf \$l -C $T/x; done"
-  rm -rf "$T/rtstore" "$T/chstore" "$T/x" "$T/sgstore" && mkdir "$T/x"
+  rm -rf "$T/rtstore" "$T/chstore" "$T/x" "$T/sgstore" && mkdir "$T/x" && settle
   run tar sh -c "for l in $T/l1.tar.gz $T/l2.tar.gz $T/l3.tar.gz; do tar -xzf \$l -C $T/x; done"
   run ch-image env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE ch-image --storage "$T/chstore" --no-cache --tls-no-verify pull "$ref"
   run rt-signed "$src/build-bench/rt" pull -q --storage "$T/sgstore" --ca-file "$REG_CA" --policy "$T/signed.json" "$signed"

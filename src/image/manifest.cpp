@@ -22,8 +22,6 @@ std::string Platform::str() const {
 
 json parse_json(std::string_view text, const std::string& what) { return util::parse_json_object(text, what); }
 
-namespace {
-
 Descriptor parse_descriptor(const json& j, const std::string& what) {
   if (!j.is_object()) throw Error(what + ": a descriptor is not an object");
   Descriptor d;
@@ -46,6 +44,8 @@ Descriptor parse_descriptor(const json& j, const std::string& what) {
   d.platform.variant = util::json_string(p, "variant", what + " platform");
   return d;
 }
+
+namespace {
 
 }  // namespace
 

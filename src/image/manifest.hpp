@@ -41,6 +41,9 @@ inline constexpr const char* kOciConfig = "application/vnd.oci.image.config.v1+j
 nlohmann::json parse_json(std::string_view text, const std::string& what);
 
 bool is_index(const nlohmann::json& doc);
+// One descriptor: its media type, digest (validated) and size; throws
+// rt::Error naming `what`.
+Descriptor parse_descriptor(const nlohmann::json& j, const std::string& what);
 std::vector<Descriptor> parse_index(const nlohmann::json& doc, const std::string& what);
 Manifest parse_manifest(const nlohmann::json& doc, const std::string& what);
 // Refuses a manifest or index whose mediaType disagrees with the descriptor

@@ -208,8 +208,8 @@ std::vector<SigstoreSignature> read_sigstore_attachments(Registry& reg, const st
   std::vector<SigstoreSignature> out;
   for (const auto& l : m["layers"]) {
     if (out.size() >= static_cast<size_t>(kMaxSignatures)) break;
+    if (!l.is_object() || !l.contains("mediaType") || l["mediaType"] != kSimpleSigning) continue;
     SigstoreSignature sig;
-    if (!l.is_object() || l.value("mediaType", "") != kSimpleSigning) continue;
     auto a = l.find("annotations");
     const nlohmann::json* value = a != l.end() && a->is_object() && a->contains(kSignatureAnnotation)
                                       ? &(*a)[kSignatureAnnotation]
@@ -219,7 +219,7 @@ std::vector<SigstoreSignature> read_sigstore_attachments(Registry& reg, const st
     } else {
       sig.signature_b64 = value->get<std::string>();
       try {
-        Descriptor d{kSimpleSigning, l.value("digest", ""), l.value("size", int64_t{-1}), {}, {}};
+        const Descriptor d = parse_descriptor(l, what);  // the digest validated before it is in a URL
         if (d.size < 0 || d.size > static_cast<int64_t>(kMaxSignature))
           throw Error("its payload's size is not between 0 and 4 MiB");
         sig.payload = reg.get_blob(d);
@@ -234,24 +234,31 @@ std::vector<SigstoreSignature> read_sigstore_attachments(Registry& reg, const st
 
 std::string write_sigstore_attachment(Registry& reg, const std::string& digest, const SigstoreSignature& sig) {
   const std::string tag = sigstore_attachment_tag(digest);
+  const std::string what = "attachment `" + reg.ref().registry + "/" + reg.ref().repository + ":" + tag + "`";
   nlohmann::json layers = nlohmann::json::array();
+  std::vector<std::string> digests;  // of the layers kept
   if (auto doc = reg.find_manifest(tag)) {
-    const nlohmann::json m = parse_json(doc->body, "attachment `" + tag + "`");
-    if (m.is_object() && m.contains("layers") && m["layers"].is_array()) layers = m["layers"];
+    const nlohmann::json m = parse_json(doc->body, what);
+    if (!m.contains("layers") || !m["layers"].is_array())
+      throw Error(what + " is not an image manifest: no signature is added to it");
+    layers = m["layers"];
+    for (const auto& l : layers) digests.push_back(parse_descriptor(l, what).digest);
   }
   const Descriptor payload = reg.put_small_blob(sig.payload, kSimpleSigning);
   for (const auto& l : layers)
-    if (l.is_object() && l.value("digest", "") == payload.digest) {
+    if (l["digest"] == payload.digest) {
       auto a = l.find("annotations");
-      if (a != l.end() && a->is_object() && a->value(kSignatureAnnotation, "") == sig.signature_b64) return tag;
+      if (a != l.end() && a->is_object() && a->contains(kSignatureAnnotation) &&
+          (*a)[kSignatureAnnotation] == sig.signature_b64)
+        return tag;
     }
   layers.push_back({{"mediaType", kSimpleSigning},
                     {"digest", payload.digest},
                     {"size", payload.size},
                     {"annotations", {{kSignatureAnnotation, sig.signature_b64}}}});
   // The config as containers/image writes it: the layers' digests as diff_ids.
-  nlohmann::json diff_ids = nlohmann::json::array();
-  for (const auto& l : layers) diff_ids.push_back(l.value("digest", ""));
+  digests.push_back(payload.digest);
+  const nlohmann::json diff_ids = digests;
   const nlohmann::json config = {{"architecture", ""},
                                  {"os", ""},
                                  {"config", nlohmann::json::object()},

@@ -127,9 +127,10 @@ SigstoreSigner::SigstoreSigner(std::string_view file_text, std::string_view pass
     return params[k].get<uint64_t>();
   };
   const uint64_t n = param("N"), r = param("r"), p = param("p");
-  // What cosign writes is N=2^15 or 2^16; a file asking far more is refused
-  // rather than worked through (N * r * 128 bytes of memory).
-  if (n < 2 || (n & (n - 1)) || n > (1u << 20) || r == 0 || r > 32 || p == 0 || p > 16)
+  // What cosign writes is N=2^15 or 2^16, r=8 (32 or 64 MiB); a file
+  // asking far more is refused rather than worked through (N * r * 128
+  // bytes of memory, at most 256 MiB here).
+  if (n < 2 || (n & (n - 1)) || r == 0 || r > 32 || p == 0 || p > 16 || n * r * 128 > (uint64_t{1} << 28))
     throw Error("sigstore key `" + what + "`: scrypt parameters out of range (N=" + std::to_string(n) +
                 ", r=" + std::to_string(r) + ", p=" + std::to_string(p) + ")");
   const std::string salt = b64_field(j["kdf"], "salt", what), nonce = b64_field(j["cipher"], "nonce", what),

@@ -13,6 +13,7 @@
 #include "image/sigstore.hpp"
 #include "rt/error.hpp"
 #include "store/ref.hpp"
+#include "util/strings.hpp"
 #include "temp_dir.hpp"
 
 using namespace rt::image;
@@ -409,6 +410,19 @@ TEST_CASE("a sigstore key pair signs what its public key verifies, and nothing e
   CHECK_THROWS_WITH(SigstoreSigner(pair.private_pem, "wrong", "k.private"), Catch::Contains("wrong passphrase"));
   CHECK_THROWS_WITH(SigstoreSigner(pair.public_pem, "x", "k.pub"), Catch::Contains("not an encrypted sigstore private key"));
   CHECK_THROWS_WITH(SigstoreKey("junk", "j.pub"), Catch::Contains("not a PEM public key"));
+  // A key file asking scrypt for 4 GiB is refused, not worked through.
+  std::string body;
+  std::string b64;
+  for (const auto& line : rt::util::split(pair.private_pem, '\n'))
+    if (!line.empty() && line[0] != '-') b64 += line;
+  REQUIRE(rt::util::base64_decode(b64, &body));
+  const std::string n = "\"N\":65536";
+  const auto at = body.find(n);
+  REQUIRE(at != std::string::npos);
+  body.replace(at, n.size(), "\"N\":4194304");
+  const std::string greedy = "-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n" + rt::util::base64_encode(body) +
+                             "\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n";
+  CHECK_THROWS_WITH(SigstoreSigner(greedy, "pass phrase", "greedy.private"), Catch::Contains("scrypt parameters out of range"));
   const SignaturePayload back = parse_sigstore_payload(payload);
   CHECK(back.docker_reference == "r.io/a:1");
   CHECK(back.manifest_digest == kDigest);
