@@ -17,11 +17,7 @@ PushSigner::PushSigner(const store::Reference& ref, const PushSigning& how) : re
   if (!how_.by_sigstore_key.empty()) {
     // Attachments only, as containers/image writes sigstore signatures:
     // refused here, before anything is sent, unless registries.d says so.
-    const std::string dir = image::find_registries_d();
-    if (!image::use_sigstore_attachments(image::read_registries_d(dir), ref_))
-      throw Error("a sigstore signature of `" + ref_.str() + "` goes into a registry attachment, and registries.d `" +
-                      dir + "` does not set use-sigstore-attachments for it",
-                  "set `use-sigstore-attachments: true` for the registry in registries.d, as skopeo needs too");
+    image::require_sigstore_attachments(ref_, "a sigstore signature of `" + ref_.str() + "` goes into a registry attachment");
     auto text = util::read_regular_if_exists(how_.by_sigstore_key, 1 << 20);
     if (!text) throw Error("sigstore key `" + how_.by_sigstore_key + "` does not exist");
     // Opened now: a wrong passphrase is refused before a blob is sent.

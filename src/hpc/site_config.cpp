@@ -50,7 +50,9 @@ SiteConfig parse_site_config(const std::string& text, const std::string& file) {
   return c;
 }
 
-SiteConfig load_site_config() {
+namespace {
+
+SiteConfig read_site_config() {
   const char* env = std::getenv("RT_CONF");
   std::string file = env && *env ? env : "/etc/rt/rt.conf";
   auto text = util::read_file_if_exists(file, 1 << 20);
@@ -59,6 +61,15 @@ SiteConfig load_site_config() {
     return {};
   }
   return parse_site_config(*text, file);
+}
+
+}  // namespace
+
+const SiteConfig& load_site_config() {
+  // Read once per process: a start that checks for sif.keys and then
+  // injects host libraries reads the file once.
+  static const SiteConfig conf = read_site_config();
+  return conf;
 }
 
 }  // namespace rt::hpc

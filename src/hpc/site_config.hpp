@@ -26,7 +26,8 @@ struct SiteConfig {
 // Parses text; throws rt::Error naming file and line.
 SiteConfig parse_site_config(const std::string& text, const std::string& file);
 
-// $RT_CONF, else /etc/rt/rt.conf, else built-in defaults only.
-SiteConfig load_site_config();
+// $RT_CONF, else /etc/rt/rt.conf, else built-in defaults only; read once
+// per process.
+const SiteConfig& load_site_config();
 
 }  // namespace rt::hpc

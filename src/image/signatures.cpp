@@ -195,13 +195,25 @@ std::string sigstore_signed(const Policy& p, const PolicySubject& s, const std::
 constexpr const char* kSimpleSigning = "application/vnd.dev.cosign.simplesigning.v1+json";
 constexpr const char* kSignatureAnnotation = "dev.cosignproject.cosign/signature";
 
+// "attachment `HOST/REPO:sha256-HEX.sig`", for messages.
+std::string attachment_name(const Registry& reg, const std::string& tag) {
+  return "attachment `" + reg.ref().registry + "/" + reg.ref().repository + ":" + tag + "`";
+}
+
 }  // namespace
+
+void require_sigstore_attachments(const store::Reference& ref, const std::string& what) {
+  const std::string dir = find_registries_d();
+  if (!use_sigstore_attachments(read_registries_d(dir), ref))
+    throw Error(what + ", and registries.d `" + dir + "` does not set use-sigstore-attachments for it",
+                "set `use-sigstore-attachments: true` for the registry in registries.d, as podman and skopeo need too");
+}
 
 std::vector<SigstoreSignature> read_sigstore_attachments(Registry& reg, const std::string& digest) {
   const std::string tag = sigstore_attachment_tag(digest);
   auto doc = reg.find_manifest(tag);
   if (!doc) return {};
-  const std::string what = "attachment `" + reg.ref().registry + "/" + reg.ref().repository + ":" + tag + "`";
+  const std::string what = attachment_name(reg, tag);
   const nlohmann::json m = parse_json(doc->body, what);
   if (!m.is_object() || !m.contains("layers") || !m["layers"].is_array())
     throw Error(what + " is not an image manifest");
@@ -234,7 +246,7 @@ std::vector<SigstoreSignature> read_sigstore_attachments(Registry& reg, const st
 
 std::string write_sigstore_attachment(Registry& reg, const std::string& digest, const SigstoreSignature& sig) {
   const std::string tag = sigstore_attachment_tag(digest);
-  const std::string what = "attachment `" + reg.ref().registry + "/" + reg.ref().repository + ":" + tag + "`";
+  const std::string what = attachment_name(reg, tag);
   nlohmann::json layers = nlohmann::json::array();
   std::vector<std::string> digests;  // of the layers kept
   if (auto doc = reg.find_manifest(tag)) {
@@ -366,8 +378,7 @@ std::pair<std::string, int> write_lookaside(const std::string& base, const store
 
 std::optional<Admission> admit_image(const std::string& given, const store::Reference& ref,
                                      const std::string& manifest_digest, const RegistryOptions& tls, bool oras) {
-  const hpc::SiteConfig site = hpc::load_site_config();
-  auto site_policy = site.get("image.policy");
+  auto site_policy = hpc::load_site_config().get("image.policy");
   const std::string file = find_policy_file(given, site_policy.empty() ? "" : site_policy.front());
   if (file.empty()) {
     util::info("no policy file (~/.config/containers/policy.json, /etc/containers/policy.json): `" + ref.str() +
@@ -382,11 +393,7 @@ std::optional<Admission> admit_image(const std::string& given, const store::Refe
     s.no_sigstore = "sigstoreSigned is not supported for oras:// (check the SIF file's own signatures with rt verify)";
   } else {
     s.sigstore = [&] {
-      const std::string dir = find_registries_d();
-      if (!use_sigstore_attachments(read_registries_d(dir), ref))
-        throw Error("image `" + ref.str() + "`: sigstore signatures are read from registry attachments, and "
-                    "registries.d `" + dir + "` does not set use-sigstore-attachments for it",
-                    "set `use-sigstore-attachments: true` for the registry in registries.d, as podman and skopeo need too");
+      require_sigstore_attachments(ref, "image `" + ref.str() + "`: sigstore signatures are read from registry attachments");
       Registry reg(ref, tls);
       util::info("sigstore signatures of `" + ref.str() + "`: attachment `" + sigstore_attachment_tag(manifest_digest) +
                  "`");

@@ -55,6 +55,10 @@ Admission check_policy(const Policy& p, const PolicySubject& s);
 std::vector<std::string> read_lookaside(const std::string& base, const store::Reference& ref,
                                         const std::string& digest, const RegistryOptions& tls);
 
+// Throws rt::Error (`what`, then why) unless registries.d sets
+// use-sigstore-attachments for `ref`: sigstore signatures are read and
+// written only there, as containers/image does.
+void require_sigstore_attachments(const store::Reference& ref, const std::string& what);
 // The sigstore signatures of `digest` attached in `reg`'s repository: the
 // layers of its manifest tagged sigstore_attachment_tag(digest), each a
 // payload blob with its signature in an annotation (as cosign and
