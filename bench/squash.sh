@@ -9,6 +9,7 @@
 # the mount are warm, as the page cache is for the directory image. "rt
 # sqfs cold" uses a copy of the file with RT_SQUASHFS_LINGER=0: every round
 # mounts afresh and decompresses everything, as ch-run does every time.
+# Every row runs from an empty directory of its own, so all read the same.
 # Target: rt SquashFS whole-image read <= 3x rt directory.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +21,13 @@ debian_in_store sqbench
 s=$(date +%s%N); "$RT" convert -q debian "$T/debian.sqfs"; e=$(date +%s%N)
 echo "rt convert (mksquashfs zstd-3, $(nproc) threads): $(( (e - s) / 1000000 )) ms, $(stat -c %s "$T/debian.sqfs") bytes"
 cp "$T/debian.sqfs" "$T/cold.sqfs"
+# Every row runs from a fresh empty directory in /tmp: rt binds the working
+# directory into the container, and from the source copy (under /var, with
+# its build output) `tar ... var` would read that tree too in rt's rows and
+# not in ch-run's. The host's /tmp is bound anyway and tar does not read it.
+cwd=$(mktemp -d /tmp/rt-squash-cwd.XXXXXX)
+trap 'rmdir "$cwd"; chmod -R u+w "$T"; rm -rf "$T"' EXIT
+cd "$cwd"
 read_all='cd / && tar -cf - usr etc var 2>/dev/null | cat > /dev/null'
 declare -A t
 timeit() {
