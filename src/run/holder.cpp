@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -165,7 +166,8 @@ bool others_in(std::set<std::string>& spaces, const std::string& own) {
   return found;
 }
 
-// One message carrying the two namespace fds (SCM_RIGHTS).
+// One message carrying two fds (SCM_RIGHTS): the user namespace, then the
+// mount namespace (Share) or a detached tree (Tree).
 struct FdMessage {
   char payload[1] = {'J'};
   iovec iov{payload, sizeof payload};
@@ -181,14 +183,14 @@ struct FdMessage {
   FdMessage& operator=(const FdMessage&) = delete;
 };
 
-void send_namespaces(int conn, int userns, int mntns) {
+void send_fds(int conn, int userns, int mnt) {
   FdMessage m;
   msghdr& msg = m.msg;
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(2 * sizeof(int));
-  int fds[2] = {userns, mntns};
+  int fds[2] = {userns, mnt};
   std::memcpy(CMSG_DATA(c), fds, sizeof fds);
   ::sendmsg(conn, &msg, MSG_NOSIGNAL);
 }
@@ -196,7 +198,7 @@ void send_namespaces(int conn, int userns, int mntns) {
 struct Client {
   pid_t pid;
   UniqueFd pidfd;  // empty where pidfd_open is missing (Linux < 5.3): polled
-  UniqueFd conn;   // Copy: open until the client reports its namespace
+  UniqueFd conn;   // Tree: open until the client reports its namespace
 };
 
 class Holder {
@@ -288,8 +290,21 @@ private:
         continue;
       }
       Client c{cred.pid, UniqueFd(pidfd_open(cred.pid)), {}};
-      send_namespaces(fd, userns_, mntns_);
-      if (policy_.entry == HolderPolicy::Entry::Copy) c.conn = std::move(conn);
+      if (policy_.entry == HolderPolicy::Entry::Tree) {
+        // A copy for this client alone: attaching it consumes it. The
+        // client never enters this namespace, so nothing of it needs
+        // unmounting there (a lazy unmount waits for an RCU grace period).
+        UniqueFd copy(::open_tree(AT_FDCWD, policy_.tree.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+        if (!copy) {
+          const int err = errno;
+          util::debug(policy_.what + ": open_tree `" + policy_.tree + "`: " + std::strerror(err));
+          continue;
+        }
+        send_fds(fd, userns_, copy.get());
+        c.conn = std::move(conn);
+      } else {
+        send_fds(fd, userns_, mntns_);
+      }
       clients_.push_back(std::move(c));
       ++joined_;
       idle_ = false;
@@ -298,7 +313,7 @@ private:
     }
   }
 
-  // A Copy client reports (or fails to report) its private mount namespace;
+  // A Tree client reports (or fails to report) its own mount namespace;
   // it may be gone already, leaving a daemon in it.
   void copied(Client& c) {
     char ns[64];
@@ -341,6 +356,14 @@ private:
     util::write_all(report.get(), std::string(e.what()) + '\n', "holder report");
     ::_exit(kExitRtFailed);
   }
+  // This thread (not the threads `build` started, a server's among them)
+  // wakes for each client's connect, proof and report. SCHED_BATCH wakeups
+  // do not preempt the running task (sched(7)): the client, which would
+  // otherwise be switched out at each of its sends, runs on until it waits
+  // for the answer. Measured on two cores: two of a SquashFS start's three
+  // holder wakeups preempted it.
+  sched_param batch{};
+  (void)::sched_setscheduler(0, SCHED_BATCH, &batch);
   util::write_all(report.get(), kOk, "holder report");
   report.reset();
   // Whoever reads the first client's output (a launcher, a shell pipe)
@@ -384,10 +407,9 @@ void start_holder(UniqueFd sock, const HolderPolicy& policy, const std::string& 
   throw Error(text.substr(0, nl), hint);
 }
 
-// The namespaces' fds from a holder, or false if it went away first;
-// throws when `deadline` passes first (a holder still building).
-bool receive_namespaces(int conn, UniqueFd& userns, UniqueFd& mntns, Clock::time_point deadline,
-                        const HolderPolicy& policy) {
+// The two fds from a holder, or false if it went away first; throws when
+// `deadline` passes first (a holder still building).
+bool receive_fds(int conn, UniqueFd& userns, UniqueFd& mnt, Clock::time_point deadline, const HolderPolicy& policy) {
   for (;;) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
     pollfd p{conn, POLLIN, 0};
@@ -407,9 +429,9 @@ bool receive_namespaces(int conn, UniqueFd& userns, UniqueFd& mntns, Clock::time
     int fds[2];
     std::memcpy(fds, CMSG_DATA(c), sizeof fds);
     userns.reset(fds[0]);
-    mntns.reset(fds[1]);
+    mnt.reset(fds[1]);
   }
-  return userns && mntns;
+  return userns && mnt;
 }
 
 }  // namespace
@@ -431,7 +453,7 @@ enum class Tried { Entered, Foreign, Absent };
 // not listen (rt's holders listen as they bind).
 Tried try_name(const std::string& name, const std::string& proof, const HolderPolicy& policy,
                const std::function<void()>& build, Clock::time_point deadline, UniqueFd& conn, UniqueFd& userns,
-               UniqueFd& mntns) {
+               UniqueFd& mnt) {
   const Address addr = address_of(name);
   auto backoff = std::chrono::microseconds(200);
   int refused = 0;
@@ -451,7 +473,7 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
         return Tried::Foreign;
       }
       ::send(conn.get(), proof.data(), proof.size(), MSG_NOSIGNAL);
-      if (receive_namespaces(conn.get(), userns, mntns, deadline, policy)) return Tried::Entered;
+      if (receive_fds(conn.get(), userns, mnt, deadline, policy)) return Tried::Entered;
       refused = 0;  // the holder was exiting, or failed to build: start over
     } else if (errno == ECONNREFUSED) {
       if (!policy.may_start) return Tried::Absent;
@@ -484,24 +506,30 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
 
 }  // namespace
 
-bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build) {
+bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build,
+                  UniqueFd* tree) {
   const auto deadline = Clock::now() + kEnterTimeout;
-  UniqueFd conn, userns, mntns;
+  UniqueFd conn, userns, mnt;
   bool entered = false, absent = false;
   for (int i = 0; i < kNames && !entered; ++i) {
     const std::string name = key.name(i);
-    const Tried t = try_name(name, key.proof(name), policy, build, deadline, conn, userns, mntns);
+    const Tried t = try_name(name, key.proof(name), policy, build, deadline, conn, userns, mnt);
     entered = t == Tried::Entered;
     absent |= t == Tried::Absent;
   }
   if (!entered && absent) throw Error(policy.what + " is not running", policy.hint);
   if (!entered) return false;
   if (::setns(userns.get(), CLONE_NEWUSER) != 0) throw SysError{errno, "setns(CLONE_NEWUSER)", policy.what};
-  if (::setns(mntns.get(), CLONE_NEWNS) != 0) throw SysError{errno, "setns(CLONE_NEWNS)", policy.what};
-  if (policy.entry == HolderPolicy::Entry::Copy) {
+  if (policy.entry == HolderPolicy::Entry::Tree) {
+    // A copy of this process's own mount namespace, owned by the holder's
+    // user namespace, as a directory image's start makes one: the tree is
+    // attached there, and the holder's namespace is never entered.
     if (::unshare(CLONE_NEWNS) != 0) throw SysError{errno, "unshare(CLONE_NEWNS)", policy.what};
     std::string ns = mount_namespace_of("self");
     ::send(conn.get(), ns.data(), ns.size(), MSG_NOSIGNAL);
+    if (tree) *tree = std::move(mnt);
+  } else if (::setns(mnt.get(), CLONE_NEWNS) != 0) {
+    throw SysError{errno, "setns(CLONE_NEWNS)", policy.what};
   }
   util::debug("entered " + policy.what);
   return true;

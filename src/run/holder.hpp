@@ -20,11 +20,16 @@
 // setns(2). A holder cannot be traced or looked into through /proc
 // (PR_SET_DUMPABLE 0), and its command line shows only `title`.
 //
+// A Tree holder (a SquashFS image's server) sends the user namespace and,
+// in place of its mount namespace, a detached copy of one mount of it made
+// for that client alone (open_tree(2), OPEN_TREE_CLONE); the client makes a
+// mount namespace of its own, owned by that user namespace, to attach it in.
+//
 // The holder watches each client through a pidfd and knows every mount
-// namespace its clients live in (its own, and the private copies clients
-// make). Once no client is left and no process is in any of those
-// namespaces (daemons the programs started), it waits `linger` for a new
-// client, then exits. A client that connects while the holder exits sees
+// namespace its clients live in (its own, and those Tree clients make).
+// Once no client is left and no process is in any of those namespaces
+// (daemons the programs started), it waits `linger` for a new client, then
+// exits. A client that connects while the holder exits sees
 // the connection closed and starts over.
 #pragma once
 #include <chrono>
@@ -34,12 +39,15 @@
 
 #include <sys/types.h>
 
+#include "util/fd.hpp"
+
 namespace rt::run {
 
 struct HolderPolicy {
   enum class Entry {
     Share,  // clients enter the holder's mount namespace: one tree for all
-    Copy,   // clients make a private copy of it and report the copy's identity
+    Tree,   // clients get a detached copy of the mount at `tree`, make a mount
+            // namespace of their own and report its identity
   };
   Entry entry = Entry::Share;
   std::string what;                // for messages: "the node's shared container `KEY`"
@@ -54,6 +62,9 @@ struct HolderPolicy {
   // False: a client only enters a holder that serves; when none does,
   // enter_holder throws "WHAT is not running" (an instance).
   bool may_start = true;
+  // Tree: the mount point, in the holder's mount namespace, of the mount
+  // each client gets a copy of.
+  std::string tree{};
 };
 
 struct HolderKey {
@@ -70,10 +81,12 @@ struct HolderKey {
 // Enters the namespaces of the holder for `key`, starting one that runs
 // `build` when none is serving. An rt::Error thrown by `build` is thrown
 // here by the client that started the holder. Returns true with the caller
-// in the holder's user namespace and in its mount namespace (Share) or a
-// private copy of it (Copy); false, having entered nothing, when every name
+// in the holder's user namespace and in its mount namespace (Share), or in
+// a new copy of the caller's own mount namespace with the holder's detached
+// tree in `*tree` (Tree); false, having entered nothing, when every name
 // of the key is held by somebody else. The caller must be single-threaded.
-bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build);
+bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build,
+                  util::UniqueFd* tree = nullptr);
 
 // The identity of a process's namespace of `kind` ("mnt", "pid": as
 // "mnt:[4026532...]"; `pid` may be "self"), "" when it cannot be read.

@@ -1,8 +1,6 @@
 // The server of a SquashFS image (host -> namespace); see image_server.hpp.
 #include "run/image_server.hpp"
 
-#include <fcntl.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,12 +49,15 @@ util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, con
   // One server per file version, mount point and id mapping.
   struct stat st;
   if (::stat(plan.rootfs.c_str(), &st) != 0) throw SysError{errno, "stat", plan.rootfs};
-  std::string text = plan.rootfs + '\0' + plan.staging + '\0' + util::file_stamp(st) + '\0' +
-                     std::to_string(plan.outer_uid) + ':' + std::to_string(plan.inner_uid) + ':' +
+  // "tree": servers that hand out a copy of their mount have names of their
+  // own (an earlier rt's server handed out its mount namespace).
+  std::string text = std::string("tree") + '\0' + plan.rootfs + '\0' + plan.staging + '\0' + util::file_stamp(st) +
+                     '\0' + std::to_string(plan.outer_uid) + ':' + std::to_string(plan.inner_uid) + ':' +
                      std::to_string(plan.outer_gid) + ':' + std::to_string(plan.inner_gid);
   HolderKey key{"rt-sqfs", secret, text};
   HolderPolicy policy;
-  policy.entry = HolderPolicy::Entry::Copy;
+  policy.entry = HolderPolicy::Entry::Tree;
+  policy.tree = plan.staging;
   policy.what = "the SquashFS server of `" + plan.rootfs + "`";
   policy.comm = "rt-sqfs";
   policy.title = "rt-sqfs " + plan.rootfs;
@@ -69,19 +70,16 @@ util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, con
     enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
     image().mount_in_background(plan.staging, plan.inner_uid, plan.inner_gid);
   };
-  if (!enter_holder(key, policy, serve)) {
+  // The image comes as a detached copy of the server's mount, never
+  // mounted in this container's namespace: a bind source that holds the
+  // mount point (the home directory, with the store in it) cannot show it.
+  util::UniqueFd tree;
+  if (!enter_holder(key, policy, serve, &tree)) {
     // Names nobody else has seen (keyed, like all): this process's own server.
     util::info("other users hold the server names of `" + plan.rootfs + "`: starting one for this container alone");
     key.text += std::string(1, '\0') + "private " + std::to_string(::getpid());
-    if (!enter_holder(key, policy, serve)) throw Error("cannot start " + policy.what + ": every name is taken");
+    if (!enter_holder(key, policy, serve, &tree)) throw Error("cannot start " + policy.what + ": every name is taken");
   }
-  // Take the image out of this copy of the tree: a bind source that holds
-  // the mount point (the home directory, with the store in it) must not
-  // show the image inside the container.
-  int fd = ::open_tree(AT_FDCWD, plan.staging.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-  if (fd < 0) throw SysError{errno, "open_tree", plan.rootfs};
-  util::UniqueFd tree(fd);
-  if (::umount2(plan.staging.c_str(), MNT_DETACH) != 0) throw SysError{errno, "umount2", plan.staging};
   return tree;
 }
 

@@ -3,9 +3,9 @@
 //
 // The first `rt exec` of an image starts a holder (run/holder.hpp) that
 // enters a user namespace, mounts the image through /dev/fuse and serves it
-// from its own threads. Each container then enters that user namespace and
-// a private copy of the server's mount namespace, takes the image mount
-// out of the copy as a detached tree and builds its own tree around it,
+// from its own threads. Each container then enters that user namespace,
+// makes a mount namespace of its own there, gets from the server a
+// detached copy of the image's mount and builds its own tree around it,
 // exactly as for a directory image; the program is exec'd in place.
 //
 // Sharing the mount is what makes the kernel's caches work across
@@ -27,9 +27,9 @@ namespace rt::run {
 // configuration's squashfs.linger, else 30 s. Read when a server starts.
 std::chrono::milliseconds squashfs_linger();
 
-// Enters the server's user namespace and a private copy of its mount
-// namespace, starting the server when none runs, and returns the image as
-// a detached mount (for build_tree). plan.rootfs is the file, plan.staging
+// Enters the server's user namespace and a new copy of this process's
+// mount namespace owned by it, starting the server when none runs, and
+// returns the image as a detached mount from the server (for build_tree). plan.rootfs is the file, plan.staging
 // the directory the server mounts it on; `image` opens it, called only by a
 // server that starts (in the server's process). The server's socket name
 // is keyed with the user's `secret`; when other users hold every name of

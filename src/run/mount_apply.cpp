@@ -192,7 +192,11 @@ private:
         throw SysError{errno, "move_mount", rootfs, staging + "/image"};
       image_ = util::open_fd(stage_path("image"), O_PATH | O_DIRECTORY);
     }
-    const unsigned long image_locked = locked_flags(image_.get(), rootfs);
+    // A tree from the image's server was mounted and copied in the user
+    // namespace that owns this mount namespace, so none of its flags is
+    // locked (locks come with a copy from a more privileged namespace), and
+    // statfs would be a round trip to the server.
+    const unsigned long image_locked = image_tree_ >= 0 ? 0 : locked_flags(image_.get(), rootfs);
     const std::string root_path = stage_path("root");
     if (plan_.root_mode == RootMode::Overlay) {
       mount_overlay_root(root_path);
