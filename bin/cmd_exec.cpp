@@ -153,10 +153,20 @@ int run_exec(const ExecOptions& given) {
     }
     exec(*opts);
   } catch (const ImageNotFound& e) {
-    // A SIF file in a registry: rt pull writes it where asked, never into the store.
-    if (e.ref.starts_with("oras://"))
-      throw rt::Error("`" + e.ref + "` is a SIF file in a registry: pull it into a file first",
-                      "rt pull " + e.ref + " FILE.sif, then rt " + std::string(verb_name(opts->mode)) + " FILE.sif");
+    // A SIF file in a registry: read where it lies, by range, into the
+    // node cache (rt-image lazy-open makes the entry, once per node).
+    if (e.ref.starts_with("oras://")) {
+      if (opts->no_pull) throw;
+      std::vector<std::string> open{"lazy-open", opts->verbosity > 0 ? "-v" : "-q"};
+      if (!opts->storage.empty()) open.insert(open.end(), {"--storage", opts->storage});
+      if (!opts->policy.empty()) open.insert(open.end(), {"--policy", opts->policy});
+      open.push_back(e.ref);
+      if (int rc = run_full_program(open); rc != 0)
+        throw rt::Error("could not open `" + e.ref + "` (said why, above)",
+                        "or fetch it whole: rt pull " + e.ref + " FILE.sif");
+      exec(*opts);
+      return 0;
+    }
     if (opts->no_pull || e.tagged || !looks_pullable(e.ref)) throw;
     // In a step over several nodes, the first node sends it.
     if (wait_for_step_image(*opts)) {

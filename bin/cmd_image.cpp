@@ -274,6 +274,40 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     out.push_back(std::move(c));
   }
   {
+    // What rt exec oras://REF runs: the node cache's entry made (once per
+    // node), then filled by the server's fetcher (squash/lazy.hpp).
+    struct S {
+      Common common;
+      PullOptions o;
+      std::string ref;
+    };
+    auto s = std::make_shared<S>();
+    Command c = make<S>(app, "lazy-open", "", s, [](S& st) {
+      lazy_open(st.ref, st.o);
+      return 0;
+    });
+    c.app->group("");
+    add_registry_options(c.app, s->o.ca_file, s->o.insecure, s->o.plain_http);
+    c.app->add_option("--policy", s->o.policy)->type_name("FILE");
+    c.app->add_option("--platform", s->o.platform)->type_name("PLATFORM");
+    c.app->add_option("ref", s->ref)->required()->type_name("REF");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      std::string dir;
+      bool fill = false;
+    };
+    auto s = std::make_shared<S>();
+    Command c;
+    c.app = app.add_subcommand("lazy-fetch", "");
+    c.app->group("");
+    c.app->add_flag("--fill,!--no-fill", s->fill);
+    c.app->add_option("dir", s->dir)->required()->type_name("DIR");
+    c.run = [s] { return lazy_fetch(s->dir, s->fill); };
+    out.push_back(std::move(c));
+  }
+  {
     struct S {
       Common common;
       StageOptions o;

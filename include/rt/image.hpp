@@ -67,6 +67,17 @@ inline constexpr uint64_t kDefaultMaxBytes = 64ull << 30;
 
 // Each returns the name the image was stored under. Throw rt::Error.
 std::string pull(const std::string& ref, const PullOptions& options);
+// rt exec oras://REF, the node's first time: the manifest resolved (the
+// trust policy applied), the chunk index fetched and checked, and the
+// node cache's entry made in the store with what every start reads
+// (squash/lazy.hpp); a file without a chunk index is fetched whole.
+// Returns the entry's file. Once per reference and store: ranks wait for
+// the first.
+std::string lazy_open(const std::string& ref, const PullOptions& options);
+// The fetcher of the entry `dir`, serving its SquashFS server on stdin and
+// stdout, filling the file in the background when idle if `fill`; returns
+// at EOF.
+int lazy_fetch(const std::string& dir, bool fill);
 std::string import_image(const std::string& source, const ImportOptions& options);
 
 struct ImageSummary {

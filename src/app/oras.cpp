@@ -17,6 +17,7 @@
 #include "image/sha256.hpp"
 #include "image/signatures.hpp"
 #include "rt/error.hpp"
+#include "squash/lazy.hpp"
 #include "squash/sif.hpp"
 #include "store/ref.hpp"
 #include "util/fs.hpp"
@@ -33,9 +34,17 @@ store::Reference oras_reference(const std::string& ref) {
   return store::parse_reference(text);
 }
 
-// The file's SHA-256 digest, read once; `meter` counts the bytes.
-std::string file_digest(int fd, const std::string& path, util::Meter& meter) {
+// The file's SHA-256 digest, read once, and its chunk index (squash/lazy.hpp)
+// into `chunks`, whose chunk_size is set; `meter` counts the bytes.
+std::string file_digest(int fd, const std::string& path, util::Meter& meter, squash::ChunkIndex& chunks) {
   image::Sha256 h;
+  auto chunk = std::make_unique<image::Sha256>();
+  uint64_t in_chunk = 0;
+  auto chunk_done = [&] {
+    chunks.digests.push_back(chunk->digest().substr(7));
+    chunk = std::make_unique<image::Sha256>();
+    in_chunk = 0;
+  };
   std::vector<char> buf(1 << 20);
   for (uint64_t off = 0;;) {
     const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(off));
@@ -45,9 +54,17 @@ std::string file_digest(int fd, const std::string& path, util::Meter& meter) {
     }
     if (n == 0) break;
     h.update(buf.data(), static_cast<size_t>(n));
+    for (size_t at = 0; at < static_cast<size_t>(n);) {
+      const size_t part = static_cast<size_t>(std::min<uint64_t>(static_cast<size_t>(n) - at, chunks.chunk_size - in_chunk));
+      chunk->update(buf.data() + at, part);
+      at += part;
+      in_chunk += part;
+      if (in_chunk == chunks.chunk_size) chunk_done();
+    }
     off += static_cast<uint64_t>(n);
     meter.add(static_cast<uint64_t>(n));
   }
+  if (in_chunk > 0) chunk_done();
   return h.digest();
 }
 
@@ -184,17 +201,23 @@ std::string push_sif(const std::string& image, const std::string& ref_text, cons
   image::Descriptor layer;
   layer.media_type = image::oras::kSifLayer;
   layer.size = st.st_size;
+  // The chunk index, beside the file: what lets rt exec oras://REF read
+  // the file by range, each chunk checked (squash/lazy.hpp).
+  squash::ChunkIndex chunks;
+  chunks.size = static_cast<uint64_t>(st.st_size);
+  chunks.chunk_size = squash::chunk_size_for(chunks.size);
   {
     util::Meter meter("hashing `" + image + "`", static_cast<uint64_t>(st.st_size),
                       util::Meter::mode_for(o.verbosity));
-    layer.digest = file_digest(fd.get(), file, meter);
+    layer.digest = file_digest(fd.get(), file, meter, chunks);
     meter.done();
   }
-  const std::string manifest = image::sif_manifest(layer, title, created);
-
-  bool config_sent = false;
+  bool config_sent = false, index_sent = false;
+  const image::Descriptor index =
+      reg.put_small_blob(squash::format_chunk_index(chunks), squash::lazy::kMediaType, &index_sent);
+  const std::string manifest = image::sif_manifest(layer, title, created, index.digest);
   reg.put_small_blob(image::oras::kEmptyConfig, image::oras::kSifConfig, &config_sent);
-  size_t sent = config_sent ? 1 : 0;
+  size_t sent = (config_sent ? 1 : 0) + (index_sent ? 1 : 0);
   if (reg.has_blob(layer.digest)) {
     util::info("`" + image + "`: the registry has it (" + layer.digest.substr(0, 19) + ")");
   } else {
@@ -206,7 +229,7 @@ std::string push_sif(const std::string& image, const std::string& ref_text, cons
   }
   const std::string digest = reg.put_manifest(ref.manifest_ref(), manifest, image::media::kOciManifest);
   util::note("pushed `" + image + "` to `" + shown + "` (" + digest.substr(0, 19) + "; " + std::to_string(sent) +
-             " blob" + (sent == 1 ? "" : "s") + " sent, " + std::to_string(2 - sent) + " already there)");
+             " blob" + (sent == 1 ? "" : "s") + " sent, " + std::to_string(3 - sent) + " already there)");
   return digest;
 }
 

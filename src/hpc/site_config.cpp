@@ -15,7 +15,7 @@ const std::set<std::string> kSiteKeys = {
     "ld_cache",     "openmpi.library",  "openmpi.paths", "mpich.library", "mpich.paths",  "gpu.libraries",
     "gpu.binaries", "gpu.paths",        "gpu.procfs",    "gpu.dev",       "ib.libraries", "ib.paths",
     "ib.devices",   "fabric.libraries", "fabric.paths",  "glibc.replace", "cdi.dirs",     "squashfs.linger",
-    "image.policy", "sif.keys"};
+    "image.policy", "sif.keys",         "lazy.cache-size"};
 
 std::string trim(const std::string& s) { return util::trim(s, " \t\r"); }
 

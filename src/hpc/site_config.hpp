@@ -7,7 +7,8 @@
 // ib.libraries, ib.paths, ib.devices, fabric.libraries, fabric.paths,
 // glibc.replace (yes|no), cdi.dirs, squashfs.linger, image.policy (the trust
 // policy file in place of /etc/containers/policy.json), sif.keys (OpenPGP
-// keys every SIF image run must verify with). Unknown keys are an error (a
+// keys every SIF image run must verify with), lazy.cache-size (the node
+// cache of oras:// images: squash/lazy.hpp). Unknown keys are an error (a
 // typo must not pass).
 #pragma once
 #include <map>

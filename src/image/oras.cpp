@@ -6,6 +6,8 @@
 
 #include "image/sha256.hpp"
 #include "rt/error.hpp"
+#include "squash/lazy.hpp"
+#include "util/digest.hpp"
 
 namespace rt::image {
 
@@ -26,7 +28,7 @@ std::string rfc3339_utc(int64_t seconds) {
   return buf;
 }
 
-std::string sif_manifest(const Descriptor& sif, const std::string& title, int64_t created) {
+std::string sif_manifest(const Descriptor& sif, const std::string& title, int64_t created, const std::string& chunks) {
   // go-containerregistry's field order (v1.Manifest, v1.Descriptor), which
   // Apptainer's pushes have: mediaType, size, digest, data, annotations.
   using ordered = nlohmann::ordered_json;
@@ -43,9 +45,22 @@ std::string sif_manifest(const Descriptor& sif, const std::string& title, int64_
   layer["size"] = sif.size;
   layer["digest"] = sif.digest;
   layer["annotations"] = {{oras::kTitle, title}};
+  if (!chunks.empty()) layer["annotations"][squash::lazy::kAnnotation] = chunks;
   m["layers"] = ordered::array({layer});
   if (created >= 0) m["annotations"] = {{oras::kCreated, rfc3339_utc(created)}};
   return m.dump();
+}
+
+std::string chunk_index_digest(const nlohmann::json& doc, const std::string& shown) {
+  const auto layers = doc.find("layers");
+  if (layers == doc.end() || !layers->is_array() || layers->size() != 1) return "";
+  const auto a = (*layers)[0].find("annotations");
+  if (a == (*layers)[0].end() || !a->is_object()) return "";
+  const auto c = a->find(squash::lazy::kAnnotation);
+  if (c == a->end()) return "";
+  if (!c->is_string() || !util::is_valid_digest(c->get<std::string>()))
+    throw Error("`" + shown + "`: the annotation " + squash::lazy::kAnnotation + " of its SIF layer is no digest");
+  return c->get<std::string>();
 }
 
 Descriptor sif_layer(const nlohmann::json& doc, const std::string& shown) {

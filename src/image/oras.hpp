@@ -38,7 +38,15 @@ std::string_view without_oras(std::string_view ref);
 // size), named `title` (the file's name), created at `created` (seconds
 // since the epoch; < 0: no annotation): compact JSON in the field order of
 // Apptainer's writer, the config inline as `data` too.
-std::string sif_manifest(const Descriptor& sif, const std::string& title, int64_t created);
+// `chunks`, when not empty, is the digest of the file's chunk index
+// (squash/lazy.hpp), named by an annotation of the layer.
+std::string sif_manifest(const Descriptor& sif, const std::string& title, int64_t created,
+                         const std::string& chunks = "");
+
+// The digest of the chunk index the SIF layer of `doc` names; "" when it
+// names none. Throws rt::Error naming `shown` for an annotation that is no
+// digest.
+std::string chunk_index_digest(const nlohmann::json& doc, const std::string& shown);
 
 // The SIF layer of the manifest `doc` of `shown` (as the user wrote it).
 // Throws rt::Error naming `shown` and the media type found when it is no

@@ -292,8 +292,29 @@ struct Registry::Response {
   bool range_ignored = false;  // a full 200 came back for a ranged request
 };
 
+struct Registry::Share {
+  CURLSH* sh = curl_share_init();
+  std::mutex mu[CURL_LOCK_DATA_LAST];
+  Share() {
+    if (!sh) return;
+    curl_share_setopt(sh, CURLSHOPT_LOCKFUNC, &Share::lock);
+    curl_share_setopt(sh, CURLSHOPT_UNLOCKFUNC, &Share::unlock);
+    curl_share_setopt(sh, CURLSHOPT_USERDATA, this);
+    for (auto what : {CURL_LOCK_DATA_CONNECT, CURL_LOCK_DATA_SSL_SESSION, CURL_LOCK_DATA_DNS})
+      curl_share_setopt(sh, CURLSHOPT_SHARE, what);
+  }
+  ~Share() {
+    if (sh) curl_share_cleanup(sh);
+  }
+  static void lock(CURL*, curl_lock_data data, curl_lock_access, void* self) {
+    static_cast<Share*>(self)->mu[data].lock();
+  }
+  static void unlock(CURL*, curl_lock_data data, void* self) { static_cast<Share*>(self)->mu[data].unlock(); }
+};
+
 Registry::Registry(store::Reference ref, RegistryOptions opts) : ref_(std::move(ref)), opts_(std::move(opts)) {
   std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  share_ = std::make_unique<Share>();
   if (!opts_.username.empty())
     basic_ = opts_.username + ":" + opts_.password;
   else
@@ -444,6 +465,7 @@ Registry::Response Registry::request(const std::string& url, const std::string& 
   auto add = [&](const std::string& hdr) { headers.reset(curl_slist_append(headers.release(), hdr.c_str())); };
   if (!accept.empty()) add("Accept: " + accept);
   if (!send.content_type.empty()) add("Content-Type: " + send.content_type);
+  if (!send.range.empty()) add("Range: " + send.range);
   {
     std::lock_guard<std::mutex> g(auth_mutex_);
     if (!authorization_.empty()) add("Authorization: " + authorization_);
@@ -471,6 +493,7 @@ Registry::Response Registry::request(const std::string& url, const std::string& 
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method.c_str());
   }
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  if (share_->sh) curl_easy_setopt(h, CURLOPT_SHARE, share_->sh);
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
   curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -610,6 +633,23 @@ std::string Registry::get_blob(const Descriptor& d) {
     throw Error("image `" + ref_.str() + "` blob `" + d.digest + "`: digest mismatch");
   if (d.size >= 0 && r.body.size() != static_cast<size_t>(d.size))
     throw Error("image `" + ref_.str() + "` blob `" + d.digest + "`: size mismatch");
+  return r.body;
+}
+
+std::string Registry::get_blob_range(const Descriptor& d, uint64_t offset, uint64_t length) {
+  const std::string url = base_url() + "/blobs/" + d.digest;
+  const std::string where = "registry `" + ref_.registry + "`, blob `" + d.digest + "` of `" + ref_.str() + "`";
+  if (length == 0) return "";
+  if (d.size >= 0 && (offset > static_cast<uint64_t>(d.size) || length > static_cast<uint64_t>(d.size) - offset))
+    throw Error(where + ": bytes " + std::to_string(offset) + "+" + std::to_string(length) + " lie past its end");
+  Send get;
+  get.range = "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1);
+  Response r = request_with_retries(url, "", static_cast<int64_t>(length), get);
+  if (r.status == 200 && offset == 0 && r.body.size() == length) return r.body;  // the whole blob, as asked
+  if (r.status == 200) throw Error(where + ": the registry ignores range requests (HTTP 200 for " + get.range + ")");
+  if (r.status != 206) throw Error(where + ": `" + url + "` answered HTTP " + std::to_string(r.status) + " for " + get.range);
+  if (r.body.size() != length)
+    throw Error(where + ": " + std::to_string(r.body.size()) + " bytes for " + get.range);
   return r.body;
 }
 

@@ -42,6 +42,7 @@ struct Send {
   uint64_t body_size = 0;
   std::string content_type;
   const std::function<void(uint64_t)>* progress = nullptr;  // bytes sent
+  std::string range;  // "bytes=A-B": a part of what a GET names
 };
 
 class Registry {
@@ -61,6 +62,10 @@ public:
   std::optional<Document> find_manifest(const std::string& reference);
   // A small blob (a config) into memory, verified.
   std::string get_blob(const Descriptor& d);
+  // The bytes [offset, offset + length) of the blob `d` (a range request),
+  // unverified: the caller checks them. Throws rt::Error naming the
+  // registry when it cannot have them, or gets other bytes than asked.
+  std::string get_blob_range(const Descriptor& d, uint64_t offset, uint64_t length);
   // A blob into `file`, hashed while streaming and verified; resumes a
   // partial file after a dropped connection. `progress` gets byte counts.
   void download_blob(const Descriptor& d, const std::string& file, const std::function<void(uint64_t)>& progress = {});
@@ -107,6 +112,10 @@ private:
   std::mutex auth_mutex_;
   std::string authorization_;  // header value, never printed
   std::string basic_;          // "user:password" when known
+  // Connections (and TLS sessions) kept between this object's requests:
+  // the many small requests of a lazy read would each pay a handshake.
+  struct Share;
+  std::unique_ptr<Share> share_;
 };
 
 // A WWW-Authenticate challenge: its scheme (lowercase) and parameters

@@ -56,6 +56,15 @@ void each_process_namespace(const char* kind, const std::function<void(pid_t, co
   ::closedir(d);
 }
 
+// The parent of process `pid` (/proc/PID/stat), 0 when it cannot be read.
+pid_t parent_of(pid_t pid) {
+  const auto stat = util::read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", 4096);
+  if (!stat) return 0;
+  const size_t close = stat->rfind(')');  // the command may hold anything
+  if (close == std::string::npos || close + 4 >= stat->size()) return 0;
+  return static_cast<pid_t>(std::atoi(stat->c_str() + close + 4));  // ") S PPID"
+}
+
 }  // namespace
 
 std::vector<pid_t> processes_in(const std::string& ns) {
@@ -153,11 +162,14 @@ void drop_inherited_fds() {
 // True when a process other than this one is in one of `spaces` (mount
 // namespaces): a daemon still needs the tree (and the image server). The
 // namespaces nobody is in any more are dropped from the set.
+// Its own children (a lazy image's fetcher, squash/lazy.hpp) are not
+// such processes: they end with the holder.
 bool others_in(std::set<std::string>& spaces, const std::string& own) {
   std::set<std::string> seen{own};
   bool found = false;
-  each_process_namespace("mnt", [&](pid_t, const std::string& ns) {
-    if (spaces.count(ns)) {
+  const pid_t me = ::getpid();
+  each_process_namespace("mnt", [&](pid_t pid, const std::string& ns) {
+    if (spaces.count(ns) && parent_of(pid) != me) {
       found = true;
       seen.insert(ns);
     }

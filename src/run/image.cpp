@@ -9,6 +9,7 @@
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
 #include "squash/sqfs.hpp"
+#include "squash/lazy.hpp"
 #include "store/lookup.hpp"
 #include "store/root.hpp"
 #include "store/staged.hpp"
@@ -94,6 +95,19 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
         img.path = path;
         img.rootfs = *copy;
         img.squashfs = img.staged = true;
+  if (given.starts_with("oras://")) {
+    const store::Root* root = store::Root::user_if_exists(storage);
+    if (auto e = root ? squash::find_lazy_entry(*root, given) : std::nullopt) {
+      img.rootfs = e->dir + "/" + squash::lazy::kFile;
+      img.squashfs = img.sif = true;
+      img.lazy = !e->complete;
+      return img;
+    }
+    throw ImageNotFound(given, false,
+                        "image `" + given + "` is not in the node cache of store `" +
+                            (root ? root->path() : store::store_path(storage)) + "`",
+                        "rt exec fetches it, or rt pull " + given + " FILE.sif");
+  }
         img.sif = ext == "sif";
         return img;
       }

@@ -16,6 +16,9 @@ namespace rt::run {
 //   FILE            a SquashFS file (its config at /.rt/image-config.json inside)
 //   FILE            a SIF file: its primary SquashFS partition
 //   NAME            an image in the store (a bundle there)
+//   oras://REF      a SIF file in a registry, as the node cache has it
+//                   (squash/lazy.hpp): ImageNotFound until rt-image
+//                   lazy-open resolved it
 struct Image {
   std::string name;       // what the user typed, for RT_CONTAINER and messages
   std::string rootfs;     // absolute host path of the root filesystem (or the .sqfs file)
@@ -23,6 +26,7 @@ struct Image {
   bool squashfs = false;  // rootfs is a SquashFS file; its config is inside it
   bool sif = false;       // ... a SIF file holding one
   bool staged = false;    // rootfs is this node's copy of the file at `path`, staged for the job
+  bool lazy = false;      // rootfs is a node cache entry's file, not yet whole (squash/lazy.hpp)
   std::optional<ImageConfig> config;
 };
 

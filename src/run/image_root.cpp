@@ -15,6 +15,7 @@
 #include "store/root.hpp"
 #include "util/fs.hpp"
 #include "util/inroot.hpp"
+#include "util/strings.hpp"
 #include "util/log.hpp"
 
 namespace rt::run {
@@ -114,7 +115,9 @@ private:
 
   // Opened on first use only (a server that starts opens it for itself).
   squash::Image& opened() const {
-    if (!opened_) opened_ = std::make_unique<squash::Image>(image_.rootfs);
+    if (!opened_)
+      opened_ = std::make_unique<squash::Image>(
+          image_.rootfs, image_.lazy ? std::make_unique<squash::LazySource>(util::dir_name(image_.rootfs)) : nullptr);
     return *opened_;
   }
   mutable std::unique_ptr<squash::Image> opened_;

@@ -147,7 +147,11 @@ bool program_found(const std::string& prog, const std::vector<std::string>& env)
                : !named_path         ? std::string("executable file not found in $PATH")
                : ::access(prog.c_str(), F_OK) == 0
                    ? std::string("its interpreter (#! line or ELF loader) is not in the image")
-                   : std::strerror(err)));
+                   : std::strerror(err)) +
+              (err == EIO && image_name.starts_with("oras://")
+                   ? " (the image is read from its registry as it runs, and this part of it could not be fetched "
+                     "into the node cache: is the registry reachable?)"
+                   : ""));
   ::_exit(code);
 }
 

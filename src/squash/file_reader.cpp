@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "squash/lazy.hpp"
+#include "util/log.hpp"
+
 extern "C" {
 #include <squashfuse/file.h>
 #include <squashfuse/fs.h>
@@ -109,8 +112,9 @@ bool decompress_fast(sqfs* fs, uint64_t pos, uint32_t hdr, const std::shared_ptr
 
 }  // namespace
 
-FileReader::FileReader(sqfs* fs, size_t capacity, unsigned prefetchers)
+FileReader::FileReader(sqfs* fs, size_t capacity, unsigned prefetchers, Source* source)
     : fs_(fs),
+      source_(source),
       capacity_(capacity),
       // the cache, plus blocks held by replies and pushes in flight
       buffers_(std::make_shared<BufferPool>(fs->sb.block_size, capacity + 16)),
@@ -184,8 +188,14 @@ std::shared_ptr<Block> FileReader::block(const FileMap::Extent& e) {
   // wait on the future.
   auto b = std::make_shared<Block>();
   bool handled = false;
-  bool ok = decompress_fast(fs_, e.pos, e.hdr, buffers_, *b, handled);
-  if (!handled) {
+  bool there = true;
+  if (source_) {
+    std::string why;
+    there = source_->need(fs_->offset + e.pos, e.hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK, &why);
+    if (!there) util::warn("cannot read a block at byte " + std::to_string(fs_->offset + e.pos) + ": " + why);
+  }
+  bool ok = there && decompress_fast(fs_, e.pos, e.hdr, buffers_, *b, handled);
+  if (there && !handled) {
     ok = sqfs_data_block_read(fs_, static_cast<sqfs_off_t>(e.pos), e.hdr, &b->raw) == SQFS_OK;
     if (!ok) b->raw = nullptr;
   }

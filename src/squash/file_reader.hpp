@@ -24,6 +24,7 @@ extern "C" {
 namespace rt::squash {
 
 struct Block;  // one decompressed data or fragment block
+class Source;
 class BufferPool;
 
 // Where a file's bytes live: its data blocks, then its tail in a fragment.
@@ -43,8 +44,9 @@ class FileReader {
 public:
   // `fs` must outlive the reader; `capacity` is in blocks. `prefetchers`
   // threads decompress the first blocks of each opened file ahead of the
-  // reads (a program's page faults come one at a time).
-  FileReader(sqfs* fs, size_t capacity, unsigned prefetchers);
+  // reads (a program's page faults come one at a time). `source`, when
+  // given, is asked for each block's bytes before they are read.
+  FileReader(sqfs* fs, size_t capacity, unsigned prefetchers, Source* source = nullptr);
   ~FileReader();
   FileReader(const FileReader&) = delete;
   FileReader& operator=(const FileReader&) = delete;
@@ -66,6 +68,7 @@ private:
   std::shared_ptr<Block> block(const FileMap::Extent& e);
 
   sqfs* fs_;
+  Source* source_;
   size_t capacity_;
   std::mutex mu_;
   std::list<uint64_t> lru_;  // most recent at the front

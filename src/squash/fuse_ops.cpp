@@ -313,13 +313,13 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
 
 void serving(fuse_session* se) { g_fd = fuse_session_fd(se); }
 
-fuse_lowlevel_ops server_ops(sqfs_ll* ll, uid_t owner, gid_t group) {
+fuse_lowlevel_ops server_ops(sqfs_ll* ll, uid_t owner, gid_t group, Source* source) {
   g_ll = ll;
   g_owner = owner;
   g_group = group;
   g_xattrs =
       static_cast<int64_t>(ll->fs.sb.xattr_id_table_start) != SQUASHFS_INVALID_BLK && ll->fs.xattr_info.xattr_ids > 0;
-  g_reader = std::make_unique<FileReader>(&ll->fs, kCachedBlocks, 1);
+  g_reader = std::make_unique<FileReader>(&ll->fs, kCachedBlocks, 1, source);
   g_pusher = std::make_unique<Pusher>(push_file, pushers());
   fuse_lowlevel_ops ops{};
   ops.init = op_init;

@@ -23,6 +23,8 @@ extern "C" {
 #include "rt/error.hpp"
 #include "squash/file_reader.hpp"
 #include "squash/fuse_ops.hpp"
+#include "squash/lazy.hpp"
+#include "squash/le.hpp"
 #include "squash/sif.hpp"
 #include "squash/verify.hpp"
 #include "util/fs.hpp"
@@ -51,8 +53,8 @@ void serve(fuse_session* se) {
 
 // Starts serving the mounted image on `fuse_fd` from threads of this
 // process; false if the session cannot start.
-bool start_session(sqfs_ll* ll, int fuse_fd, uid_t uid, gid_t gid) {
-  fuse_lowlevel_ops ops = server_ops(ll, uid, gid);
+bool start_session(sqfs_ll* ll, int fuse_fd, uid_t uid, gid_t gid, Source* source) {
+  fuse_lowlevel_ops ops = server_ops(ll, uid, gid, source);
   char arg0[] = "rt";
   char* argv[] = {arg0, nullptr};
   fuse_args args = FUSE_ARGS_INIT(1, argv);
@@ -90,12 +92,13 @@ std::optional<Span> simg_span(int fd) {
 
 bool is_squashfs(const std::string& path) { return file_kind(path) != FileKind::Other; }
 
-Image::Image(const std::string& path) : path_(path) {
+Image::Image(const std::string& path, std::unique_ptr<Source> source) : path_(path), source_(std::move(source)) {
   util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd) throw SysError{errno, "open", path};
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) throw SysError{errno, "stat", path};
   if (!S_ISREG(st.st_mode)) throw Error("image `" + path + "` is not a regular file");
+  if (source_) fetch_head(fd.get(), static_cast<uint64_t>(st.st_size));
   // A SIF file: its primary partition, served from where it lies.
   Span span;
   if (is_sif(fd.get())) {
@@ -107,7 +110,7 @@ Image::Image(const std::string& path) : path_(path) {
   }
   // Everything libsquashfuse will read is checked first, from this same
   // open file: the library trusts what it reads.
-  verify_image(fd.get(), path, span);
+  verify_image(fd.get(), path, span, {}, source_.get());
   ll_ = static_cast<sqfs_ll*>(std::calloc(1, sizeof(sqfs_ll)));
   if (!ll_) throw std::bad_alloc();
   if (sqfs_init(&ll_->fs, fd.get(), static_cast<size_t>(span.offset)) != SQFS_OK) {
@@ -122,6 +125,37 @@ Image::Image(const std::string& path) : path_(path) {
     ll_ = nullptr;
     throw Error("image `" + path + "` cannot be opened as SquashFS");
   }
+}
+
+void Image::need(uint64_t offset, uint64_t length, const std::string& what) {
+  std::string why;
+  if (!source_->need(offset, length, &why)) throw Error("image `" + path_ + "`: cannot read " + what + ": " + why);
+}
+
+void Image::fetch_head(int fd, uint64_t size) {
+  // A SIF file's header, its descriptors; then the partition's superblock
+  // and, in one piece, the tables that follow the data (inodes,
+  // directories, fragments, ids, xattrs), all of which verify_image reads.
+  const uint64_t head = std::min<uint64_t>(size, kSifHeaderSize);
+  need(0, head, "the SIF header");
+  Span span;
+  if (is_sif(fd)) {
+    const std::string h = util::read_at(fd, 0, kSifHeaderSize, path_);
+    if (h.size() < kSifHeaderSize) return;  // read_sif says what is wrong
+    const uint64_t at = le<uint64_t>(h, 96), len = le<uint64_t>(h, 104);
+    if (at < size && len <= size - at) need(at, len, "the SIF descriptors");
+    const SifObject part = sif_root_partition(read_sif(fd, path_), path_);
+    span = {part.offset, part.size};
+  }
+  if (span.offset >= size || size - span.offset < 96) return;  // verify_image says what is wrong
+  need(span.offset, 96, "the SquashFS superblock");
+  const std::string sb = util::read_at(fd, span.offset, 96, path_);
+  if (sb.size() < 96) return;
+  const uint64_t used = le<uint64_t>(sb, 40);
+  uint64_t tables = used;
+  for (size_t at : {48, 56, 64, 72, 80, 88})  // ids, xattrs, inodes, directories, fragments, export
+    if (const uint64_t v = le<uint64_t>(sb, at); v >= 96 && v < tables) tables = v;
+  if (used <= size - span.offset && tables < used) need(span.offset + tables, used - tables, "the SquashFS tables");
 }
 
 Image::~Image() {
@@ -197,7 +231,7 @@ std::optional<std::string> Image::read_file(const std::string& path, size_t limi
     throw Error("image `" + path_ + "`: `" + path + "` is larger than " + std::to_string(limit) + " bytes");
   // rt's own reader, which bounds every block by what it holds, not the
   // library's sqfs_read_range.
-  FileReader reader(&ll_->fs, 2, 0);
+  FileReader reader(&ll_->fs, 2, 0, source_.get());
   FileMap map;
   std::vector<iovec> iov;
   std::vector<std::shared_ptr<Block>> hold;
@@ -250,7 +284,7 @@ int Image::mount(const std::string& mountpoint, uid_t uid, gid_t gid) {
 
 void Image::mount_in_background(const std::string& mountpoint, uid_t uid, gid_t gid) {
   int fd = mount(mountpoint, uid, gid);
-  if (!start_session(ll_, fd, uid, gid)) {
+  if (!start_session(ll_, fd, uid, gid, source_.get())) {
     ::close(fd);
     throw Error("image `" + path_ + "`: cannot start the FUSE session");
   }

@@ -3,10 +3,12 @@
 #pragma once
 #include <sys/types.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "squash/lazy.hpp"
 #include "squash/sif.hpp"
 #include "squash/verify.hpp"
 
@@ -33,8 +35,10 @@ public:
   // Opens the image and checks its metadata (squash/verify.hpp); throws
   // rt::Error naming the file and what is wrong (not SquashFS, truncated,
   // unsupported compression, corrupt). A SIF file is opened at its primary
-  // partition (squash/sif.hpp), in place.
-  explicit Image(const std::string& path);
+  // partition (squash/sif.hpp), in place. `source`, when given, provides
+  // the file's bytes as they are read (a lazy file, squash/lazy.hpp): the
+  // head and all the metadata at once, each data block when it is read.
+  explicit Image(const std::string& path, std::unique_ptr<Source> source = nullptr);
   ~Image();
   Image(const Image&) = delete;
   Image& operator=(const Image&) = delete;
@@ -57,7 +61,10 @@ public:
 
 private:
   int mount(const std::string& mountpoint, uid_t uid, gid_t gid);
+  void fetch_head(int fd, uint64_t size);
+  void need(uint64_t offset, uint64_t length, const std::string& what);
   std::string path_;
+  std::unique_ptr<Source> source_;
   std::optional<SifFile> sif_;
   int fd_ = -1;
   sqfs_ll* ll_ = nullptr;

@@ -17,6 +17,7 @@ extern "C" {
 }
 
 #include "rt/error.hpp"
+#include "squash/lazy.hpp"
 #include "squash/le.hpp"
 #include "util/fs.hpp"
 
@@ -37,10 +38,12 @@ struct Bad : std::runtime_error {
 // The image's bytes: `size` of them from `base` in the file.
 class File {
 public:
-  File(int fd, uint64_t base, uint64_t size) : fd_(fd), base_(base), size_(size) {}
+  File(int fd, uint64_t base, uint64_t size, Source* source) : fd_(fd), base_(base), size_(size), source_(source) {}
   uint64_t size() const { return size_; }
   std::string read(uint64_t pos, uint64_t n, const std::string& what) const {
     if (pos > size_ || n > size_ - pos) bad(what + " lies past the end of the file");
+    std::string why;
+    if (source_ && !source_->need(base_ + pos, n, &why)) bad("cannot read " + what + ": " + why);
     std::string out = util::read_at(fd_, base_ + pos, n, what);
     if (out.size() < n) bad(what + " lies past the end of the file");
     return out;
@@ -49,6 +52,7 @@ public:
 private:
   int fd_;
   uint64_t base_, size_;
+  Source* source_;
 };
 
 struct Super {
@@ -429,14 +433,14 @@ private:
 
 }  // namespace
 
-void verify_image(int fd, const std::string& path, const Span& span, const VerifyLimits& limits) {
+void verify_image(int fd, const std::string& path, const Span& span, const VerifyLimits& limits, Source* source) {
   struct stat st;
   if (::fstat(fd, &st) != 0) throw SysError{errno, "stat", path};
   const auto file_size = static_cast<uint64_t>(st.st_size);
   try {
     if (span.offset > file_size || span.size > file_size - span.offset)
       bad("the SquashFS partition lies past the end of the file");
-    File f(fd, span.offset, span.size ? span.size : file_size - span.offset);
+    File f(fd, span.offset, span.size ? span.size : file_size - span.offset, source);
     Super sb = read_super(f);
     sqfs_decompressor d = sqfs_decompressor_get(sb.compression);
     if (!d) {

@@ -29,6 +29,11 @@ struct VerifyLimits {
 // named `path` in messages) is not a SquashFS 4.0 image whose metadata
 // stays within the file and its own tables.
 // `span`: where the image lies in the file (a SIF file's partition).
-void verify_image(int fd, const std::string& path, const Span& span = {}, const VerifyLimits& limits = {});
+// `source`, when given, is asked for every range before it is read (a
+// lazy file): all that the library will read of the metadata is then in
+// the file.
+class Source;
+void verify_image(int fd, const std::string& path, const Span& span = {}, const VerifyLimits& limits = {},
+                  Source* source = nullptr);
 
 }  // namespace rt::squash

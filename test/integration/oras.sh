@@ -44,7 +44,7 @@ echo "$REG_PASS" | "$RT" login -q -u "$REG_USER" --password-stdin --ca-file "$RE
 # --- a SIF file of the reference library's corpus -------------------------------
 src="$CORPUS/one-group-signed.sif"
 expect_status 0 "rt push FILE.sif oras://REF" -- "$RT" push "$src" "oras://$REG/sif/corpus:v1"
-expect_match "$ERR" "2 blobs sent" "the SIF file and the config sent"
+expect_match "$ERR" "3 blobs sent" "the SIF file, the config and the chunk index sent"
 manifest sif/corpus v1 -D "$T/headers" >"$T/m.json" || fail "the registry has no manifest sif/corpus:v1"
 expect_match "$(tr -d '\r' <"$T/headers" | grep -i '^content-type:')" "${OCI_MANIFEST//+/\\+}" "served as an OCI image manifest"
 python3 - "$T/m.json" "$(sha "$src")" "$(stat -c %s "$src")" <<'PY' || fail "the manifest: $(cat "$T/m.json")"
@@ -60,7 +60,9 @@ assert len(m["layers"]) == 1, m["layers"]
 l = m["layers"][0]
 assert l["mediaType"] == "application/vnd.sylabs.sif.layer.v1.sif", l
 assert l["digest"] == digest and l["size"] == size, (l, digest, size)
-assert l["annotations"] == {"org.opencontainers.image.title": "one-group-signed.sif"}, l
+assert set(l["annotations"]) == {"org.opencontainers.image.title", "org.rt.sif.chunks"}, l
+assert l["annotations"]["org.opencontainers.image.title"] == "one-group-signed.sif", l
+assert re.fullmatch(r"sha256:[0-9a-f]{64}", l["annotations"]["org.rt.sif.chunks"]), l
 created = m["annotations"]["org.opencontainers.image.created"]
 assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", created), created
 PY
@@ -84,7 +86,7 @@ expect_eq "$(ls -A "$T/into")" "corpus_v1.sif" "into a directory: NAME_TAG.sif t
   pass "nothing went into the store" || fail "a SIF pull stored an image"
 posts=$(grep -c '"POST /v2/sif/corpus/blobs/uploads/' "$T/reg/log" || true)
 expect_status 0 "the same push again" -- "$RT" push "$src" "oras://$REG/sif/corpus:v1"
-expect_match "$ERR" "0 blobs sent, 2 already there" "nothing sent twice"
+expect_match "$ERR" "0 blobs sent, 3 already there" "nothing sent twice"
 expect_eq "$(grep -c '"POST /v2/sif/corpus/blobs/uploads/' "$T/reg/log" || true)" "$posts" "no upload started (registry log)"
 manifest sif/corpus v1 >"$T/m2.json"
 cmp -s "$T/m.json" "$T/m2.json" && pass "the same file makes the same manifest" || fail "the manifest changed"
@@ -97,8 +99,10 @@ expect_status 0 "pull it back" -- "$RT" pull -q "oras://$REG/sif/busybox:1" "$T/
 cmp -s "$T/bb.sif" "$T/img.sif" && pass "byte for byte" || fail "the pulled file differs"
 expect_status 0 "rt exec of the pulled file" -- "$RT" exec "$T/bb.sif" cat /hello
 expect_eq "$OUT" "from-oras" "it runs"
-expect_status 125 "rt exec oras://REF: not pulled into the store" -- "$RT" exec "oras://$REG/sif/busybox:1" true
-expect_match "$ERR" "rt pull oras://$REG/sif/busybox:1 FILE.sif" "the hint says how"
+expect_status 0 "rt exec oras://REF: read from the registry (lazy.sh tests how)" -- "$RT" exec "oras://$REG/sif/busybox:1" cat /hello
+expect_eq "$OUT" "from-oras" "it runs"
+expect_status 125 "rt exec --no-pull oras://REF not in the node cache" -- "$RT" exec --no-pull "oras://$REG/sif/app:0" true
+expect_match "$ERR" "not in the node cache" "the error says so"
 "$RT" convert -q "$IMG" app
 expect_status 0 "rt push STORED oras://REF: made into a SIF file" -- "$RT" push -q app "oras://$REG/sif/app:1"
 expect_eq "$(manifest sif/app 1 | python3 -c 'import json,sys; l=json.load(sys.stdin)["layers"][0]; print(l["mediaType"], l["annotations"]["org.opencontainers.image.title"])')" \

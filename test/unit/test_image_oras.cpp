@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "image/oras.hpp"
+#include "squash/lazy.hpp"
 #include "rt/error.hpp"
 #include "store/ref.hpp"
 
@@ -86,4 +87,58 @@ TEST_CASE("a pulled SIF file's default name is Apptainer's NAME_TAG.sif") {
 TEST_CASE("RFC 3339 times in UTC") {
   CHECK(rfc3339_utc(0) == "1970-01-01T00:00:00Z");
   CHECK(rfc3339_utc(1703001734) == "2023-12-19T16:02:14Z");
+}
+
+TEST_CASE("a chunk index names the chunk index blob by an annotation of the SIF layer") {
+  const std::string index = "sha256:" + std::string(64, 'd');
+  const auto m = nlohmann::json::parse(sif_manifest(sif_descriptor(), "app.sif", -1, index));
+  CHECK(m["layers"][0]["annotations"]["org.rt.sif.chunks"] == index);
+  CHECK(m["layers"][0]["annotations"]["org.opencontainers.image.title"] == "app.sif");
+  CHECK(chunk_index_digest(m, "oras://r/x:1") == index);
+  // Without: Apptainer's manifest, and no index.
+  const auto plain = nlohmann::json::parse(sif_manifest(sif_descriptor(), "app.sif", -1));
+  CHECK_FALSE(plain["layers"][0]["annotations"].contains("org.rt.sif.chunks"));
+  CHECK(chunk_index_digest(plain, "oras://r/x:1").empty());
+  auto bad = m;
+  bad["layers"][0]["annotations"]["org.rt.sif.chunks"] = "sha256:../../etc";
+  CHECK_THROWS_WITH(chunk_index_digest(bad, "oras://r/x:1"), Catch::Contains("oras://r/x:1") && Catch::Contains("no digest"));
+}
+
+TEST_CASE("chunk indexes: sizes, round trip, and what is refused") {
+  using rt::squash::ChunkIndex;
+  using rt::squash::chunk_size_for;
+  using rt::squash::format_chunk_index;
+  using rt::squash::parse_chunk_index;
+  CHECK(chunk_size_for(0) == 256 * 1024);
+  CHECK(chunk_size_for(uint64_t{8} << 30) == 256 * 1024);          // 32768 chunks
+  CHECK(chunk_size_for((uint64_t{8} << 30) + 1) == 512 * 1024);    // one more: doubled
+  CHECK(chunk_size_for(uint64_t{100} << 30) == 4 * 1024 * 1024);
+
+  ChunkIndex c;
+  c.chunk_size = 4096;
+  c.size = 4096 * 2 + 10;
+  c.digests = {std::string(64, 'a'), std::string(64, 'b'), std::string(64, 'c')};
+  const std::string text = format_chunk_index(c);
+  CHECK(text.starts_with("rt-chunks 1\nchunk-size 4096\nsize 8202\n"));
+  const ChunkIndex back = parse_chunk_index(text, "idx");
+  CHECK(back.digests == c.digests);
+  CHECK(back.length(2) == 10);
+  CHECK(back.length(3) == 0);
+  CHECK(back.offset(2) == 8192);
+
+  auto refused = [](const std::string& t, const char* why) {
+    CHECK_THROWS_WITH(parse_chunk_index(t, "idx"), Catch::Contains("idx") && Catch::Contains(why));
+  };
+  const std::string d = std::string(64, 'a') + "\n";
+  refused("", "not a chunk index");
+  refused("rt-chunks 2\nchunk-size 4096\nsize 1\n" + d, "no `rt-chunks 1`");
+  refused("rt-chunks 1\nchunk-size 4096\nsize 1\n" + d + d, "2 digests for 1 chunks");
+  refused("rt-chunks 1\nchunk-size 4096\nsize 8193\n" + d + d, "2 digests for 3 chunks");
+  refused("rt-chunks 1\nchunk-size 4000\nsize 1\n" + d, "not a power of two");
+  refused("rt-chunks 1\nchunk-size 0\nsize 0\n", "not a power of two");
+  refused("rt-chunks 1\nchunk-size -4096\nsize 1\n" + d, "is not a number");
+  refused("rt-chunks 1\nchunk-size 4096\nsize 99999999999999999999\n" + d, "is not a number");
+  refused("rt-chunks 1\nchunk-size 4096\nsize 1\n" + std::string(64, 'A') + "\n", "not a SHA-256");
+  refused("rt-chunks 1\nchunk-size 4096\nsize 1\n" + std::string(63, 'a') + "\n", "not a SHA-256");
+  refused("rt-chunks 1\nchunk-size 4096\nsize 1\n" + std::string(64, 'a'), "does not end a line");
 }

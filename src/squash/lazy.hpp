@@ -1,0 +1,139 @@
+// SquashFS and SIF files read before they are whole (host -> namespace):
+// the node cache's entries, the chunk index that makes each part of a file
+// checkable on its own, and the reader's side of a lazy file.
+//
+// A SIF file pushed by rt to oras:// carries, beside the file, a chunk
+// index: the file cut into chunks of one size, each with its SHA-256. The
+// index's own digest is an annotation of the file's layer in the manifest,
+// so a manifest the user trusts (by digest, or by signature) pins every
+// chunk. A node's cache keeps one entry per file:
+//
+//   STORE/lazy/HEX/image.sif   the file, as large as it will be, holes where
+//                              nothing was fetched (HEX: the layer's digest)
+//   STORE/lazy/HEX/chunks      the chunk index, checked against the manifest
+//   STORE/lazy/HEX/have        one byte a chunk: 1 once fetched and checked
+//   STORE/lazy/HEX/source.json where the file comes from (registry, repository,
+//                              TLS options)
+//   STORE/lazy/HEX/complete    the whole file fetched and checked against the
+//                              layer's digest: it is a plain SIF file now
+//   STORE/lazy/refs/NAME       what oras://REF resolved to (escaped REF)
+//
+// Chunks are written by a fetcher only (rt-image, which has the network
+// and the hashes); the server that reads the file asks it for the chunks
+// it lacks and waits. `have` is a hint: a fetcher checks a chunk against
+// the index before it first vouches for it, so a cache left by a crash
+// cannot serve a torn chunk.
+#pragma once
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rt::store {
+class Root;
+}
+
+namespace rt::squash {
+
+namespace lazy {
+inline constexpr const char* kDir = "lazy";
+inline constexpr const char* kRefsDir = "refs";
+inline constexpr const char* kFile = "image.sif";
+inline constexpr const char* kChunks = "chunks";
+inline constexpr const char* kHave = "have";
+inline constexpr const char* kSource = "source.json";
+inline constexpr const char* kComplete = "complete";
+// The annotation of the SIF layer that names the chunk index's blob, and
+// the index's media type.
+inline constexpr const char* kAnnotation = "org.rt.sif.chunks";
+inline constexpr const char* kMediaType = "application/vnd.rt.sif.chunks.v1";
+// A file's chunks are 256 KiB, doubled until there are at most this many.
+inline constexpr uint64_t kMinChunk = 256 * 1024;
+inline constexpr uint64_t kMaxChunks = 32768;
+}  // namespace lazy
+
+// A file cut into chunks of `chunk_size` bytes (the last one shorter),
+// each with its SHA-256 (64 lowercase hex digits).
+struct ChunkIndex {
+  uint64_t chunk_size = 0;
+  uint64_t size = 0;
+  std::vector<std::string> digests;
+  uint64_t count() const { return digests.size(); }
+  // The bytes of chunk `i`: [offset(i), offset(i) + length(i)).
+  uint64_t offset(uint64_t i) const { return i * chunk_size; }
+  uint64_t length(uint64_t i) const;
+};
+
+// The chunk size for a file of `size` bytes.
+uint64_t chunk_size_for(uint64_t size);
+// "rt-chunks 1\nchunk-size N\nsize N\n" then one digest a line.
+std::string format_chunk_index(const ChunkIndex& index);
+// Parses that strictly: every count consistent, every digest well formed.
+// Throws rt::Error naming `what`.
+ChunkIndex parse_chunk_index(const std::string& text, const std::string& what);
+
+// What reads a file asks of it before reading: that [offset, offset +
+// length) of the file be there. Returns false, with the reason in `why`,
+// when it cannot be.
+class Source {
+public:
+  virtual ~Source() = default;
+  virtual bool need(uint64_t offset, uint64_t length, std::string* why) = 0;
+};
+
+// The name in STORE/lazy/refs of oras://REF (`ref` with or without the
+// scheme); throws rt::Error for a reference no store name can be made of.
+std::string lazy_ref_name(std::string_view ref);
+// What that record says: "rt-lazy-ref 1\nHEX\nMANIFEST-DIGEST\n".
+std::string lazy_ref_note(const std::string& hex, const std::string& manifest);
+// The cache entry (its directory) oras://REF resolved to, when the store
+// `root` has both the record and the entry; `complete` says whether the
+// file is whole.
+struct LazyEntry {
+  std::string dir;
+  bool complete = false;
+};
+std::optional<LazyEntry> find_lazy_entry(const store::Root& root, std::string_view ref);
+
+// The reader's side of a node cache entry (the directory `dir`): chunks
+// it lacks are asked of a fetcher, started on the first miss, which
+// writes them into the file and answers; chunks already there cost a look
+// at `have`. Thread-safe: reads that miss at once go to fetchers of their
+// own (up to kFetchers, each with its connection), so that one slow
+// request does not hold up the others. Holds a shared lock on `have` while
+// it lives, so that the cache's eviction passes the entry by.
+class LazySource final : public Source {
+public:
+  explicit LazySource(const std::string& dir);
+  ~LazySource() override;
+  bool need(uint64_t offset, uint64_t length, std::string* why) override;
+
+  static constexpr size_t kFetchers = 4;
+
+private:
+  struct Fetcher {
+    pid_t pid = -1;
+    int fd = -1;           // its stdin and stdout, a socket
+    std::string pending;   // what was read past a reply
+    bool busy = false;
+  };
+  bool present(uint64_t first, uint64_t last) const;
+  bool start(Fetcher& f, std::string* why);
+  bool ask(Fetcher& f, uint64_t first, uint64_t last, std::string* why);
+  std::string dir_;
+  uint64_t chunk_size_ = 0, size_ = 0, count_ = 0;
+  int have_fd_ = -1;
+  const unsigned char* have_ = nullptr;  // shared mapping of `have`
+  std::mutex mu_;
+  std::condition_variable idle_;  // a fetcher is free again
+  std::vector<Fetcher> fetchers_ = std::vector<Fetcher>(kFetchers);
+};
+
+}  // namespace rt::squash
