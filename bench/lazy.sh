@@ -61,17 +61,7 @@ hex=$(sha256sum "$T/img.sif" | cut -d' ' -f1)
 REF="oras://$REG/bench/img:1"
 "$RT" push -q "$T/img.sif" "$REF"
 
-sent() {
-  python3 - "$T/reg/log" "$hex" <<'PY'
-import re, sys
-n = 0
-for line in open(sys.argv[1], errors="replace"):
-    if "response completed" in line and "/blobs/sha256:" + sys.argv[2] in line and "method=GET" in line:
-        m = re.search(r"http\.response\.written=(\d+)", line)
-        n += int(m.group(1)) if m else 0
-print(n)
-PY
-}
+sent() { blob_bytes_sent "$T/reg/log" "$hex"; }
 fresh() {
   pkill -u "$(id -u)" -f "^rt-sqfs $T/" 2>/dev/null || true
   sleep 0.2

@@ -24,12 +24,12 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "app/oras.hpp"
 #include "app/store.hpp"
 #include "hpc/site_config.hpp"
 #include "image/oras.hpp"
 #include "image/registry.hpp"
 #include "image/sha256.hpp"
-#include "image/signatures.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "squash/lazy.hpp"
@@ -335,23 +335,10 @@ std::string lazy_open(const std::string& ref_text, const PullOptions& o) {
 
   const image::RegistryOptions tls = image::registry_options(o.ca_file, o.insecure, o.plain_http);
   image::Registry reg(ref, tls);
-  auto doc = reg.get_manifest(ref.manifest_ref());
-  image::admit_image(o.policy, ref, doc.digest, tls, true);
-  auto j = image::parse_json(doc.body, "`" + shown + "` manifest");
-  if (image::is_index(j)) {
-    auto ms = image::parse_index(j, "`" + shown + "` index");
-    const image::Platform want = o.platform.empty() ? image::host_platform() : image::parse_platform(o.platform);
-    const image::Descriptor& d = image::select_platform(ms, want, shown);
-    doc = reg.get_manifest(d.digest);
-    j = image::parse_json(doc.body, "`" + shown + "` manifest");
-    image::check_media_type(d, j, "`" + shown + "` manifest " + d.digest);
-  }
-  const image::Descriptor layer = image::sif_layer(j, shown);
-  const uint64_t limit = o.max_bytes ? o.max_bytes : kDefaultMaxBytes;
-  if (static_cast<uint64_t>(layer.size) > limit)
-    throw Error("`" + shown + "` is " + util::human_bytes(static_cast<uint64_t>(layer.size)) + ", more than the " +
-                    util::human_bytes(limit) + " allowed",
-                "give --max-size BYTES to allow more");
+  const SifArtifact art = resolve_sif(reg, ref, shown, o);
+  const auto& doc = art.doc;
+  const auto& j = art.manifest;
+  const image::Descriptor& layer = art.layer;
   const std::string hex = hex_of(layer.digest);
   const std::string entry_rel = std::string(lz::kDir) + "/" + hex;
   root.dir(lz::kDir, true);

@@ -98,6 +98,35 @@ mode_t current_umask() {
 
 }  // namespace
 
+SifArtifact resolve_sif(image::Registry& reg, const store::Reference& ref, const std::string& shown,
+                        const PullOptions& o) {
+  SifArtifact a;
+  auto& doc = a.doc;
+  doc = reg.get_manifest(ref.manifest_ref());
+  // The trust policy's docker scopes apply to the registry's reference;
+  // rt reads no simple signatures of a SIF file, so signedBy refuses.
+  image::admit_image(o.policy, ref, doc.digest, image::registry_options(o.ca_file, o.insecure, o.plain_http), true);
+  auto& j = a.manifest;
+  j = image::parse_json(doc.body, "`" + shown + "` manifest");
+  if (image::is_index(j)) {
+    // One SIF file per platform, as Apptainer's pull selects by --arch.
+    auto ms = image::parse_index(j, "`" + shown + "` index");
+    const image::Platform want = o.platform.empty() ? image::host_platform() : image::parse_platform(o.platform);
+    const image::Descriptor& d = image::select_platform(ms, want, shown);
+    doc = reg.get_manifest(d.digest);
+    j = image::parse_json(doc.body, "`" + shown + "` manifest");
+    image::check_media_type(d, j, "`" + shown + "` manifest " + d.digest);
+  }
+  a.layer = image::sif_layer(j, shown);
+  const image::Descriptor& layer = a.layer;
+  const uint64_t limit = o.max_bytes ? o.max_bytes : kDefaultMaxBytes;
+  if (static_cast<uint64_t>(layer.size) > limit)
+    throw Error("`" + shown + "` is " + util::human_bytes(static_cast<uint64_t>(layer.size)) + ", more than the " +
+                    util::human_bytes(limit) + " allowed",
+                "give --max-size BYTES to allow more");
+  return a;
+}
+
 std::string pull_sif(const std::string& ref_text, const std::string& dest_arg, const PullOptions& o) {
   util::log_init(o.verbosity);
   if (!o.squash.empty() || !o.format.empty())
@@ -111,26 +140,8 @@ std::string pull_sif(const std::string& ref_text, const std::string& dest_arg, c
   if (o.if_missing && util::path_exists(dest)) return dest;
   image::Registry reg(ref, image::registry_options(o.ca_file, o.insecure, o.plain_http));
 
-  auto doc = reg.get_manifest(ref.manifest_ref());
-  // The trust policy's docker scopes apply to the registry's reference;
-  // rt reads no simple signatures of a SIF file, so signedBy refuses.
-  image::admit_image(o.policy, ref, doc.digest, image::registry_options(o.ca_file, o.insecure, o.plain_http), true);
-  auto j = image::parse_json(doc.body, "`" + shown + "` manifest");
-  if (image::is_index(j)) {
-    // One SIF file per platform, as Apptainer's pull selects by --arch.
-    auto ms = image::parse_index(j, "`" + shown + "` index");
-    const image::Platform want = o.platform.empty() ? image::host_platform() : image::parse_platform(o.platform);
-    const image::Descriptor& d = image::select_platform(ms, want, shown);
-    doc = reg.get_manifest(d.digest);
-    j = image::parse_json(doc.body, "`" + shown + "` manifest");
-    image::check_media_type(d, j, "`" + shown + "` manifest " + d.digest);
-  }
-  const image::Descriptor layer = image::sif_layer(j, shown);
-  const uint64_t limit = o.max_bytes ? o.max_bytes : kDefaultMaxBytes;
-  if (static_cast<uint64_t>(layer.size) > limit)
-    throw Error("`" + shown + "` is " + util::human_bytes(static_cast<uint64_t>(layer.size)) + ", more than the " +
-                    util::human_bytes(limit) + " allowed",
-                "give --max-size BYTES to allow more");
+  const SifArtifact art = resolve_sif(reg, ref, shown, o);
+  const image::Descriptor& layer = art.layer;
 
   // The blob is hashed as it streams into a private directory beside DEST,
   // and takes DEST's name only whole, verified and a SIF file: an

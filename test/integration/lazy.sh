@@ -27,19 +27,8 @@ REG_LOG_LEVEL=info start_registry "$T/reg" basic
 export RT_CA_FILE="$REG_CA"
 echo "$REG_PASS" | "$RT" login -q -u "$REG_USER" --password-stdin --ca-file "$REG_CA" "$REG"
 sha() { sha256sum "$1" | cut -d' ' -f1; }
-# Bytes the registry sent of blob HEX so far (its log: one line a request).
-sent() {
-  python3 - "$T/reg/log" "$1" <<'PY'
-import re, sys
-n = 0
-for line in open(sys.argv[1], errors="replace"):
-    if "response completed" in line and "/blobs/sha256:" + sys.argv[2] in line and "method=GET" in line:
-        m = re.search(r"http\.response\.written=(\d+)", line)
-        n += int(m.group(1)) if m else 0
-print(n)
-PY
-}
-requests() { grep -c "response completed.*method=GET.*/blobs/sha256:$1" "$T/reg/log" || true; }
+# Bytes the registry sent of blob HEX so far.
+sent() { blob_bytes_sent "$T/reg/log" "$1"; }
 
 # --- the image: Debian, padded ----------------------------------------------------
 mkdir -p "$T/pad/opt"
