@@ -191,8 +191,13 @@ bool LazySource::need(uint64_t offset, uint64_t length, std::string* why) {
     idle_.wait(g);
   }
   f->busy = true;
+  // In order: ask for more than needed, twice as much each time.
+  const bool in_order = asked_end_ != ~uint64_t{0} && first <= asked_end_ + 1 && last > asked_end_;
+  ahead_ = in_order ? std::min(kMaxAhead, ahead_ ? 2 * ahead_ + 1 : 1) : 0;
+  const uint64_t until = std::min(count_ - 1, last + ahead_);
+  asked_end_ = until;
   g.unlock();
-  const bool ok = (f->pid > 0 || start(*f, why)) && ask(*f, first, last, why);
+  const bool ok = (f->pid > 0 || start(*f, why)) && ask(*f, first, until, why);
   g.lock();
   f->busy = false;
   idle_.notify_one();

@@ -116,6 +116,10 @@ public:
   bool need(uint64_t offset, uint64_t length, std::string* why) override;
 
   static constexpr size_t kFetchers = 4;
+  // Reads that go on where the last request ended ask for more each time,
+  // up to this many chunks past what they need: a whole file read in order
+  // makes one request per 4 MiB, not one per chunk.
+  static constexpr uint64_t kMaxAhead = 15;
 
 private:
   struct Fetcher {
@@ -133,6 +137,8 @@ private:
   const unsigned char* have_ = nullptr;  // shared mapping of `have`
   std::mutex mu_;
   std::condition_variable idle_;  // a fetcher is free again
+  uint64_t asked_end_ = ~uint64_t{0};  // the last chunk asked for
+  uint64_t ahead_ = 0;                 // chunks asked for past the need, now
   std::vector<Fetcher> fetchers_ = std::vector<Fetcher>(kFetchers);
 };
 
