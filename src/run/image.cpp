@@ -83,18 +83,6 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
   if (given.empty()) throw Error("no image given");
   Image img;
   img.name = given;
-  const store::NameKind taken = store::name_kind(given);
-  const std::string ref = store::without_scheme(given);
-  std::string path = util::normalize_path(ref, cwd);
-  // A file the job staged by this path (rt stage FILE): its copy on this
-  // node, found with no call on the (shared) file system the file lies on.
-  if (taken == store::NameKind::Path && !slurm_job().empty())
-    if (const store::Root* r = store::Root::user_if_exists(storage)) {
-      std::string ext;
-      if (auto copy = store::find_staged_by_path(*r, slurm_job(), path, &ext)) {
-        img.path = path;
-        img.rootfs = *copy;
-        img.squashfs = img.staged = true;
   if (given.starts_with("oras://")) {
     const store::Root* root = store::Root::user_if_exists(storage);
     if (auto e = root ? squash::find_lazy_entry(*root, given) : std::nullopt) {
@@ -108,6 +96,18 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
                             (root ? root->path() : store::store_path(storage)) + "`",
                         "rt exec fetches it, or rt pull " + given + " FILE.sif");
   }
+  const store::NameKind taken = store::name_kind(given);
+  const std::string ref = store::without_scheme(given);
+  std::string path = util::normalize_path(ref, cwd);
+  // A file the job staged by this path (rt stage FILE): its copy on this
+  // node, found with no call on the (shared) file system the file lies on.
+  if (taken == store::NameKind::Path && !slurm_job().empty())
+    if (const store::Root* r = store::Root::user_if_exists(storage)) {
+      std::string ext;
+      if (auto copy = store::find_staged_by_path(*r, slurm_job(), path, &ext)) {
+        img.path = path;
+        img.rootfs = *copy;
+        img.squashfs = img.staged = true;
         img.sif = ext == "sif";
         return img;
       }
