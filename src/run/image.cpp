@@ -70,7 +70,10 @@ struct StepImage {
 };
 StepImage step_image(const ExecOptions& o) {
   StepImage s;
-  if (o.image.starts_with("instance://") || store::name_kind(o.image) != store::NameKind::Reference) return s;
+  // oras:// is read by range into each node's cache: nothing to send.
+  if (o.image.starts_with("instance://") || o.image.starts_with("oras://") ||
+      store::name_kind(o.image) != store::NameKind::Reference)
+    return s;
   s.where = store::slurm_place();
   if (s.where.nodes < 2 || s.where.node < 0) return s;
   s.key = store::staged_key_for_name(store::without_scheme(o.image));
