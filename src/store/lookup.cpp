@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "rt/error.hpp"
 #include "store/ref.hpp"
@@ -35,24 +36,39 @@ std::string passwd_name(uid_t uid, const char* other = nullptr, bool* other_is_a
   return name;
 }
 
-}  // namespace
-
-std::string default_root() {
-  if (const char* s = std::getenv("RT_STORAGE"); s && *s) return s;
+std::string default_root_of(const char* user, const char* logname) {
   // By the real user: a program started with a cleared environment
   // (env -i, as HTCondor and Nextflow do) finds the same store; a name from
   // a directory service needs $USER/$LOGNAME. $USER names the store only
   // when /etc/passwd does not give that name to another user: a $USER of
   // someone else's name never picks their store.
   std::string u;
-  const char* user = std::getenv("USER");
   bool another = false;
   const std::string mine = passwd_name(::getuid(), user, &another);
   if (user && *user && !std::strchr(user, '/') && !another) u = user;
   if (u.empty()) u = mine;
-  if (const char* l = std::getenv("LOGNAME"); u.empty() && l && *l && !std::strchr(l, '/')) u = l;
+  if (u.empty() && logname && *logname && !std::strchr(logname, '/')) u = logname;
   if (u.empty()) u = std::to_string(::getuid());
   return "/var/tmp/" + u + ".rt";
+}
+
+}  // namespace
+
+std::string default_root() {
+  if (const char* s = std::getenv("RT_STORAGE"); s && *s) return s;
+  // Asked for several times a start: the answer is kept for the names it
+  // was made from (the environment may change between asks in tests).
+  const char* user = std::getenv("USER");
+  const char* logname = std::getenv("LOGNAME");
+  const std::string inputs = std::string(user ? user : "") + '\0' + (logname ? logname : "") + '\0' +
+                             std::to_string(::getuid());
+  static std::mutex mu;
+  static std::string kept_inputs, kept;
+  std::lock_guard<std::mutex> g(mu);
+  if (!kept.empty() && inputs == kept_inputs) return kept;
+  kept = default_root_of(user, logname);
+  kept_inputs = inputs;
+  return kept;
 }
 
 std::string store_path(const std::string& storage) { return storage.empty() ? default_root() : storage; }

@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -26,8 +27,19 @@
 namespace rt::util {
 
 std::string file_stamp(const struct stat& st) {
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
-         std::to_string(static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec);
+  // On every start, for each file a cached plan was made from: no streams,
+  // no temporaries.
+  char buf[4 * 21];
+  char* p = buf;
+  auto put = [&](auto v, bool colon) {
+    p = std::to_chars(p, buf + sizeof buf, v).ptr;
+    if (colon) *p++ = ':';
+  };
+  put(static_cast<unsigned long long>(st.st_dev), true);
+  put(static_cast<unsigned long long>(st.st_ino), true);
+  put(static_cast<long long>(st.st_size), true);
+  put(static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec, false);
+  return std::string(buf, p);
 }
 
 UniqueFd open_fd(const std::string& path, int flags, unsigned mode) {
@@ -91,7 +103,7 @@ std::string read_regular_fd(int fd, const std::string& name, size_t limit) {
                  : S_ISSOCK(st.st_mode) ? "a socket"
                                         : "a device") +
                 "): not read");
-  return read_fd(fd, name, limit);
+  return read_fd(fd, name, limit, static_cast<size_t>(st.st_size));
 }
 
 void write_all(int fd, std::string_view data, const std::string& name) {
