@@ -6,6 +6,7 @@
 #include <lz4.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -127,6 +128,19 @@ FileReader::FileReader(sqfs* fs, size_t capacity, unsigned prefetchers, Source* 
 FileReader::~FileReader() = default;
 
 void FileReader::prefetch(const FileMap& f) {
+  if (source_) {
+    // A file still to fetch (a lazy image): all of it (up to kWantLimit)
+    // in a few large requests rather than a request per page fault. Its
+    // blocks lie one after another.
+    uint64_t lo = ~uint64_t{0}, hi = 0;
+    for (const auto& e : f.blocks)
+      if (e.hdr != 0) {
+        lo = std::min(lo, e.pos);
+        hi = std::max(hi, e.pos + (e.hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK));
+      }
+    if (lo < hi) source_->want(fs_->offset + lo, std::min(hi - lo, kWantLimit));
+    if (f.has_fragment) source_->want(fs_->offset + f.fragment.pos, f.fragment.hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK);
+  }
   // Half the cache per file, so that prefetched blocks are not evicted
   // before they are read; a bounded queue, so that a burst of opens does
   // not queue work nobody waits for.

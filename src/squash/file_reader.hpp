@@ -51,8 +51,10 @@ public:
   FileReader(const FileReader&) = delete;
   FileReader& operator=(const FileReader&) = delete;
 
-  // Queues the first blocks of a file for decompression.
+  // Queues the first blocks of a file for decompression; of a file still
+  // to fetch, tells the source that all of it is wanted, up to this much.
   void prefetch(const FileMap& f);
+  static constexpr uint64_t kWantLimit = 32 << 20;
 
   // Metadata side (call under the lock that guards squashfuse's caches).
   // Returns false if the inode's block list cannot be read.

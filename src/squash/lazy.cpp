@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -156,9 +157,17 @@ LazySource::LazySource(const std::string& dir) : dir_(dir) {
     }
     have_ = static_cast<const unsigned char*>(m);
   }
+  in_flight_.resize(count_);
 }
 
 LazySource::~LazySource() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stopping_ = true;
+    wanted_.clear();
+  }
+  wanted_cv_.notify_all();
+  for (auto& t : wanters_) t.join();
   for (auto& f : fetchers_) {
     if (f.fd >= 0) ::close(f.fd);
     if (f.pid > 0) ::waitpid(f.pid, nullptr, 0);  // it ends on the closed socket
@@ -180,28 +189,73 @@ bool LazySource::need(uint64_t offset, uint64_t length, std::string* why) {
     return false;
   }
   const uint64_t first = offset / chunk_size_, last = (offset + length - 1) / chunk_size_;
-  if (present(first, last)) return true;
+  return present(first, last) || fetch(first, last, true, why);
+}
+
+bool LazySource::fetch(uint64_t first, uint64_t last, bool grow, std::string* why) {
   std::unique_lock<std::mutex> g(mu_);
   Fetcher* f = nullptr;
   for (;;) {
     if (present(first, last)) return true;  // fetched while this thread waited
-    for (auto& c : fetchers_)
-      if (!c.busy && (c.pid > 0 || !f)) f = &c;  // a running one first
-    if (f) break;
+    bool coming = false;  // a missing chunk that a request in flight brings
+    for (uint64_t i = first; i <= last && !coming; ++i) coming = in_flight_[i] && !present(i, i);
+    if (!coming) {
+      for (auto& c : fetchers_)
+        if (!c.busy && (c.pid > 0 || !f)) f = &c;  // a running one first
+      if (f) break;
+    }
     idle_.wait(g);
   }
   f->busy = true;
-  // In order: ask for more than needed, twice as much each time.
-  const bool in_order = asked_end_ != ~uint64_t{0} && first <= asked_end_ + 1 && last > asked_end_;
-  ahead_ = in_order ? std::min(kMaxAhead, ahead_ ? 2 * ahead_ + 1 : 1) : 0;
-  const uint64_t until = std::min(count_ - 1, last + ahead_);
-  asked_end_ = until;
+  uint64_t until = last;
+  if (grow) {  // in order: ask for more than needed, twice as much each time
+    const bool in_order = asked_end_ != ~uint64_t{0} && first <= asked_end_ + 1 && last > asked_end_;
+    ahead_ = in_order ? std::min(kMaxAhead, ahead_ ? 2 * ahead_ + 1 : 1) : 0;
+    until = std::min(count_ - 1, last + ahead_);
+    asked_end_ = until;
+  }
+  std::fill(in_flight_.begin() + first, in_flight_.begin() + until + 1, 1);
   g.unlock();
   const bool ok = (f->pid > 0 || start(*f, why)) && ask(*f, first, until, why);
   g.lock();
+  std::fill(in_flight_.begin() + first, in_flight_.begin() + until + 1, 0);
   f->busy = false;
-  idle_.notify_one();
+  idle_.notify_all();  // a free fetcher, and chunks that came
   return ok;
+}
+
+void LazySource::want(uint64_t offset, uint64_t length) {
+  if (length == 0 || offset >= size_) return;
+  length = std::min(length, size_ - offset);
+  const uint64_t first = offset / chunk_size_, last = (offset + length - 1) / chunk_size_;
+  if (present(first, last)) return;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (stopping_) return;
+    for (uint64_t a = first; a <= last; a += kMaxAhead + 1) wanted_.emplace_back(a, std::min(last, a + kMaxAhead));
+    if (wanters_.size() < kWanters) wanters_.emplace_back([this] { want_loop(); });
+  }
+  wanted_cv_.notify_one();
+}
+
+void LazySource::want_loop() {
+  std::unique_lock<std::mutex> g(mu_);
+  auto settled = [this](uint64_t i) { return in_flight_[i] || present(i, i); };
+  for (;;) {
+    wanted_cv_.wait(g, [this] { return stopping_ || !wanted_.empty(); });
+    if (stopping_) return;
+    auto [first, last] = wanted_.front();
+    wanted_.pop_front();
+    // What is there or on its way is left out. A hint may fail: a read
+    // that needs the chunk asks again, and says why.
+    while (first <= last && settled(first)) ++first;
+    while (last > first && settled(last)) --last;
+    if (first > last) continue;
+    g.unlock();
+    std::string why;
+    fetch(first, last, false, &why);
+    g.lock();
+  }
 }
 
 bool LazySource::start(Fetcher& f, std::string* why) {

@@ -28,12 +28,14 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace rt::store {
@@ -86,6 +88,9 @@ class Source {
 public:
   virtual ~Source() = default;
   virtual bool need(uint64_t offset, uint64_t length, std::string* why) = 0;
+  // A hint, which returns at once: [offset, offset + length) will likely
+  // be needed soon (a file read from its start is read whole).
+  virtual void want(uint64_t /*offset*/, uint64_t /*length*/) {}
 };
 
 // The name in STORE/lazy/refs of oras://REF (`ref` with or without the
@@ -114,8 +119,13 @@ public:
   explicit LazySource(const std::string& dir);
   ~LazySource() override;
   bool need(uint64_t offset, uint64_t length, std::string* why) override;
+  // Fetched in the background by up to kWanters threads, in requests of
+  // at most kMaxAhead + 1 chunks; a read of a chunk in flight waits for
+  // it instead of asking again. One fetcher stays free for reads.
+  void want(uint64_t offset, uint64_t length) override;
 
   static constexpr size_t kFetchers = 4;
+  static constexpr size_t kWanters = kFetchers - 1;
   // Reads that go on where the last request ended ask for more each time,
   // up to this many chunks past what they need: a whole file read in order
   // makes one request per 4 MiB, not one per chunk.
@@ -129,6 +139,10 @@ private:
     bool busy = false;
   };
   bool present(uint64_t first, uint64_t last) const;
+  // Chunks [first, last] there, fetched by this thread or another; `grow`:
+  // a read, which may ask for more when reads go on in order.
+  bool fetch(uint64_t first, uint64_t last, bool grow, std::string* why);
+  void want_loop();
   bool start(Fetcher& f, std::string* why);
   bool ask(Fetcher& f, uint64_t first, uint64_t last, std::string* why);
   std::string dir_;
@@ -140,6 +154,11 @@ private:
   uint64_t asked_end_ = ~uint64_t{0};  // the last chunk asked for
   uint64_t ahead_ = 0;                 // chunks asked for past the need, now
   std::vector<Fetcher> fetchers_ = std::vector<Fetcher>(kFetchers);
+  std::vector<unsigned char> in_flight_;              // a byte a chunk: asked for
+  std::deque<std::pair<uint64_t, uint64_t>> wanted_;  // chunk ranges to fetch
+  std::condition_variable wanted_cv_;
+  std::vector<std::thread> wanters_;
+  bool stopping_ = false;
 };
 
 }  // namespace rt::squash
