@@ -29,17 +29,18 @@ namespace rt::util {
 std::string file_stamp(const struct stat& st) {
   // On every start, for each file a cached plan was made from: no streams,
   // no temporaries.
-  char buf[4 * 21];
-  char* p = buf;
+  std::string out;
+  out.reserve(64);
+  char num[24];
   auto put = [&](auto v, bool colon) {
-    p = std::to_chars(p, buf + sizeof buf, v).ptr;
-    if (colon) *p++ = ':';
+    out.append(num, std::to_chars(num, num + sizeof num, v).ptr);
+    if (colon) out += ':';
   };
   put(static_cast<unsigned long long>(st.st_dev), true);
   put(static_cast<unsigned long long>(st.st_ino), true);
   put(static_cast<long long>(st.st_size), true);
   put(static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec, false);
-  return std::string(buf, p);
+  return out;
 }
 
 UniqueFd open_fd(const std::string& path, int flags, unsigned mode) {
