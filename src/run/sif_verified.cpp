@@ -11,21 +11,14 @@
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
 #include "squash/sif.hpp"
-#include "store/root.hpp"
 #include "store/lookup.hpp"
+#include "store/root.hpp"
+#include "store/verified.hpp"
 #include "util/fd.hpp"
 #include "util/fs.hpp"
 #include "util/strings.hpp"
 
 namespace rt {
-namespace {
-
-// A record's name: the identity hashed with the user's secret (BLAKE2b).
-std::string record_name(const store::Root& root, const SifVerification& v) {
-  return util::keyed_hash_hex(root.secret(), v.identity);
-}
-
-}  // namespace
 
 std::optional<SifVerification> sif_verification_needed(const ExecOptions& o) {
   // Cheapest first: most starts ask no verification (one failed open of
@@ -53,9 +46,7 @@ std::optional<SifVerification> sif_verification_needed(const ExecOptions& o) {
                 "copy it where only you can write, then run the copy");
   v.file = o.image;
   // The record's name: the file as it is now and the keys' contents.
-  std::string id = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
-                   std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
-                   std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
+  std::string id = store::file_identity(st);
   for (const auto& k : v.keys) {
     auto text = util::read_regular_if_exists(k, 1 << 20);
     if (!text) throw Error("verification key `" + k + "` does not exist" + (v.from_site ? " (the site's sif.keys)" : ""));
@@ -63,20 +54,13 @@ std::optional<SifVerification> sif_verification_needed(const ExecOptions& o) {
   }
   v.storage = o.storage;
   v.identity = std::move(id);
-  if (const store::Root* root = store::Root::user_if_exists(o.storage))
-    if (util::UniqueFd d = root->dir("verified", false)) {
-      struct stat rst;
-      if (::fstatat(d.get(), record_name(*root, v).c_str(), &rst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(rst.st_mode) &&
-          rst.st_uid == ::getuid())
-        return std::nullopt;
-    }
+  if (const store::Root* root = store::Root::user_if_exists(o.storage); root && store::is_verified(*root, v.identity))
+    return std::nullopt;
   return v;
 }
 
 void remember_sif_verified(const SifVerification& v) {
-  util::UniqueFd d = store::Root::user(v.storage).dir("verified", true);
-  // A cache: where it cannot be written, the next start verifies again.
-  util::write_file_atomic_at(d.get(), record_name(store::Root::user(v.storage), v), v.file + "\n" + util::join(v.keys, "\n") + "\n");
+  store::remember_verified(store::Root::user(v.storage), v.identity, v.file + "\n" + util::join(v.keys, "\n") + "\n");
 }
 
 }  // namespace rt

@@ -17,6 +17,7 @@
 //   ROOT/run-cache/HEX         rt build's RUN --mount=type=cache directories, one per id
 //   ROOT/compressed/HEX.ALG    a layer's compressed blob (gzip, zstd) by its tar's digest, for push and export
 //   ROOT/staged/JOB/           images staged on this node for Slurm job JOB (store/staged.hpp)
+//   ROOT/verified/HASH         files checked once: SIF signatures (store/verified.hpp)
 #pragma once
 #include <string>
 
@@ -45,6 +46,7 @@ inline constexpr const char* kBuildCacheDir = "build-cache";
 inline constexpr const char* kCompressedDir = "compressed";
 inline constexpr const char* kRunCacheDir = "run-cache";
 inline constexpr const char* kStagedDir = "staged";
+inline constexpr const char* kVerifiedDir = "verified";
 // In an image's directory.
 inline constexpr const char* kMetaFile = "rt-image.json";
 // An image kept as one SquashFS file (--format sqfs) has it in place of rootfs/.
