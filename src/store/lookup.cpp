@@ -150,33 +150,40 @@ std::string without_scheme(std::string_view name) {
 
 std::string foreign_path(const std::string& path) {
   const uid_t me = ::getuid();
-  // Walked as given (normalised and absolute), with realpath(3) only when a
-  // symlink is on the way: one lstat per level on a rank's start.
+  // Walked as given (normalised and absolute), one lstat per level on a
+  // rank's start. Each entry on the way, a symlink too, must be one nobody
+  // but root and the caller can replace in the directory it lies in (the
+  // symlink's target, where one is met, for the entries below it); the
+  // real path (realpath(3), only then) is walked as well.
   auto walk = [&](std::string p, std::string& why) {
     struct stat st;
-    if (::lstat(p.c_str(), &st) != 0) return true;
-    if (S_ISLNK(st.st_mode)) return false;
-    if (st.st_uid != 0 && st.st_uid != me) {
+    if (::lstat(p.c_str(), &st) != 0) return false;
+    bool linked = S_ISLNK(st.st_mode);
+    if (!linked && st.st_uid != 0 && st.st_uid != me) {
       why = "`" + p + "` belongs to uid " + std::to_string(st.st_uid);
-      return true;
+      return false;
     }
     while (p != "/") {
       const size_t slash = p.rfind('/');
       const std::string parent = slash == 0 ? "/" : p.substr(0, slash);
-      struct stat pst;
-      if (::lstat(parent.c_str(), &pst) != 0) return true;
-      if (S_ISLNK(pst.st_mode)) return false;
+      struct stat entry, pst;
+      if (::lstat(parent.c_str(), &entry) != 0) return linked;
+      pst = entry;
+      if (S_ISLNK(entry.st_mode)) {
+        linked = true;
+        if (::stat(parent.c_str(), &pst) != 0) return linked;
+      }
       if (why = distrust_parent(pst, st, me); !why.empty()) {
         why = "`" + p + "` lies in `" + parent + "`, " + why;
-        return true;
+        return false;
       }
       p = parent;
-      st = pst;
+      st = entry;
     }
-    return true;
+    return linked;
   };
   std::string why;
-  if (walk(path, why)) return why;
+  if (!walk(path, why)) return why;
   char* real = ::realpath(path.c_str(), nullptr);
   if (!real) return "";
   const std::string resolved = real;

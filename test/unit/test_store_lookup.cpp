@@ -81,6 +81,25 @@ TEST_CASE("foreign_path names a place another user could change") {
   fs::permissions(dir, fs::perms::owner_all);
   fs::create_directory_symlink(dir / "img", dir / "link");
   CHECK(foreign_path(dir / "link") == "");
+  // A symlink others could replace, to a place of the caller's: its
+  // target being safe does not make the path so, at its end or on the way.
+  fs::create_directory(dir / "open");
+  fs::create_directory_symlink(dir / "img", dir / "open" / "link");
+  fs::permissions(dir / "open", fs::perms::all);
+  CHECK_THAT(foreign_path(dir / "open" / "link"),
+             Catch::Contains("`" + (dir / "open" / "link").string() + "` lies in `" + (dir / "open").string() +
+                             "`, a directory other users can write"));
+  fs::create_directory(dir / "img" / "sub");
+  CHECK_THAT(foreign_path(dir / "open" / "link" / "sub"), Catch::Contains("a directory other users can write"));
+  fs::permissions(dir / "open", fs::perms::owner_all);
+  CHECK(foreign_path(dir / "open" / "link" / "sub") == "");
+  // Resolved, the target's own directories are walked too.
+  fs::create_directories(dir / "other" / "target");
+  fs::create_directory_symlink(dir / "other" / "target", dir / "open" / "elsewhere");
+  CHECK(foreign_path(dir / "open" / "elsewhere") == "");
+  fs::permissions(dir / "other", fs::perms::all);
+  CHECK_THAT(foreign_path(dir / "open" / "elsewhere"),
+             Catch::Contains("lies in `" + (dir / "other").string() + "`, a directory other users can write"));
   fs::remove_all(dir);
 }
 
