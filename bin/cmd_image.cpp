@@ -45,6 +45,25 @@ Command make(CLI::App& app, const char* name, const char* help, std::shared_ptr<
   return c;
 }
 
+// The same for a command whose work is one subcommand, `sub` (rt key
+// generate, rt overlay create), which takes -v and -q and no store; its
+// own options go to `sub`.
+template <class State>
+Command make_with_sub(CLI::App& app, const char* name, const char* help, const char* sub_name, const char* sub_help,
+                      CLI::App*& sub, std::shared_ptr<State> s, std::function<int(State&)> run) {
+  Command c;
+  c.app = app.add_subcommand(name, help);
+  c.app->require_subcommand(1);
+  sub = c.app->add_subcommand(sub_name, sub_help);
+  sub->add_flag("-v,--verbose", s->common.verbose, "more detail; twice for debugging");
+  sub->add_flag("-q,--quiet", s->common.quiet, "print errors only");
+  c.run = [s, run] {
+    s->common.fill(s->o);
+    return run(*s);
+  };
+  return c;
+}
+
 // The state of a store command whose only option of its own is --json.
 struct JsonState {
   Common common;
@@ -475,25 +494,21 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       KeyGenerateOptions o;
     };
     auto s = std::make_shared<S>();
-    Command c;
-    c.app = app.add_subcommand("key", "make signing keys");
-    c.app->require_subcommand(1);
-    CLI::App* gen = c.app->add_subcommand(
-        "generate", "make a sigstore key pair, PREFIX.private and PREFIX.pub (as skopeo generate-sigstore-key)");
-    gen->add_flag("-v,--verbose", s->common.verbose, "more detail; twice for debugging");
-    gen->add_flag("-q,--quiet", s->common.quiet, "print errors only");
+    CLI::App* gen = nullptr;
+    Command c = make_with_sub<S>(
+        app, "key", "make signing keys", "generate",
+        "make a sigstore key pair, PREFIX.private and PREFIX.pub (as skopeo generate-sigstore-key)", gen, s,
+        [](S& st) {
+          auto [priv, pub] = generate_key(st.o);
+          if (!st.common.quiet) std::printf("private key `%s`, public key `%s`\n", priv.c_str(), pub.c_str());
+          return 0;
+        });
     gen->add_option("--output-prefix", s->o.output_prefix, "write PREFIX.private and PREFIX.pub (neither may exist)")
         ->required()
         ->type_name("PREFIX");
     gen->add_option("--passphrase-file", s->o.passphrase_file,
                     "the private key's passphrase is FILE's first line (default: $RT_SIGN_PASSPHRASE, else asked)")
         ->type_name("FILE");
-    c.run = [s] {
-      s->common.fill(s->o);
-      auto [priv, pub] = generate_key(s->o);
-      if (!s->common.quiet) std::printf("private key `%s`, public key `%s`\n", priv.c_str(), pub.c_str());
-      return 0;
-    };
     out.push_back(std::move(c));
   }
   {
@@ -547,23 +562,18 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       std::string file;
     };
     auto s = std::make_shared<S>();
-    Command c;
-    c.app = app.add_subcommand("overlay", "make overlay images: ext3 files that keep a container's writes");
-    c.app->require_subcommand(1);
-    CLI::App* create =
-        c.app->add_subcommand("create", "make FILE, an ext3 overlay image for rt exec --overlay FILE (Apptainer's format)");
-    create->add_flag("-v,--verbose", s->common.verbose, "more detail; twice for debugging");
-    create->add_flag("-q,--quiet", s->common.quiet, "print errors only");
+    CLI::App* create = nullptr;
+    Command c = make_with_sub<S>(app, "overlay", "make overlay images: ext3 files that keep a container's writes", "create",
+                                 "make FILE, an ext3 overlay image for rt exec --overlay FILE (Apptainer's format)",
+                                 create, s, [](S& st) {
+                                   overlay_create(st.file, st.o);
+                                   return 0;
+                                 });
     create->add_option("-s,--size", s->o.size_mib, "its size in MiB (default 64)")->type_name("MiB");
     create->add_flag("--sparse", s->o.sparse, "allocate its blocks as they are written, not at once");
     create->add_option("--create-dir", s->o.dirs, "make DIR in it (as /DIR in the container); repeatable")
         ->type_name("DIR");
     create->add_option("file", s->file, "the image file to make (refused if it exists)")->required()->type_name("FILE");
-    c.run = [s] {
-      s->common.fill(s->o);
-      overlay_create(s->file, s->o);
-      return 0;
-    };
     out.push_back(std::move(c));
   }
   {
