@@ -17,7 +17,7 @@
 //   ROOT/run-cache/HEX         rt build's RUN --mount=type=cache directories, one per id
 //   ROOT/compressed/HEX.ALG    a layer's compressed blob (gzip, zstd) by its tar's digest, for push and export
 //   ROOT/staged/JOB/           images staged on this node for Slurm job JOB (store/staged.hpp)
-//   ROOT/verified/HASH         files checked once: SIF signatures (store/verified.hpp)
+//   ROOT/verified/HASH         files checked once: SIF signatures, site images' digests (store/verified.hpp)
 #pragma once
 #include <string>
 

@@ -93,42 +93,44 @@ std::string unescape_name(std::string_view dir) {
   return out;
 }
 
-std::optional<std::string> find_image(const Root& store, const std::string& name) {
-  util::UniqueFd images = store.dir(kImagesDir, false);
-  if (!images) return std::nullopt;
-  auto try_name = [&](const std::string& n) -> std::optional<std::string> {
-    std::string esc;
-    try {
-      esc = escape_name(n);
-    } catch (const Error&) {
-      return std::nullopt;
-    }
-    struct stat st;
-    if (::fstatat(images.get(), esc.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-      return store.sub(std::string(kImagesDir) + "/" + esc);
-    return std::nullopt;
-  };
-  if (auto d = try_name(name)) return d;
+std::vector<std::string> name_forms(const std::string& name) {
+  std::vector<std::string> forms{name};
   Reference r;
   try {
     r = store::parse_reference(name);
   } catch (const Error&) {
-    return std::nullopt;
+    return forms;
   }
-  if (auto d = try_name(r.str())) return d;
+  auto add = [&](const std::string& f) {
+    if (std::find(forms.begin(), forms.end(), f) == forms.end()) forms.push_back(f);
+  };
+  add(r.str());
   // Docker's normalisation, both ways: busybox, busybox:latest,
   // library/busybox:latest and docker.io/library/busybox:latest are one
   // image, stored under whichever of these names it was given.
-  if (r.registry != "docker.io" || !r.digest.empty()) return std::nullopt;
-  std::vector<std::string> forms;
+  if (r.registry != "docker.io" || !r.digest.empty()) return forms;
   const std::string shortest = r.repository.starts_with("library/") ? r.repository.substr(8) : r.repository;
   for (const std::string& repo : {shortest, r.repository, "docker.io/" + r.repository}) {
-    forms.push_back(repo + ":" + r.tag);
-    if (r.tag == "latest") forms.push_back(repo);
+    add(repo + ":" + r.tag);
+    if (r.tag == "latest") add(repo);
   }
-  for (const auto& f : forms)
-    if (f != name)
-      if (auto d = try_name(f)) return d;
+  return forms;
+}
+
+std::optional<std::string> find_image(const Root& store, const std::string& name) {
+  util::UniqueFd images = store.dir(kImagesDir, false);
+  if (!images) return std::nullopt;
+  for (const std::string& n : name_forms(name)) {
+    std::string esc;
+    try {
+      esc = escape_name(n);
+    } catch (const Error&) {
+      continue;
+    }
+    struct stat st;
+    if (::fstatat(images.get(), esc.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+      return store.sub(std::string(kImagesDir) + "/" + esc);
+  }
   return std::nullopt;
 }
 

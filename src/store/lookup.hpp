@@ -21,6 +21,10 @@ std::string unescape_name(std::string_view dir);
 // store's images/.
 class Root;
 std::optional<std::string> find_image(const Root& store, const std::string& name);
+// The names `name` is found under, in the order tried: itself, its
+// canonical reference, and Docker's other spellings of a docker.io name
+// (busybox, busybox:latest, library/busybox, docker.io/library/busybox:latest).
+std::vector<std::string> name_forms(const std::string& name);
 
 // How every command reads an image argument, so that a file another user
 // planted under the caller's working directory never runs in place of the

@@ -19,12 +19,6 @@ namespace {
 
 constexpr size_t kSecretHexDigits = 64;
 
-std::string mode_of(mode_t m) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(m & 07777));
-  return buf;
-}
-
 std::string owner_of(uid_t uid, uid_t me) { return uid == me ? "you" : "uid " + std::to_string(uid); }
 
 constexpr const char* kWhatToDo =
@@ -58,6 +52,12 @@ bool check_ancestors(const std::string& path_in, const struct stat& st, const st
 }
 
 }  // namespace
+
+std::string mode_of(mode_t m) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(m & 07777));
+  return buf;
+}
 
 std::string distrust(const struct stat& st, uid_t me) {
   if (S_ISLNK(st.st_mode)) return "is a symbolic link (owner " + owner_of(st.st_uid, me) + ")";

@@ -60,6 +60,9 @@ private:
   mutable std::string secret_;
 };
 
+// A file's permission bits as chmod takes them ("0755"), for messages.
+std::string mode_of(mode_t m);
+
 // Why a directory may not be trusted as a user's store, or "" when it may:
 // `st` is the directory's lstat. Pure, for the checks and their tests.
 std::string distrust(const struct stat& st, uid_t me);

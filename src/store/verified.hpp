@@ -6,8 +6,8 @@
 //
 // The identity holds the file's device, inode, size and times of change
 // (file_identity) and whatever else the check depended on (the keys a SIF
-// file verified with), so a file changed since, or a check against
-// something else, finds no record.
+// file verified with, the digest a site image matched), so a file changed
+// since, or a check against something else, finds no record.
 #pragma once
 #include <sys/stat.h>
 
