@@ -360,18 +360,21 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
   {
     using S = JsonState;
     auto s = std::make_shared<S>();
-    Command c = make<S>(app, "images", "list the images in the store", s, [](S& st) {
+    Command c = make<S>(app, "images", "list the images in the store, then the site's (store.site)", s, [](S& st) {
       auto list = list_images(st.o);
       if (st.json) {
         nlohmann::json a = nlohmann::json::array();
-        for (const auto& i : list)
+        for (const auto& i : list) {
           a.push_back({{"name", i.name},
                        {"ref", i.ref},
                        {"manifest_digest", i.manifest_digest},
                        {"config_digest", i.config_digest},
                        {"size", i.size},
                        {"created", i.created},
-                       {"path", i.dir}});
+                       {"path", i.dir},
+                       {"source", i.site.empty() ? "store" : "site"}});
+          if (!i.site.empty()) a.back().update({{"site", i.site}, {"digest", i.file_digest}});
+        }
         std::cout << a.dump(2) << "\n";
         return 0;
       }
@@ -380,12 +383,16 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
       size_t width = 4;
       for (const auto& i : list) width = std::max(width, i.name.size());
       const int w = static_cast<int>(width);
-      std::printf("%-*s  %-12s  %10s  %s\n", w, "NAME", "ID", "SIZE", "CREATED");
+      // A site store's image (its file's digest for the ID) says where it is.
+      std::printf("%-*s  %-12s  %10s  %-20s  %s\n", w, "NAME", "ID", "SIZE", "CREATED", "SOURCE");
       for (const auto& i : list) {
         char size[32];
         std::snprintf(size, sizeof size, "%.1f MB", static_cast<double>(i.size) / 1e6);
-        const std::string id = i.config_digest.starts_with("sha256:") ? i.config_digest.substr(7, 12) : i.config_digest;
-        std::printf("%-*s  %-12s  %10s  %s\n", w, i.name.c_str(), id.c_str(), size, i.created.c_str());
+        const std::string& digest = i.site.empty() ? i.config_digest : i.file_digest;
+        const std::string id = digest.starts_with("sha256:") ? digest.substr(7, 12) : digest;
+        const std::string source = i.site.empty() ? "store" : "site " + i.site;
+        std::printf("%-*s  %-12s  %10s  %-20s  %s\n", w, i.name.c_str(), id.c_str(), size, i.created.c_str(),
+                    source.c_str());
       }
       return 0;
     });
@@ -420,6 +427,9 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
                     << ",\n  \"manifest_digest\": " << json_escape(i.manifest_digest)
                     << ",\n  \"config_digest\": " << json_escape(i.config_digest) << ",\n  \"size\": " << i.size
                     << ",\n  \"created\": " << json_escape(i.created) << ",\n  \"path\": " << json_escape(i.dir);
+          std::cout << ",\n  \"source\": \"" << (i.site.empty() ? "store" : "site") << "\"";
+          if (!i.site.empty())
+            std::cout << ",\n  \"site\": " << json_escape(i.site) << ",\n  \"digest\": " << json_escape(i.file_digest);
           if (!i.base_name.empty())
             std::cout << ",\n  \"base\": {\"name\": " << json_escape(i.base_name)
                       << ", \"config_digest\": " << json_escape(i.base_digest) << "}";

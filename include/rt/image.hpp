@@ -86,6 +86,8 @@ struct ImageSummary {
   std::string config;  // inspect only: the image config's `config` (Env, Cmd, User, ...) as JSON; "" if none
   std::string base_name, base_digest;  // inspect only: what rt build built it from (FROM, its config digest)
   std::string policy;  // inspect only: what the trust policy admitted a pulled image by, as JSON; "" if nothing was judged
+  std::string site;    // an image of the site's store: its directory (dir is then its file); "" for the user's store
+  std::string file_digest;  // ... and its file's digest, as the site's index gives it
 };
 struct ConvertOptions : StoreOptions {
   std::string compression = "zstd";  // zstd, gzip, lz4, xz, lzo

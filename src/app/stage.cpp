@@ -17,6 +17,7 @@
 #include "image/child.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
+#include "run/image.hpp"
 #include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
 #include "store/staged.hpp"
@@ -58,6 +59,14 @@ Source named_source(app::Store& store, const std::string& image, const std::stri
   if (!dir) {
     if (auto staged = store::find_staged(store.dir(), job, s.key, s.ext)) {
       s.file = *staged;
+      s.size = file_size(s.file);
+      return s;
+    }
+    // The site's store, after the user's, as exec searches them: its file,
+    // checked against the index, goes as it is (a SIF file stays one).
+    if (auto site = run::open_site_image(name, o.storage)) {
+      s.file = site->rootfs;
+      s.ext = site->sif ? "sif" : "sqfs";
       s.size = file_size(s.file);
       return s;
     }
@@ -223,6 +232,13 @@ void stage_step(const std::string& image, const StoreOptions& o) {
   app::FileLock lock(store.dir().sub(store::staged_dir(where.job) + "/" + key + ".lock"),
                      app::FileLock::Mode::Exclusive);
   if (store::staged_sent(store.dir(), where, key)) return;
+  // An image of the site's store is read where it lies by every node, as
+  // exec finds it there before it would wait for a copy: nothing to send.
+  const std::string name = store::without_scheme(image);
+  if (!store::find_image(store.dir(), name) && run::find_site_image(name)) {
+    util::write_file_atomic_at(dir.get(), key + ".sent", where.nodelist);
+    return;
+  }
   app::WorkDir work(store.tmp_dir(), "stage");
   const std::string target = where.job + "." + where.step;
   try {

@@ -1,18 +1,24 @@
 // rt images / inspect / rm / prune (host).
 #include "app/store.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <optional>
 
+#include "hpc/site_config.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "rt/instance.hpp"
+#include "run/image.hpp"
+#include "run/image_root.hpp"
 #include "run/injection.hpp"
 #include "run/sqfs_facts.hpp"
+#include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
 #include "store/root.hpp"
+#include "store/site.hpp"
 #include "util/fs.hpp"
 #include "util/json.hpp"
 #include "util/log.hpp"
@@ -32,7 +38,21 @@ std::optional<app::Store> existing_store(const StoreOptions& o) {
 }
 
 ImageSummary summary(const app::ImageInfo& i) {
-  return {i.name, i.ref, i.manifest_digest, i.config_digest, i.created, i.dir, i.size, {}, {}, {}, {}};
+  return {i.name, i.ref, i.manifest_digest, i.config_digest, i.created, i.dir, i.size, {}, {}, {}, {}, {}, {}};
+}
+
+// A site store's image as rt images and rt inspect show it: its file for
+// the path, the file's digest for the ID, when the file last changed.
+ImageSummary site_summary(const store::SiteImage& img) {
+  ImageSummary out;
+  out.name = img.name;
+  out.dir = img.path();
+  out.site = img.dir;
+  out.size = img.size;
+  out.file_digest = img.digest;
+  struct stat st;
+  if (::stat(out.dir.c_str(), &st) == 0) out.created = util::utc_time(st.st_mtime);
+  return out;
 }
 
 // The stored name for what the user typed: as given, or canonical.
@@ -48,6 +68,16 @@ std::vector<ImageSummary> list_images(const StoreOptions& o) {
   std::vector<ImageSummary> out;
   if (auto s = existing_store(o))
     for (const auto& i : s->list()) out.push_back(summary(i));
+  // Then the site's, as exec searches them; one that cannot be trusted is
+  // named and passed over, so the user's own list still shows.
+  for (const auto& dir : hpc::load_site_config().get("store.site")) {
+    try {
+      if (auto images = store::read_site_index(dir))
+        for (const auto& img : *images) out.push_back(site_summary(img));
+    } catch (const Error& e) {
+      util::warn(e.what());
+    }
+  }
   return out;
 }
 
@@ -66,6 +96,19 @@ bool image_is_path(const std::string& name, const StoreOptions& o) {
 
 ImageSummary inspect_image(const std::string& name, const StoreOptions& o) {
   auto s = existing_store(o);
+  if (!s || !store::find_image(s->dir(), name))
+    if (auto site = run::find_site_image(name)) {
+      ImageSummary out = site_summary(*site);
+      // Its configuration is inside the file: read as exec reads it, once
+      // the file has matched its index.
+      const auto root = run::ImageRoot::open(*run::open_site_image(name, o.storage), o.storage);
+      if (auto text = root->read(squash::kConfigPath, 4 << 20)) {
+        auto doc = util::parse_json_object(*text, "`" + out.dir + ":" + squash::kConfigPath + "`");
+        const auto& cfg = util::json_object(doc, "config", "`" + out.dir + ":" + squash::kConfigPath + "`");
+        if (!cfg.is_null()) out.config = cfg.dump(2);
+      }
+      return out;
+    }
   if (!s) no_image(name, store::store_path(o.storage));
   auto info = s->info(resolve_name(*s, name));
   if (!info) throw Error("image `" + name + "` in store `" + s->root() + "` has no metadata");
@@ -89,6 +132,11 @@ ImageSummary inspect_image(const std::string& name, const StoreOptions& o) {
 
 void remove_image(const std::string& name, const StoreOptions& o) {
   auto s = existing_store(o);
+  if (!s || !store::find_image(s->dir(), name))
+    if (auto site = run::find_site_image(name))
+      throw Error("image `" + name + "` is in the site store `" + site->dir + "` (`" + site->path() +
+                      "`), which rt never changes: rt rm removes images of your own store",
+                  "the site's administrators remove it there");
   if (!s) no_image(name, store::store_path(o.storage));
   std::string stored = resolve_name(*s, name);
   s->remove(stored);

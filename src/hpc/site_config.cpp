@@ -15,7 +15,7 @@ const std::set<std::string> kSiteKeys = {
     "ld_cache",     "openmpi.library",  "openmpi.paths", "mpich.library", "mpich.paths",  "gpu.libraries",
     "gpu.binaries", "gpu.paths",        "gpu.procfs",    "gpu.dev",       "ib.libraries", "ib.paths",
     "ib.devices",   "fabric.libraries", "fabric.paths",  "glibc.replace", "cdi.dirs",     "squashfs.linger",
-    "image.policy", "sif.keys",         "lazy.cache-size"};
+    "image.policy", "sif.keys",         "store.site",    "lazy.cache-size"};
 
 std::string trim(const std::string& s) { return util::trim(s, " \t\r"); }
 
@@ -45,6 +45,11 @@ SiteConfig parse_site_config(const std::string& text, const std::string& file) {
       if (!trim(w).empty()) words.push_back(trim(w));
     if (key == "glibc.replace" && (words.size() != 1 || (words[0] != "yes" && words[0] != "no")))
       throw Error("site configuration `" + file + "` line " + std::to_string(n) + ": glibc.replace is yes or no");
+    if (key == "store.site")
+      for (const auto& w : words)
+        if (!w.starts_with("/"))
+          throw Error("site configuration `" + file + "` line " + std::to_string(n) + ": store.site takes absolute " +
+                      "directories, not `" + w + "`");
     c.values[key] = std::move(words);
   }
   return c;

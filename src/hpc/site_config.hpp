@@ -7,9 +7,10 @@
 // ib.libraries, ib.paths, ib.devices, fabric.libraries, fabric.paths,
 // glibc.replace (yes|no), cdi.dirs, squashfs.linger, image.policy (the trust
 // policy file in place of /etc/containers/policy.json), sif.keys (OpenPGP
-// keys every SIF image run must verify with), lazy.cache-size (the node
-// cache of oras:// images: squash/lazy.hpp). Unknown keys are an error (a
-// typo must not pass).
+// keys every SIF image run must verify with), store.site (directories of
+// the site's read-only image store, searched in order after the user's
+// store: store/site.hpp), lazy.cache-size (the node cache of oras://
+// images: squash/lazy.hpp). Unknown keys are an error (a typo must not pass).
 #pragma once
 #include <map>
 #include <string>

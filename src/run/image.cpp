@@ -6,12 +6,14 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "hpc/site_config.hpp"
 #include "rt/error.hpp"
 #include "rt/exec.hpp"
-#include "squash/sqfs.hpp"
 #include "squash/lazy.hpp"
+#include "squash/sqfs.hpp"
 #include "store/lookup.hpp"
 #include "store/root.hpp"
+#include "store/site.hpp"
 #include "store/staged.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
@@ -43,10 +45,13 @@ namespace {
     for (size_t i = 0; i < similar.size() && i < 5; ++i) list += (i ? ", " : "") + similar[i];
     hint = "the store has " + list + ": name one of them, with its tag";
   }
+  std::string site;
+  for (const auto& dir : hpc::load_site_config().get("store.site"))
+    site += (site.empty() ? "" : ", ") + ("`" + dir + "`");
   throw ImageNotFound(ref, !similar.empty(),
                       "image `" + ref + "` not found: " + (shown_path.empty() ? "" : "no `" + shown_path + "`, and ") +
                           "no image of that name in store `" + (root ? root->path() : store::store_path(storage)) +
-                          "`",
+                          "`" + (site.empty() ? "" : " nor in the site store " + site),
                       hint);
 }
 
@@ -60,6 +65,12 @@ const std::string& slurm_job() {
 std::optional<std::string> staged_copy(const store::Root* root, const std::string& key, const char* ext) {
   if (slurm_job().empty() || !root) return std::nullopt;
   return store::find_staged(*root, slurm_job(), key, ext);
+}
+// ... of an image staged by name: a SquashFS file, or a SIF file (a site
+// store's stays one).
+std::optional<std::string> staged_copy(const store::Root* root, const std::string& key) {
+  if (auto copy = staged_copy(root, key, "sqfs")) return copy;
+  return staged_copy(root, key, "sif");
 }
 
 // The key and place of a reference image in a step over several nodes;
@@ -138,12 +149,15 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
     from_path = false;
     path = *stored;
     if (::stat(path.c_str(), &st) != 0) throw SysError{errno, "stat", path};
-  } else if (!from_path && !slurm_job().empty() &&
-             (stored = staged_copy(root, store::staged_key_for_name(ref), "sqfs"))) {
+  } else if (!from_path && !slurm_job().empty() && (stored = staged_copy(root, store::staged_key_for_name(ref)))) {
     // Staged on this node for the job (rt stage, or a step's first node).
     img.rootfs = *stored;
     img.squashfs = true;
+    img.sif = stored->ends_with(".sif");
     return img;
+  } else if (auto site = from_path ? std::nullopt : open_site_image(given, storage)) {
+    // The site's store, after the user's own.
+    return *site;
   } else if (!from_path) {
     // A bare name is never a path; a file of the caller's by that name is
     // what they most likely meant, so say so rather than pull.
@@ -213,6 +227,28 @@ Image open_image(const std::string& given, const std::string& cwd, const std::st
   return img;
 }
 
+std::optional<store::SiteImage> find_site_image(const std::string& name) {
+  const std::vector<std::string> dirs = hpc::load_site_config().get("store.site");
+  if (dirs.empty()) return std::nullopt;
+  return store::find_site_image(dirs, store::without_scheme(name));
+}
+
+std::optional<Image> open_site_image(const std::string& name, const std::string& storage) {
+  auto site = find_site_image(name);
+  if (!site) return std::nullopt;
+  Image img;
+  img.name = name;
+  img.rootfs = store::verify_site_image(store::Root::user(storage), *site);
+  const squash::FileKind kind = squash::file_kind(img.rootfs);
+  if (kind != (site->format == "sif" ? squash::FileKind::Sif : squash::FileKind::Squashfs))
+    throw Error("site image `" + site->name + "`: `" + img.rootfs + "` is not a " +
+                (site->format == "sif" ? "SIF" : "SquashFS") + " file, as the index `" + site->index() + "` says");
+  util::info("image `" + name + "`: `" + img.rootfs + "` of the site store `" + site->dir + "`");
+  img.squashfs = true;
+  img.sif = kind == squash::FileKind::Sif;
+  return img;
+}
+
 void warn_if_foreign(const Image& image) {
   if (image.path.empty() || image.staged) return;  // a staged copy is the user's, on this node
   if (std::string why = store::foreign_path(image.path); !why.empty())
@@ -246,7 +282,7 @@ namespace rt {
 
 bool stored_image(const std::string& name, const std::string& storage) {
   const store::Root* root = store::Root::user_if_exists(storage);
-  return root && store::find_image(*root, name).has_value();
+  return (root && store::find_image(*root, name).has_value()) || run::find_site_image(name).has_value();
 }
 
 }  // namespace rt

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "run/image_config.hpp"
+#include "store/site.hpp"
 
 namespace rt::run {
 
@@ -74,6 +75,16 @@ inline constexpr const char* kBundleConfig = "image-config.json";
 // it is neither.
 Image open_image(const std::string& ref, const std::string& cwd, const std::string& storage,
                  bool any_directory = false);
+// The site's image store (store.site, store/site.hpp), asked only for a
+// name the user's store lacks, so that a start of any other image reads no
+// index: the image the first site directory that has `name` (any form of
+// it) gives, or nullopt; rt::Error when a site directory cannot be trusted.
+std::optional<store::SiteImage> find_site_image(const std::string& name);
+// ... that image to run: its file checked against the index once per
+// version of the file (store::verify_site_image, in `storage`'s store) and
+// of the format the index gives. nullopt when no site store has `name`.
+std::optional<Image> open_site_image(const std::string& name, const std::string& storage);
+
 // Warns when `image` was taken from a path another user could have placed
 // or changed (store::foreign_path); called once per node, not per rank.
 void warn_if_foreign(const Image& image);

@@ -129,7 +129,10 @@ private:
 
 std::unique_ptr<ImageRoot> ImageRoot::open(const std::string& ref, const std::string& cwd, const std::string& storage,
                                            bool any_directory) {
-  Image image = open_image(ref, cwd, storage, any_directory);
+  return open(open_image(ref, cwd, storage, any_directory), storage);
+}
+
+std::unique_ptr<ImageRoot> ImageRoot::open(Image image, const std::string& storage) {
   if (image.squashfs) return std::make_unique<SquashRoot>(std::move(image), storage);
   return std::make_unique<DirectoryRoot>(std::move(image));
 }

@@ -27,6 +27,8 @@ public:
   // ExecOptions::any_directory. Throws rt::Error.
   static std::unique_ptr<ImageRoot> open(const std::string& ref, const std::string& cwd, const std::string& storage,
                                          bool any_directory = false);
+  // ... an image open_image (or open_site_image) located.
+  static std::unique_ptr<ImageRoot> open(Image image, const std::string& storage);
 
   const std::string& name() const override { return image_.name; }
   const Image& image() const { return image_; }
