@@ -46,8 +46,8 @@ Command make(CLI::App& app, const char* name, const char* help, std::shared_ptr<
 }
 
 // The same for a command whose work is one subcommand, `sub` (rt key
-// generate, rt overlay create), which takes -v and -q and no store; its
-// own options go to `sub`.
+// generate, rt overlay create, rt site-store index), which takes -v and -q
+// and no store; its own options go to `sub`.
 template <class State>
 Command make_with_sub(CLI::App& app, const char* name, const char* help, const char* sub_name, const char* sub_help,
                       CLI::App*& sub, std::shared_ptr<State> s, std::function<int(State&)> run) {
@@ -519,6 +519,25 @@ void add_image_commands(CLI::App& app, std::vector<Command>& out) {
     gen->add_option("--passphrase-file", s->o.passphrase_file,
                     "the private key's passphrase is FILE's first line (default: $RT_SIGN_PASSPHRASE, else asked)")
         ->type_name("FILE");
+    out.push_back(std::move(c));
+  }
+  {
+    struct S {
+      Common common;
+      StoreOptions o;
+      std::string dir;
+    };
+    auto s = std::make_shared<S>();
+    CLI::App* index = nullptr;
+    Command c = make_with_sub<S>(
+        app, "site-store", "for administrators: a read-only image store every user's rt searches", "index",
+        "(re)write DIR/index.json: name, file, format, size and digest of DIR's SquashFS and SIF files", index, s,
+        [](S& st) {
+          for (const auto& line : index_site_store(st.dir, st.o))
+            if (!st.common.quiet) std::printf("%s\n", line.c_str());
+          return 0;
+        });
+    index->add_option("dir", s->dir, "the site store's directory")->required()->type_name("DIR");
     out.push_back(std::move(c));
   }
   {

@@ -9,7 +9,7 @@ _rt() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
   fi
-  local commands="exec run shell instance pull push import build convert stage images inspect verify sign key rm prune overlay login logout doctor"
+  local commands="exec run shell instance pull push import build convert stage images inspect verify sign key rm prune overlay site-store login logout doctor"
   local common="-v --verbose -q --quiet --storage -h --help"
   local exec_opts="$common --uid --gid --root -b --bind -w --write --write-tmpfs --overlay --app
     --private-tmp --no-home --home --contain --tmpfs --net --pid --ipc --volume --mount --workdir --rm --cd -e --env --env-file --unset-env --clean-env -n --dry-run
@@ -97,6 +97,10 @@ _rt() {
     rm)
       if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$common" -- "$cur")); else COMPREPLY=($(images)); fi ;;
     prune) COMPREPLY=($(compgen -W "$common" -- "$cur")) ;;
+    site-store)
+      if [[ $cword -eq 2 ]]; then COMPREPLY=($(compgen -W "index" -- "$cur"))
+      elif [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-v --verbose -q --quiet -h --help" -- "$cur"))
+      else _filedir -d; fi ;;
     overlay)
       if [[ $cword -eq 2 ]]; then COMPREPLY=($(compgen -W "create" -- "$cur"))
       elif [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-v --verbose -q --quiet -h --help -s --size --sparse --create-dir" -- "$cur"))

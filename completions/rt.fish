@@ -1,11 +1,12 @@
 # fish completion for rt. Commands are listed here; each command's options
 # come from its own --help, so they are always those of the rt installed.
-set -l rt_commands exec run shell instance pull push import build convert stage images inspect verify sign key rm prune overlay login logout doctor
+set -l rt_commands exec run shell instance pull push import build convert stage images inspect verify sign key rm prune overlay site-store login logout doctor
 
 function __rt_options --argument-names cmd
     set -l sub
     test "$cmd" = overlay; and set sub create
     test "$cmd" = key; and set sub generate
+    test "$cmd" = site-store; and set sub index
     rt $cmd $sub --help 2>/dev/null | string match -ar -- '--[a-z][a-z-]*' | sort -u
 end
 
@@ -39,3 +40,5 @@ complete -c rt -n "__fish_seen_subcommand_from exec run shell; and not string ma
 complete -c rt -n "__fish_seen_subcommand_from overlay; and not __fish_seen_subcommand_from create" -a create
 complete -c rt -n "__fish_seen_subcommand_from create; and not string match -q -- '-*' (commandline -ct)" -F
 complete -c rt -n "__fish_seen_subcommand_from key; and not __fish_seen_subcommand_from generate" -a generate
+complete -c rt -n "__fish_seen_subcommand_from site-store; and not __fish_seen_subcommand_from index" -a index
+complete -c rt -n "__fish_seen_subcommand_from index; and not string match -q -- '-*' (commandline -ct)" -a "(__fish_complete_directories)"

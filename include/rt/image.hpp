@@ -211,6 +211,15 @@ struct PruneReport {
 };
 PruneReport prune_store(const StoreOptions& options);
 
+// rt site-store index DIR, for the site's administrators: (re)writes
+// DIR/index.json (atomically, mode 0644) from the SquashFS and SIF files
+// in DIR, each with its format, size and SHA-256 digest; names an earlier
+// index gave are kept, a new file is named after the file (app-1.0.sqfs:
+// app-1.0). Refuses what users' rt would refuse (a directory or file
+// another user could change). Returns a line per image and one for the
+// index; throws rt::Error naming the file.
+std::vector<std::string> index_site_store(const std::string& dir, const StoreOptions& options);
+
 // rt stage: in a Slurm job (batch script or salloc), copies each image
 // once to every node's store (staged/JOB/, by sbcast) for the job's steps,
 // which then run it from there; a stored image the store lacks is pulled

@@ -4,12 +4,13 @@ set -euo pipefail
 : "${RT:?}" "${RT_SOURCE_DIR:?}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 n=0
-for cmd in exec run shell instance pull push import build convert stage images inspect verify sign key rm prune overlay login logout doctor; do
+for cmd in exec run shell instance pull push import build convert stage images inspect verify sign key rm prune overlay site-store login logout doctor; do
   page="$RT_SOURCE_DIR/man/rt-$cmd.1"
   [ -f "$page" ] || fail "no man page $page"
   sub=
   [ "$cmd" = overlay ] && sub=create
   [ "$cmd" = key ] && sub=generate
+  [ "$cmd" = site-store ] && sub=index
   opts=$("$RT" "$cmd" $sub --help | grep -oE -- '--[a-z][a-z-]*' | sort -u)
   [ -n "$opts" ] || fail "rt $cmd --help lists no options"
   for o in $opts; do
@@ -55,7 +56,7 @@ echo "ok: bash completion without bash-completion"
 # zsh and fish take each command's options from its --help: the commands
 # they list must be rt's, and an option must come back for a command.
 bin=$(dirname "$RT")
-commands="exec run shell instance pull import build convert stage images inspect verify sign rm prune overlay login logout doctor"
+commands="exec run shell instance pull import build convert stage images inspect verify sign rm prune overlay site-store login logout doctor"
 for shell in zsh fish; do
   command -v $shell >/dev/null || fail "$shell is missing (test/install-deps.sh installs it)"
 done
@@ -78,5 +79,6 @@ fish_words rt doctor --j | grep -qx -- --json || fail "fish completion of doctor
 zsh_words rt overlay create --sp | grep -qx -- --sparse || fail "zsh completion of overlay create options"
 fish_words rt overlay create --sp | grep -qx -- --sparse || fail "fish completion of overlay create options"
 [ "$(complete_words rt overlay cr)" = create ] || fail "bash completion of overlay commands"
+[ "$(complete_words rt site-store in)" = index ] || fail "bash completion of site-store commands"
 echo "ok: zsh and fish completion"
 echo "ok: $n options documented"
