@@ -120,17 +120,24 @@ std::vector<std::string> name_forms(const std::string& name) {
 std::optional<std::string> find_image(const Root& store, const std::string& name) {
   util::UniqueFd images = store.dir(kImagesDir, false);
   if (!images) return std::nullopt;
-  for (const std::string& n : name_forms(name)) {
+  auto stored = [&](const std::string& n) -> std::optional<std::string> {
     std::string esc;
     try {
       esc = escape_name(n);
     } catch (const Error&) {
-      continue;
+      return std::nullopt;
     }
     struct stat st;
     if (::fstatat(images.get(), esc.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
       return store.sub(std::string(kImagesDir) + "/" + esc);
-  }
+    return std::nullopt;
+  };
+  // The name as given first: a rank's start by the name it was stored
+  // under parses no reference.
+  if (auto d = stored(name)) return d;
+  const std::vector<std::string> forms = name_forms(name);
+  for (size_t i = 1; i < forms.size(); ++i)  // forms[0] is the name itself
+    if (auto d = stored(forms[i])) return d;
   return std::nullopt;
 }
 
