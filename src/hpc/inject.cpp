@@ -268,8 +268,10 @@ public:
     std::string where;
     if (auto it = image_cache_->find(soname); it != image_cache_->end() && !image_.stamp(it->second).empty())
       where = it->second;
+    // The directories' stamps are the key's inputs: a name's presence in
+    // one of them needs no input of its own (as when the answer is known).
     for (const char* d : kImageDefaultDirs)
-      if (where.empty() && !image_.stamp(std::string(d) + "/" + soname).empty()) where = std::string(d) + "/" + soname;
+      if (where.empty() && !image_.probe(std::string(d) + "/" + soname).empty()) where = std::string(d) + "/" + soname;
     elf_.set_note(key, where);
     return where.empty() ? std::nullopt : std::optional(where);
   }
@@ -837,6 +839,7 @@ public:
     if (inputs_) inputs_->image.emplace(path, s.empty() ? "-" : s);
     return s;
   }
+  std::string probe(const std::string& path) const override { return image_.stamp(path); }
   std::string identity() const override { return image_.identity(); }
 
 private:

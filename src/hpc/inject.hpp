@@ -50,6 +50,10 @@ public:
   // An identity of the file at `path` that changes when it does ("" if
   // absent), so that facts about it may be cached.
   virtual std::string stamp(const std::string& path) const = 0;
+  // stamp(), for a name whose presence its directory's recorded stamp
+  // already answers for (a directory's identity changes when a name in it
+  // comes or goes): not recorded as an input of its own.
+  virtual std::string probe(const std::string& path) const { return stamp(path); }
   // An identity of the whole image that changes when any file in it does
   // (a SquashFS or SIF file's), or "" where only stamp() tells (a directory).
   virtual std::string identity() const { return ""; }
