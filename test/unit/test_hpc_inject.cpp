@@ -39,7 +39,11 @@ public:
     auto it = dirs.find(dir);
     return it == dirs.end() ? std::vector<std::string>{} : it->second;
   }
-  std::string stamp(const std::string& path) const override { return files.count(path) ? "stamp:" + path : ""; }
+  // A directory's stamp changes with its names, as its modification time does.
+  std::string stamp(const std::string& path) const override {
+    if (auto d = dirs.find(path); d != dirs.end()) return "dir:" + rt::util::join(d->second, ',');
+    return files.count(path) ? "stamp:" + path : "";
+  }
 
 private:
   std::string name_ = "fake";
@@ -184,6 +188,37 @@ TEST_CASE("injection: a host MPI brings its own libraries even where the image h
   Injection inj = plan(image, "openmpi");
   CHECK(injects(inj, "libopen-pal.so.40"));
   CHECK_FALSE(noted(inj, "`libopen-pal.so.40` from the image"));
+}
+
+TEST_CASE("injection: a name looked for in an image directory is answered for by the directory's stamp") {
+  auto cache = read_ld_cache("/etc/ld.so.cache");
+  REQUIRE(cache.count("libmpi.so.40"));
+  TempDir tmp;
+  rt::util::UniqueFd dir = rt::util::open_fd(tmp.path, O_PATH | O_DIRECTORY);
+  FakeImage image;
+  image.dirs[kImageLibs] = {"libmpi.so.40", "libc.so.6"};
+  image.files[kHostLibc] = kHostLibc;
+  InjectRequest req;
+  req.mpi = "openmpi";
+  ElfCache memory(-1, "");
+  PlanInputs inputs;
+  const Injection inj = plan_injection(req, SiteConfig{}, image, &memory, &inputs);
+  // The directory is an input; the names the image lacks in it are not,
+  // one by one (each would cost a lookup in the image at every start).
+  CHECK(inputs.image.at(kImageLibs) == "dir:libmpi.so.40,libc.so.6");
+  for (const auto& [path, stamp] : inputs.image) {
+    INFO(path);
+    const std::string name = path.substr(path.rfind('/') + 1);
+    if (stamp == "-") CHECK_FALSE((name.starts_with("lib") && name.find(".so") != std::string::npos));
+  }
+  const PlanCache plans(dir.get(), "plan-cache");
+  const std::string key = plan_key(req, SiteConfig{}, image);
+  plans.store(key, inputs, inj);
+  REQUIRE(plans.find(key, image));
+  // A library the image lacked comes into that directory: planned again.
+  image.dirs[kImageLibs].push_back("libopen-pal.so.40");
+  image.files[std::string(kImageLibs) + "/libopen-pal.so.40"] = cache["libopen-pal.so.40"];
+  CHECK_FALSE(plans.find(key, image));
 }
 
 TEST_CASE("injection: a plan is kept while every file it was made from stays as it was") {
