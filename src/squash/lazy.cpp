@@ -189,10 +189,45 @@ bool LazySource::need(uint64_t offset, uint64_t length, std::string* why) {
     return false;
   }
   const uint64_t first = offset / chunk_size_, last = (offset + length - 1) / chunk_size_;
-  return present(first, last) || fetch(first, last, true, why);
+  read_ahead(first, last);
+  return present(first, last) || fetch(first, last, why);
 }
 
-bool LazySource::fetch(uint64_t first, uint64_t last, bool grow, std::string* why) {
+void LazySource::read_ahead(uint64_t first, uint64_t last) {
+  // A few chunks back still count as in order: the kernel's reads of one
+  // file reach the server's threads in any order.
+  constexpr uint64_t kSlack = 4;
+  uint64_t from = 0, to = 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (stopping_) return;
+    Stream* s = nullptr;
+    for (auto& c : streams_)
+      if (c.end != kNone && first <= c.end + 1 && first + kSlack >= c.end) s = &c;
+    if (!s) {
+      // A miss elsewhere starts a stream there, in place of the one read
+      // longest ago; a read of what is there (the tables, a file fetched
+      // whole) starts none.
+      if (present(first, last)) return;
+      s = &*std::min_element(streams_.begin(), streams_.end(),
+                             [](const Stream& x, const Stream& y) { return x.used < y.used; });
+      *s = Stream{last, last - first, last, ++tick_};
+      return;
+    }
+    s->used = ++tick_;
+    if (last > s->end) s->run += last - s->end, s->end = last;
+    if (s->run < kRunBeforeAhead) return;
+    // In batches: more is wanted when less than half the window is left.
+    const uint64_t window = std::min(kMaxWindow, s->run);
+    from = std::max(s->wanted + 1, s->end + 1);
+    if (from > s->end + window / 2 || from >= count_) return;
+    to = std::min(count_ - 1, s->end + window);
+    s->wanted = to;
+  }
+  want_chunks(from, to);
+}
+
+bool LazySource::fetch(uint64_t first, uint64_t last, std::string* why) {
   std::unique_lock<std::mutex> g(mu_);
   Fetcher* f = nullptr;
   for (;;) {
@@ -207,18 +242,11 @@ bool LazySource::fetch(uint64_t first, uint64_t last, bool grow, std::string* wh
     idle_.wait(g);
   }
   f->busy = true;
-  uint64_t until = last;
-  if (grow) {  // in order: ask for more than needed, twice as much each time
-    const bool in_order = asked_end_ != ~uint64_t{0} && first <= asked_end_ + 1 && last > asked_end_;
-    ahead_ = in_order ? std::min(kMaxAhead, ahead_ ? 2 * ahead_ + 1 : 1) : 0;
-    until = std::min(count_ - 1, last + ahead_);
-    asked_end_ = until;
-  }
-  std::fill(in_flight_.begin() + first, in_flight_.begin() + until + 1, 1);
+  std::fill(in_flight_.begin() + first, in_flight_.begin() + last + 1, 1);
   g.unlock();
-  const bool ok = (f->pid > 0 || start(*f, why)) && ask(*f, first, until, why);
+  const bool ok = (f->pid > 0 || start(*f, why)) && ask(*f, first, last, why);
   g.lock();
-  std::fill(in_flight_.begin() + first, in_flight_.begin() + until + 1, 0);
+  std::fill(in_flight_.begin() + first, in_flight_.begin() + last + 1, 0);
   f->busy = false;
   idle_.notify_all();  // a free fetcher, and chunks that came
   return ok;
@@ -227,7 +255,10 @@ bool LazySource::fetch(uint64_t first, uint64_t last, bool grow, std::string* wh
 void LazySource::want(uint64_t offset, uint64_t length) {
   if (length == 0 || offset >= size_) return;
   length = std::min(length, size_ - offset);
-  const uint64_t first = offset / chunk_size_, last = (offset + length - 1) / chunk_size_;
+  want_chunks(offset / chunk_size_, (offset + length - 1) / chunk_size_);
+}
+
+void LazySource::want_chunks(uint64_t first, uint64_t last) {
   if (present(first, last)) return;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -235,7 +266,7 @@ void LazySource::want(uint64_t offset, uint64_t length) {
     for (uint64_t a = first; a <= last; a += kMaxAhead + 1) wanted_.emplace_back(a, std::min(last, a + kMaxAhead));
     if (wanters_.size() < kWanters) wanters_.emplace_back([this] { want_loop(); });
   }
-  wanted_cv_.notify_one();
+  wanted_cv_.notify_all();
 }
 
 void LazySource::want_loop() {
@@ -253,7 +284,7 @@ void LazySource::want_loop() {
     if (first > last) continue;
     g.unlock();
     std::string why;
-    fetch(first, last, false, &why);
+    fetch(first, last, &why);
     g.lock();
   }
 }

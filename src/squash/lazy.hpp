@@ -26,6 +26,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -126,10 +127,16 @@ public:
 
   static constexpr size_t kFetchers = 4;
   static constexpr size_t kWanters = kFetchers - 1;
-  // Reads that go on where the last request ended ask for more each time,
-  // up to this many chunks past what they need: a whole file read in order
-  // makes one request per 4 MiB, not one per chunk.
+  // The most chunks of one background request.
   static constexpr uint64_t kMaxAhead = 15;
+  // Reads that go on in order (a whole tree read, a large file) have the
+  // chunks after them fetched before they are asked for: once the reads
+  // have gone kRunBeforeAhead chunks in order (4 MiB at the smallest
+  // chunk size: a program's scattered reads, Python's imports, rarely do),
+  // a window as long as the run, at most kMaxWindow chunks, is kept wanted
+  // past the last read.
+  static constexpr uint64_t kRunBeforeAhead = 16;
+  static constexpr uint64_t kMaxWindow = 64;
 
 private:
   struct Fetcher {
@@ -139,9 +146,12 @@ private:
     bool busy = false;
   };
   bool present(uint64_t first, uint64_t last) const;
-  // Chunks [first, last] there, fetched by this thread or another; `grow`:
-  // a read, which may ask for more when reads go on in order.
-  bool fetch(uint64_t first, uint64_t last, bool grow, std::string* why);
+  // Chunks [first, last] there, fetched by this thread or another.
+  bool fetch(uint64_t first, uint64_t last, std::string* why);
+  // Chunks [first, last] to the wanters.
+  void want_chunks(uint64_t first, uint64_t last);
+  // A read of chunks [first, last]: the stream it continues, and its window.
+  void read_ahead(uint64_t first, uint64_t last);
   void want_loop();
   bool start(Fetcher& f, std::string* why);
   bool ask(Fetcher& f, uint64_t first, uint64_t last, std::string* why);
@@ -151,8 +161,17 @@ private:
   const unsigned char* have_ = nullptr;  // shared mapping of `have`
   std::mutex mu_;
   std::condition_variable idle_;  // a fetcher is free again
-  uint64_t asked_end_ = ~uint64_t{0};  // the last chunk asked for
-  uint64_t ahead_ = 0;                 // chunks asked for past the need, now
+  // Reads in order, followed apart (a file's blocks and the fragments of
+  // the small files beside it are two).
+  static constexpr uint64_t kNone = ~uint64_t{0};
+  struct Stream {
+    uint64_t end = kNone;     // its last chunk read
+    uint64_t run = 0;         // how many chunks it has gone in order
+    uint64_t wanted = kNone;  // the last chunk wanted ahead of it
+    uint64_t used = 0;        // when it was last read (tick_)
+  };
+  std::array<Stream, 4> streams_{};
+  uint64_t tick_ = 0;
   std::vector<Fetcher> fetchers_ = std::vector<Fetcher>(kFetchers);
   std::vector<unsigned char> in_flight_;              // a byte a chunk: asked for
   std::deque<std::pair<uint64_t, uint64_t>> wanted_;  // chunk ranges to fetch
