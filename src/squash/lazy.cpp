@@ -127,6 +127,27 @@ std::optional<LazyEntry> find_lazy_entry(const store::Root& root, std::string_vi
   return e;
 }
 
+std::optional<std::pair<uint64_t, uint64_t>> ReadAhead::read(uint64_t first, uint64_t last, bool there) {
+  Stream* s = nullptr;
+  for (auto& c : streams_)
+    if (c.end != kNone && first <= c.end + 1 && first + kSlack >= c.end) s = &c;
+  if (!s) {
+    if (there) return std::nullopt;
+    s = &*std::min_element(streams_.begin(), streams_.end(),
+                           [](const Stream& x, const Stream& y) { return x.used < y.used; });
+    *s = Stream{last, last - first, last, ++tick_};
+    return std::nullopt;
+  }
+  s->used = ++tick_;
+  if (last > s->end) s->run += last - s->end, s->end = last;
+  if (s->run < kRunBeforeAhead) return std::nullopt;
+  const uint64_t window = std::min(kMaxWindow, s->run);
+  const uint64_t from = std::max(s->wanted + 1, s->end + 1);
+  if (from > s->end + window / 2 || from >= count_) return std::nullopt;
+  s->wanted = std::min(count_ - 1, s->end + window);
+  return std::pair(from, s->wanted);
+}
+
 LazySource::LazySource(const std::string& dir) : dir_(dir) {
   const std::string file = dir + "/" + lazy::kFile;
   struct stat st;
@@ -158,6 +179,7 @@ LazySource::LazySource(const std::string& dir) : dir_(dir) {
     have_ = static_cast<const unsigned char*>(m);
   }
   in_flight_.resize(count_);
+  ahead_ = ReadAhead(count_);
 }
 
 LazySource::~LazySource() {
@@ -189,42 +211,13 @@ bool LazySource::need(uint64_t offset, uint64_t length, std::string* why) {
     return false;
   }
   const uint64_t first = offset / chunk_size_, last = (offset + length - 1) / chunk_size_;
-  read_ahead(first, last);
-  return present(first, last) || fetch(first, last, why);
-}
-
-void LazySource::read_ahead(uint64_t first, uint64_t last) {
-  // A few chunks back still count as in order: the kernel's reads of one
-  // file reach the server's threads in any order.
-  constexpr uint64_t kSlack = 4;
-  uint64_t from = 0, to = 0;
+  std::optional<std::pair<uint64_t, uint64_t>> ahead;
   {
     std::lock_guard<std::mutex> g(mu_);
-    if (stopping_) return;
-    Stream* s = nullptr;
-    for (auto& c : streams_)
-      if (c.end != kNone && first <= c.end + 1 && first + kSlack >= c.end) s = &c;
-    if (!s) {
-      // A miss elsewhere starts a stream there, in place of the one read
-      // longest ago; a read of what is there (the tables, a file fetched
-      // whole) starts none.
-      if (present(first, last)) return;
-      s = &*std::min_element(streams_.begin(), streams_.end(),
-                             [](const Stream& x, const Stream& y) { return x.used < y.used; });
-      *s = Stream{last, last - first, last, ++tick_};
-      return;
-    }
-    s->used = ++tick_;
-    if (last > s->end) s->run += last - s->end, s->end = last;
-    if (s->run < kRunBeforeAhead) return;
-    // In batches: more is wanted when less than half the window is left.
-    const uint64_t window = std::min(kMaxWindow, s->run);
-    from = std::max(s->wanted + 1, s->end + 1);
-    if (from > s->end + window / 2 || from >= count_) return;
-    to = std::min(count_ - 1, s->end + window);
-    s->wanted = to;
+    if (!stopping_) ahead = ahead_.read(first, last, present(first, last));
   }
-  want_chunks(from, to);
+  if (ahead) want_chunks(ahead->first, ahead->second);
+  return present(first, last) || fetch(first, last, why);
 }
 
 bool LazySource::fetch(uint64_t first, uint64_t last, std::string* why) {

@@ -108,6 +108,42 @@ struct LazyEntry {
 };
 std::optional<LazyEntry> find_lazy_entry(const store::Root& root, std::string_view ref);
 
+// Follows a source's reads as up to four streams of chunks read in order
+// (a directory's files and the fragments of its small files are two runs
+// that a tree read interleaves) and says what to fetch ahead of them: once
+// a stream has gone kRunBeforeAhead chunks in order (4 MiB at the smallest
+// chunk size: a program's scattered reads, Python's imports, rarely do),
+// a window as long as the run, at most kMaxWindow chunks, past its last
+// read, topped up in batches when less than half of it is left. Not
+// thread-safe: LazySource calls it under its lock.
+class ReadAhead {
+public:
+  static constexpr uint64_t kRunBeforeAhead = 16;
+  static constexpr uint64_t kMaxWindow = 64;
+  // A few chunks back still count as in order: the kernel's reads of one
+  // file reach the server's threads in any order.
+  static constexpr uint64_t kSlack = 4;
+
+  explicit ReadAhead(uint64_t count = 0) : count_(count) {}
+  // A read of chunks [first, last], all of them there already or not; the
+  // chunks to fetch ahead of it, [first, last], if any. A read of what is
+  // there (the tables, a file fetched whole) starts no stream; a miss
+  // elsewhere starts one in place of the stream read longest ago.
+  std::optional<std::pair<uint64_t, uint64_t>> read(uint64_t first, uint64_t last, bool there);
+
+private:
+  static constexpr uint64_t kNone = ~uint64_t{0};
+  struct Stream {
+    uint64_t end = kNone;     // its last chunk read
+    uint64_t run = 0;         // how many chunks it has gone in order
+    uint64_t wanted = kNone;  // the last chunk wanted ahead of it
+    uint64_t used = 0;        // when it was last read (tick_)
+  };
+  uint64_t count_;
+  std::array<Stream, 4> streams_{};
+  uint64_t tick_ = 0;
+};
+
 // The reader's side of a node cache entry (the directory `dir`): chunks
 // it lacks are asked of a fetcher, started on the first miss, which
 // writes them into the file and answers; chunks already there cost a look
@@ -129,14 +165,6 @@ public:
   static constexpr size_t kWanters = kFetchers - 1;
   // The most chunks of one background request.
   static constexpr uint64_t kMaxAhead = 15;
-  // Reads that go on in order (a whole tree read, a large file) have the
-  // chunks after them fetched before they are asked for: once the reads
-  // have gone kRunBeforeAhead chunks in order (4 MiB at the smallest
-  // chunk size: a program's scattered reads, Python's imports, rarely do),
-  // a window as long as the run, at most kMaxWindow chunks, is kept wanted
-  // past the last read.
-  static constexpr uint64_t kRunBeforeAhead = 16;
-  static constexpr uint64_t kMaxWindow = 64;
 
 private:
   struct Fetcher {
@@ -150,8 +178,6 @@ private:
   bool fetch(uint64_t first, uint64_t last, std::string* why);
   // Chunks [first, last] to the wanters.
   void want_chunks(uint64_t first, uint64_t last);
-  // A read of chunks [first, last]: the stream it continues, and its window.
-  void read_ahead(uint64_t first, uint64_t last);
   void want_loop();
   bool start(Fetcher& f, std::string* why);
   bool ask(Fetcher& f, uint64_t first, uint64_t last, std::string* why);
@@ -161,17 +187,7 @@ private:
   const unsigned char* have_ = nullptr;  // shared mapping of `have`
   std::mutex mu_;
   std::condition_variable idle_;  // a fetcher is free again
-  // Reads in order, followed apart (a file's blocks and the fragments of
-  // the small files beside it are two).
-  static constexpr uint64_t kNone = ~uint64_t{0};
-  struct Stream {
-    uint64_t end = kNone;     // its last chunk read
-    uint64_t run = 0;         // how many chunks it has gone in order
-    uint64_t wanted = kNone;  // the last chunk wanted ahead of it
-    uint64_t used = 0;        // when it was last read (tick_)
-  };
-  std::array<Stream, 4> streams_{};
-  uint64_t tick_ = 0;
+  ReadAhead ahead_;  // the reads in order, and what to fetch ahead of them
   std::vector<Fetcher> fetchers_ = std::vector<Fetcher>(kFetchers);
   std::vector<unsigned char> in_flight_;              // a byte a chunk: asked for
   std::deque<std::pair<uint64_t, uint64_t>> wanted_;  // chunk ranges to fetch

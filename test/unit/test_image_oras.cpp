@@ -142,3 +142,53 @@ TEST_CASE("chunk indexes: sizes, round trip, and what is refused") {
   refused("rt-chunks 1\nchunk-size 4096\nsize 1\n" + std::string(63, 'a') + "\n", "not a SHA-256");
   refused("rt-chunks 1\nchunk-size 4096\nsize 1\n" + std::string(64, 'a'), "does not end a line");
 }
+
+TEST_CASE("lazy read-ahead: reads in order are fetched ahead, scattered reads are not") {
+  using rt::squash::ReadAhead;
+  constexpr uint64_t kRun = ReadAhead::kRunBeforeAhead, kWindow = ReadAhead::kMaxWindow;
+  SECTION("a run of misses in order starts a window, topped up in batches, at most kMaxWindow") {
+    ReadAhead ahead(10000);
+    for (uint64_t c = 0; c < kRun; ++c) CHECK_FALSE(ahead.read(c, c, false));
+    auto w = ahead.read(kRun, kRun, false);
+    REQUIRE(w);
+    CHECK(w->first == kRun + 1);
+    CHECK(w->second == 2 * kRun);  // a window as long as the run
+    // Reads of what came: nothing more until half the window is left.
+    CHECK_FALSE(ahead.read(kRun + 1, kRun + 1, true));
+    uint64_t wanted = w->second, topped = 0;
+    for (uint64_t c = kRun + 2; c < 2000; ++c)
+      if (auto more = ahead.read(c, c, true)) {
+        CHECK(more->first == wanted + 1);  // never a chunk twice
+        CHECK(more->second - c <= kWindow);
+        if (c > 2 * kWindow) CHECK(more->second - more->first + 1 >= kWindow / 2);  // in batches, not a chunk at a time
+        wanted = more->second;
+        ++topped;
+      }
+    CHECK(topped > 10);
+    CHECK(wanted < 2000 + kWindow);
+  }
+  SECTION("two interleaved runs (a file's blocks, its fragments) are each followed") {
+    ReadAhead ahead(10000);
+    int windows = 0;
+    for (uint64_t i = 0; i < 3 * kRun; ++i) {
+      windows += ahead.read(100 + i, 100 + i, false).has_value();
+      windows += ahead.read(5000 + i, 5000 + i, false).has_value();
+    }
+    CHECK(windows >= 2);
+  }
+  SECTION("scattered misses and reads of what is there start nothing") {
+    ReadAhead ahead(10000);
+    for (uint64_t i = 0; i < 200; ++i) CHECK_FALSE(ahead.read((i * 7919) % 10000, (i * 7919) % 10000, false));
+    for (uint64_t c = 0; c < 200; ++c) CHECK_FALSE(ahead.read(9000 + c, 9000 + c, true));
+  }
+  SECTION("out of order by a few chunks is still in order; nothing past the file") {
+    ReadAhead ahead(25);
+    std::optional<std::pair<uint64_t, uint64_t>> w;
+    for (uint64_t c = 0; c < 24 && !w; ++c) {
+      w = ahead.read(c + 1, c + 1, false);
+      if (!w) w = ahead.read(c, c, false);
+    }
+    REQUIRE(w);
+    CHECK(w->second == 24);  // the file's last chunk
+  }
+}
