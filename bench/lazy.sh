@@ -8,8 +8,9 @@
 #   pull+exec:  rt pull oras://REF FILE.sif, then rt exec FILE.sif the same
 #   lazy read:  rt exec oras://REF tar -cf /dev/null / (the whole image, lazily)
 #   pull+read:  rt pull, then rt exec FILE.sif the same tar
-# Prints medians and ratios, and the bytes the registry sent for the lazy
-# start against the file's size and against what the program opened
+# Prints medians and ratios, the registry's requests for the lazy read, and
+# the bytes the registry sent for the lazy start against the file's size
+# and against what the program opened
 # (the files `import numpy` opens, their sizes summed, from strace).
 # Targets: lazy <= 0.1x pull+exec; bytes fetched <= 2x the bytes read;
 # lazy read <= 1.3x pull+read.
@@ -62,6 +63,7 @@ REF="oras://$REG/bench/img:1"
 "$RT" push -q "$T/img.sif" "$REF"
 
 sent() { blob_bytes_sent "$T/reg/log" "$hex"; }
+asked() { blob_bytes_sent "$T/reg/log" "$hex" requests; }
 fresh() {
   pkill -u "$(id -u)" -f "^rt-sqfs $T/" 2>/dev/null || true
   sleep 0.2
@@ -70,6 +72,7 @@ fresh() {
 }
 declare -A t
 lazy_bytes=()
+read_asked=()
 PROG=(python3 -c 'import numpy')
 # (tar -f /dev/null would read no file's data: GNU tar knows that name.)
 READ=(sh -c 'tar -cf - --exclude=./proc --exclude=./sys --exclude=./dev --exclude=./tmp --exclude=./var/tmp -C / . | wc -c')
@@ -81,7 +84,9 @@ for r in $(seq "$rounds"); do
   fresh
   timeit pull+exec bash -c '"$0" pull -q "$1" "$2" && "$0" exec "$2" "${@:3}"' "$RT" "$REF" "$T/f.sif" "${PROG[@]}"
   fresh
+  before=$(asked)
   timeit "lazy read" "$RT" exec "$REF" "${READ[@]}"
+  read_asked+=($(($(asked) - before)))
   fresh
   timeit pull+read bash -c '"$0" pull -q "$1" "$2" && "$0" exec "$2" "${@:3}"' "$RT" "$REF" "$T/f.sif" "${READ[@]}"
 done
@@ -101,5 +106,6 @@ ratio() { awk -v a="$(echo "${t[$1]}" | median)" -v b="$(echo "${t[$2]}" | media
 fetched=$(echo "${lazy_bytes[*]}" | median)
 echo "lazy / pull+exec:      $(ratio lazy pull+exec)   (target <= 0.1)"
 echo "lazy read / pull+read: $(ratio "lazy read" pull+read)   (target <= 1.3)"
+echo "range requests of the lazy read: $(echo "${read_asked[*]}" | median) (median of rounds)"
 echo "bytes fetched by the lazy start: $fetched of $size ($(awk -v a="$fetched" -v b="$size" 'BEGIN {printf "%.1f", 100 * a / b}') %)"
 echo "bytes of the files the program opened: $opened; fetched / opened: $(awk -v a="$fetched" -v b="$opened" 'BEGIN {printf "%.2f", a / b}')   (target <= 2)"

@@ -79,17 +79,18 @@ push() {
     "oci:$1" "docker://$REG/$2" 2>"$T/push.err" || fail "skopeo push of $2 failed: $(cat "$T/push.err")"
 }
 
-# blob_bytes_sent LOG HEX: the bytes a registry started with
+# blob_bytes_sent LOG HEX [requests]: the bytes a registry started with
 # REG_LOG_LEVEL=info sent of blob sha256:HEX in answers to GETs (its log has
-# one line a request).
+# one line a request); with `requests`, how many answers those were.
 blob_bytes_sent() {
-  python3 - "$1" "$2" <<'PY'
+  python3 - "$1" "$2" "${3:-bytes}" <<'PY'
 import re, sys
-n = 0
+n = answers = 0
 for line in open(sys.argv[1], errors="replace"):
     if "response completed" in line and "/blobs/sha256:" + sys.argv[2] in line and "method=GET" in line:
         m = re.search(r"http\.response\.written=(\d+)", line)
         n += int(m.group(1)) if m else 0
-print(n)
+        answers += 1
+print(answers if sys.argv[3] == "requests" else n)
 PY
 }
