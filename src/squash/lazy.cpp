@@ -211,13 +211,14 @@ bool LazySource::need(uint64_t offset, uint64_t length, std::string* why) {
     return false;
   }
   const uint64_t first = offset / chunk_size_, last = (offset + length - 1) / chunk_size_;
+  const bool there = present(first, last);
   std::optional<std::pair<uint64_t, uint64_t>> ahead;
   {
     std::lock_guard<std::mutex> g(mu_);
-    if (!stopping_) ahead = ahead_.read(first, last, present(first, last));
+    ahead = ahead_.read(first, last, there);
   }
-  if (ahead) want_chunks(ahead->first, ahead->second);
-  return present(first, last) || fetch(first, last, why);
+  if (ahead) want_chunks(ahead->first, ahead->second);  // not while stopping: it looks
+  return there || fetch(first, last, why);              // fetch looks again first
 }
 
 bool LazySource::fetch(uint64_t first, uint64_t last, std::string* why) {
