@@ -12,10 +12,10 @@ namespace rt::hpc {
 namespace {
 
 const std::set<std::string> kSiteKeys = {
-    "ld_cache",     "openmpi.library",  "openmpi.paths", "mpich.library", "mpich.paths",  "gpu.libraries",
-    "gpu.binaries", "gpu.paths",        "gpu.procfs",    "gpu.dev",       "ib.libraries", "ib.paths",
-    "ib.devices",   "fabric.libraries", "fabric.paths",  "glibc.replace", "cdi.dirs",     "squashfs.linger",
-    "image.policy", "sif.keys",         "store.site",    "lazy.cache-size"};
+    "ld_cache",     "openmpi.library",  "openmpi.paths", "mpich.library",   "mpich.paths",   "gpu.libraries",
+    "gpu.binaries", "gpu.paths",        "gpu.procfs",    "gpu.dev",         "ib.libraries",  "ib.paths",
+    "ib.devices",   "fabric.libraries", "fabric.paths",  "glibc.replace",   "cdi.dirs",      "squashfs.linger",
+    "image.policy", "sif.keys",         "store.site",    "lazy.cache-size", "overlay.linger"};
 
 std::string trim(const std::string& s) { return util::trim(s, " \t\r"); }
 

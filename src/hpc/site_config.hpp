@@ -10,7 +10,9 @@
 // keys every SIF image run must verify with), store.site (directories of
 // the site's read-only image store, searched in order after the user's
 // store: store/site.hpp), lazy.cache-size (the node cache of oras://
-// images: squash/lazy.hpp). Unknown keys are an error (a typo must not pass).
+// images: squash/lazy.hpp), overlay.linger (how long an --overlay
+// directory stays mounted for the next container: run/overlay_dir.hpp).
+// Unknown keys are an error (a typo must not pass).
 #pragma once
 #include <map>
 #include <string>

@@ -22,13 +22,14 @@
 #include "run/env.hpp"
 #include "run/hostinfo.hpp"
 #include "run/image_root.hpp"
-#include "run/overlay_dir.hpp"
-#include "run/overlay_image.hpp"
 #include "run/injection.hpp"
 #include "run/instance.hpp"
 #include "run/join.hpp"
 #include "run/launch.hpp"
 #include "run/mount_apply.hpp"
+#include "run/overlay_dir.hpp"
+#include "run/overlay_image.hpp"
+#include "run/overlay_server.hpp"
 #include "run/passwd.hpp"
 #include "run/plan.hpp"
 #include "run/root_emulation.hpp"
@@ -357,11 +358,15 @@ void exec(const ExecOptions& given) {
   const hpc::Injection injection = run::plan_injection(o, image->config(), *image);
   util::timing("host injection planned");
   const bool shown = util::log_enabled(util::Level::Info) || o.dry_run;
-  const Prepared p = prepare(o, std::move(host), *image, launcher, injection, shown);
+  Prepared p = prepare(o, std::move(host), *image, launcher, injection, shown);
   image->close();  // no handle on the host for a holder to keep
   if (shown) show(o, p, launcher, injection);
   if (o.dry_run) return;
-  run::prepare_overlays(p.plan.overlays);  // locked by this process, which becomes the program
+  // A plain container's overlay directory stays mounted for the next one;
+  // an instance's or a shared container's lives as long as they do.
+  p.plan.overlays_held = !instance && !p.join && !p.plan.squashfs && run::overlay_holdable(p.plan);
+  // Locked by this process, which becomes the program, or by their holder.
+  run::prepare_overlays(p.plan.overlays, p.plan.overlays_held);
   util::timing("planned");
   enter(o, p, *image, launcher, instance ? &*instance : nullptr);
   launch(p, image->name());

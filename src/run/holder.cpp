@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -16,14 +17,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "hpc/site_config.hpp"
 #include "rt/error.hpp"
 #include "util/fd.hpp"
 #include "util/fs.hpp"
@@ -180,9 +184,11 @@ bool others_in(std::set<std::string>& spaces, const std::string& own) {
 
 // One message carrying two fds (SCM_RIGHTS): the user namespace, then the
 // mount namespace (Share) or a detached tree (Tree).
+// An exclusive holder's refusal is a message of its own: "B" and the pid
+// of the client it serves.
 struct FdMessage {
-  char payload[1] = {'J'};
-  iovec iov{payload, sizeof payload};
+  char payload[32] = {'J'};
+  iovec iov{payload, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
   msghdr msg{};
   FdMessage() {
@@ -193,6 +199,7 @@ struct FdMessage {
   }
   FdMessage(const FdMessage&) = delete;
   FdMessage& operator=(const FdMessage&) = delete;
+  void receiving() { iov.iov_len = sizeof payload; }
 };
 
 void send_fds(int conn, int userns, int mnt) {
@@ -226,26 +233,43 @@ public:
 
   // Serves clients until nothing is left; never returns.
   [[noreturn]] void run() {
+    UniqueFd asked;  // SIGUSR1 (blocked since the holder began), with leave_when_asked
+    if (policy_.leave_when_asked) {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGUSR1);
+      asked.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+    }
     for (;;) {
       int timeout = next_timeout();
       if (timeout == 0) break;
-      std::vector<pollfd> fds{{sock_.get(), POLLIN, 0}};
+      std::vector<pollfd> fds{{sock_.get(), POLLIN, 0}, {asked.get(), POLLIN, 0}};
       for (const auto& c : clients_) {
         fds.push_back({c.pidfd.get(), POLLIN, 0});
         fds.push_back({c.conn.get(), POLLIN, 0});
       }
       if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
       if (fds[0].revents & POLLIN) accept_all();
-      for (size_t i = 0; i < clients_.size() && 1 + 2 * i < fds.size(); ++i) {
+      if (fds[1].revents & POLLIN) {
+        signalfd_siginfo si;
+        while (::read(asked.get(), &si, sizeof si) == sizeof si) {
+        }
+        if (serving_any() == 0 && !others_in(spaces_, own_)) {
+          util::debug(policy_.what + ": asked to leave, nothing served");
+          break;
+        }
+      }
+      for (size_t i = 0; i < clients_.size() && 3 + 2 * i < fds.size(); ++i) {
         Client& c = clients_[i];
-        if (fds[2 + 2 * i].revents) copied(c);
+        if (fds[3 + 2 * i].revents) copied(c);
         bool gone =
-            c.pidfd ? (fds[1 + 2 * i].revents & (POLLIN | POLLHUP)) != 0 : (::kill(c.pid, 0) != 0 && errno == ESRCH);
+            c.pidfd ? (fds[2 + 2 * i].revents & (POLLIN | POLLHUP)) != 0 : (::kill(c.pid, 0) != 0 && errno == ESRCH);
         if (gone) c.pid = 0, left_at_ = Clock::now();
       }
       std::erase_if(clients_, [](const Client& c) { return c.pid == 0; });
     }
     util::debug(policy_.what + ": nothing left to serve; exiting");
+    if (policy_.at_exit) policy_.at_exit();
     ::_exit(0);
   }
 
@@ -301,6 +325,13 @@ private:
         util::debug(policy_.what + ": process " + std::to_string(cred.pid) + " refused: no proof of the secret");
         continue;
       }
+      if (const pid_t other = serving(); other > 0) {
+        const std::string busy = "B" + std::to_string(other);
+        ::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL);
+        util::debug(policy_.what + ": process " + std::to_string(cred.pid) + " refused: process " +
+                    std::to_string(other) + " is served");
+        continue;
+      }
       Client c{cred.pid, UniqueFd(pidfd_open(cred.pid)), {}};
       if (policy_.entry == HolderPolicy::Entry::Tree) {
         // A copy for this client alone: attaching it consumes it. The
@@ -325,6 +356,19 @@ private:
     }
   }
 
+  // Exclusive: the pid of a living client, else 0. One that has just
+  // exited may not have been seen yet by run()'s poll: looked at here.
+  pid_t serving() const { return policy_.exclusive ? serving_any() : 0; }
+  pid_t serving_any() const {
+    for (const auto& c : clients_) {
+      if (c.pid == 0) continue;
+      pollfd p{c.pidfd.get(), POLLIN, 0};
+      const bool gone = c.pidfd ? ::poll(&p, 1, 0) == 1 : (::kill(c.pid, 0) != 0 && errno == ESRCH);
+      if (!gone) return c.pid;
+    }
+    return 0;
+  }
+
   // A Tree client reports (or fails to report) its own mount namespace;
   // it may be gone already, leaving a daemon in it.
   void copied(Client& c) {
@@ -342,6 +386,12 @@ private:
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGHUP, SIG_IGN);
   ::signal(SIGPIPE, SIG_IGN);
+  if (policy.leave_when_asked) {  // kept for run(): asked while it builds, it would die
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  }
   ::prctl(PR_SET_NAME, policy.comm);
   // The first client's arguments (-e TOKEN=...) are in this copy of its
   // memory, and everybody can read /proc/PID/cmdline.
@@ -431,11 +481,15 @@ bool receive_fds(int conn, UniqueFd& userns, UniqueFd& mnt, Clock::time_point de
     if (errno != EINTR) throw SysError{errno, "poll", policy.what};
   }
   FdMessage m;
+  m.receiving();
   msghdr& msg = m.msg;
   ssize_t n;
   while ((n = ::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
   }
   if (n <= 0) return false;
+  if (m.payload[0] == 'B')
+    throw Error(policy.busy + " " + std::string(m.payload + 1, static_cast<size_t>(n) - 1) + " on this host",
+                policy.hint);
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int))) continue;
     int fds[2];
@@ -447,6 +501,28 @@ bool receive_fds(int conn, UniqueFd& userns, UniqueFd& mnt, Clock::time_point de
 }
 
 }  // namespace
+
+std::chrono::milliseconds configured_linger(const char* env, const char* key, double fallback) {
+  auto seconds = [](const std::string& text, const std::string& where) {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end || !std::isfinite(v) || v < 0)
+      throw Error(where + ": `" + text + "` is not a number of seconds");
+    return v;
+  };
+  double s = fallback;
+  if (const char* value = std::getenv(env); value && *value) {
+    s = seconds(value, env);
+  } else {
+    const hpc::SiteConfig& site = hpc::load_site_config();
+    const auto v = site.get(key);
+    if (v.size() == 1)
+      s = seconds(v[0], "site configuration `" + site.file + "`, " + key);
+    else if (!v.empty())
+      throw Error("site configuration `" + site.file + "`: " + key + " takes one number");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(s * 1000));
+}
 
 std::string HolderKey::name(int i) const {
   return prefix + "-" + util::keyed_hash_hex(secret, text + '\0' + std::to_string(i));

@@ -25,6 +25,9 @@
 // for that client alone (open_tree(2), OPEN_TREE_CLONE); the client makes a
 // mount namespace of its own, owned by that user namespace, to attach it in.
 //
+// An exclusive holder (an overlay's, run/overlay_server.hpp) serves one
+// client at a time and answers any other "busy" with the living one's pid.
+//
 // The holder watches each client through a pidfd and knows every mount
 // namespace its clients live in (its own, and those Tree clients make).
 // Once no client is left and no process is in any of those namespaces
@@ -65,7 +68,21 @@ struct HolderPolicy {
   // Tree: the mount point, in the holder's mount namespace, of the mount
   // each client gets a copy of.
   std::string tree{};
+  // One client at a time: one that comes while another lives is refused,
+  // and enter_holder throws "BUSY PID on this host" (PID: the living one).
+  bool exclusive = false;
+  std::string busy{};
+  // SIGUSR1 asks the holder to leave now rather than linger, which it does
+  // when no client and no process of theirs is left (another holder waits
+  // for what this one holds).
+  bool leave_when_asked = false;
+  // Run by the holder as it exits, nothing left to serve.
+  std::function<void()> at_exit{};
 };
+
+// A linger time in seconds: the environment variable `env`, else the site
+// configuration's `key`, else `fallback`; an rt::Error names a bad value.
+std::chrono::milliseconds configured_linger(const char* env, const char* key, double fallback);
 
 struct HolderKey {
   std::string prefix;  // "rt-join", "rt-sqfs"

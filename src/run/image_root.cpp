@@ -8,6 +8,7 @@
 #include "rt/error.hpp"
 #include "run/image_server.hpp"
 #include "run/mount_apply.hpp"
+#include "run/overlay_server.hpp"
 #include "run/sqfs_facts.hpp"
 #include "run/userns.hpp"
 #include "squash/sif.hpp"
@@ -15,8 +16,8 @@
 #include "store/root.hpp"
 #include "util/fs.hpp"
 #include "util/inroot.hpp"
-#include "util/strings.hpp"
 #include "util/log.hpp"
+#include "util/strings.hpp"
 
 namespace rt::run {
 namespace {
@@ -52,7 +53,14 @@ public:
   ApptainerFiles apptainer() const override { return apptainer_files(*this); }
   std::string staging() const override { return ""; }
   void close() override { root_.reset(); }
-  void build(const MountPlan& plan, const std::function<const std::string&()>&) const override {
+  void build(const MountPlan& plan, const std::function<const std::string&()>& secret) const override {
+    if (plan.overlays_held) {
+      if (util::UniqueFd tree = attach_overlay(plan, secret())) {
+        util::timing("overlay holder");
+        build_tree(plan, tree.get(), /*overlays_in_tree=*/true);
+        return;
+      }
+    }
     enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
     util::timing("user namespace");
     build_tree(plan);

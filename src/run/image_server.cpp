@@ -4,10 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cmath>
-#include <cstdlib>
-
-#include "hpc/site_config.hpp"
 #include "rt/error.hpp"
 #include "run/holder.hpp"
 #include "run/userns.hpp"
@@ -15,34 +11,8 @@
 #include "util/log.hpp"
 
 namespace rt::run {
-namespace {
 
-constexpr double kDefaultLingerSeconds = 30;
-
-double parse_seconds(const std::string& text, const std::string& where) {
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end || !std::isfinite(v) || v < 0)
-    throw Error(where + ": `" + text + "` is not a number of seconds");
-  return v;
-}
-
-}  // namespace
-
-std::chrono::milliseconds squashfs_linger() {
-  double s = kDefaultLingerSeconds;
-  if (const char* env = std::getenv("RT_SQUASHFS_LINGER"); env && *env) {
-    s = parse_seconds(env, "RT_SQUASHFS_LINGER");
-  } else {
-    hpc::SiteConfig site = hpc::load_site_config();
-    auto v = site.get("squashfs.linger");
-    if (v.size() == 1)
-      s = parse_seconds(v[0], "site configuration `" + site.file + "`, squashfs.linger");
-    else if (!v.empty())
-      throw Error("site configuration `" + site.file + "`: squashfs.linger takes one number");
-  }
-  return std::chrono::milliseconds(static_cast<long long>(s * 1000));
-}
+std::chrono::milliseconds squashfs_linger() { return configured_linger("RT_SQUASHFS_LINGER", "squashfs.linger", 30); }
 
 util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan,
                                const std::string& secret) {

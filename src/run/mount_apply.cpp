@@ -107,7 +107,8 @@ std::string listed(const Names& names) {
 
 class Builder {
 public:
-  Builder(const MountPlan& plan, int image_tree) : plan_(plan), image_tree_(image_tree) {}
+  Builder(const MountPlan& plan, int image_tree, bool overlays_in_tree)
+      : plan_(plan), image_tree_(image_tree), overlays_in_tree_(overlays_in_tree) {}
 
   void run() {
     clone_sources_above_staging();
@@ -128,6 +129,7 @@ public:
 private:
   const MountPlan& plan_;
   const int image_tree_;
+  const bool overlays_in_tree_;
   UniqueFd image_;                     // the image directory itself (under the staging tmpfs)
   UniqueFd staging_;                   // root of the staging tmpfs
   UniqueFd root_;                      // root of the new root mount
@@ -198,7 +200,7 @@ private:
     // statfs would be a round trip to the server.
     const unsigned long image_locked = image_tree_ >= 0 ? 0 : locked_flags(image_.get(), rootfs);
     const std::string root_path = stage_path("root");
-    if (plan_.root_mode == RootMode::Overlay) {
+    if (plan_.root_mode == RootMode::Overlay && !overlays_in_tree_) {
       mount_overlay_root(root_path);
     } else {
       do_mount(fd_path(image_.get()), root_path, nullptr, MS_BIND, "", "MS_BIND", rootfs, rootfs);
@@ -727,7 +729,9 @@ private:
 
 }  // namespace
 
-void build_tree(const MountPlan& plan, int image_tree) { Builder(plan, image_tree).run(); }
+void build_tree(const MountPlan& plan, int image_tree, bool overlays_in_tree) {
+  Builder(plan, image_tree, overlays_in_tree).run();
+}
 
 void enter_cwd(const MountPlan& plan) {
   // Resolved inside the container's root, never through a magic link

@@ -11,8 +11,9 @@ namespace rt::run {
 // points are made on a tmpfs "underlay") and pivots into it, leaving the
 // caller at "/". Throws SysError naming the mount. `image_tree`, when given,
 // is the image as a detached mount (open_tree(2): a SquashFS image from its
-// server), used instead of plan.rootfs.
-void build_tree(const MountPlan& plan, int image_tree = -1);
+// server), used instead of plan.rootfs; `overlays_in_tree`: it is the image
+// under its overlays already (run/overlay_server), the root as it comes.
+void build_tree(const MountPlan& plan, int image_tree = -1, bool overlays_in_tree = false);
 // Then the planned working directory (all a rank joining a shared
 // container does).
 void enter_cwd(const MountPlan& plan);

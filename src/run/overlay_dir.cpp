@@ -2,6 +2,7 @@
 #include "run/overlay_dir.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "rt/error.hpp"
+#include "run/holder.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
@@ -84,19 +86,24 @@ bool owned_by_caller(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && st.st_uid == ::getuid();
 }
 
-void take_lock(const OverlayLayer& layer, bool only_check) {
+// Takes the lock (its holder line in state `state`), or with `only_check`
+// checks that no container writes the layer.
+void take_lock(const OverlayLayer& layer, bool only_check, const char* state = "") {
   const std::string& dir = layer.path;
   const std::string lock = lock_of(layer), holder = lock + "/holder";
-  const std::string mine = overlay_holder_line();
+  const std::string mine = overlay_holder_line() + (*state ? " " : "") + state;
   // An image's keeper writes it out after the container ends, saying so
   // in the lock ("closing") once the container's file system is gone:
   // such a lock is waited for a while (the run before this one,
   // finishing), and any image lock a moment (the container just gone).
+  // A directory's holder ("held", run/overlay_server) is asked to leave
+  // and waited for as long: it leaves unless its container still runs.
   const auto start = std::chrono::steady_clock::now();
+  bool asked = false;
   for (int attempt = 0; attempt < 50; ++attempt) {
     if (!only_check) {
       if (::mkdir(lock.c_str(), 0700) == 0) {
-        write_holder(lock);
+        write_holder(lock, state);
         util::debug("overlay `" + dir + "` locked by " + mine);
         return;
       }
@@ -116,20 +123,27 @@ void take_lock(const OverlayLayer& layer, bool only_check) {
       text = "";
     }
     const auto f = util::split(util::trim(*text), ' ');
-    const bool closing = f.size() == 4 && f[3] == "closing";
-    const bool here = (f.size() == 3 || closing) && f[0] == host_name();
+    const bool closing = f.size() == 4 && f[3] == "closing", held = f.size() == 4 && f[3] == "held";
+    const bool known = f.size() == 3 || closing || held;
+    const bool here = known && f[0] == host_name();
     long pid = 0;
     if (here) pid = std::strtol(f[1].c_str(), nullptr, 10);
     const bool alive = here && pid > 0 && start_time(pid) == f[2];
-    if ((f.size() == 3 || closing) && !here)
+    if (known && !here)
       throw Error(
           "overlay `" + dir + "` is in use by process " + f[1] + " on host " + f[0],
           "one container at a time may write an overlay; if no container of yours runs there, remove `" + lock + "`");
-    if (alive && layer.image && std::chrono::steady_clock::now() - start < std::chrono::seconds(closing ? 10 : 2)) {
+    // A holder is asked to leave at once; it does unless it serves a container.
+    if (alive && held && !asked) asked = ::kill(static_cast<pid_t>(pid), SIGUSR1) == 0;
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (alive && (layer.image || held) && waited < std::chrono::seconds(closing ? 10 : 2)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       --attempt;
       continue;
     }
+    if (alive && held)
+      throw Error("overlay `" + dir + "` is in use by process " + f[1] + " on this host (rt-ovl, its holder)",
+                  "one container at a time may write an overlay; give it as " + dir + ":ro to read it meanwhile");
     if (alive && only_check)
       throw Error("overlay image `" + dir + "` is being written by process " + f[1] + " on this host",
                   "an image can be read only while no container writes it");
@@ -160,7 +174,7 @@ void take_lock(const OverlayLayer& layer, bool only_check) {
       // (padded, not truncated) and renamed back. Unlinking it and writing
       // a new one cost a start 0.3-1.8 ms on ext4 (measured), most of a
       // persistent overlay's start.
-      std::string line = mine;
+      std::string line = mine;  // with its state
       if (line.size() + 1 < text->size()) line.append(text->size() - line.size() - 1, ' ');
       line += "\n";
       util::UniqueFd fd(::open(claim.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC));
@@ -208,13 +222,20 @@ void closing_overlay_lock(const OverlayLayer& layer) {
 void release_overlay_lock(const OverlayLayer& layer) {
   const std::string lock = lock_of(layer), holder = lock + "/holder";
   auto text = util::read_file_if_exists(holder, 4096);
-  const std::string mine = overlay_holder_line();
-  if (!text || (util::trim(*text) != mine && util::trim(*text) != mine + " closing")) return;
+  const std::string mine = overlay_holder_line(), line = text ? util::trim(*text) : "";
+  if (!text || (line != mine && line != mine + " closing" && line != mine + " held")) return;
   ::unlink(holder.c_str());
   ::rmdir(lock.c_str());
 }
 
-void prepare_overlays(const std::vector<OverlayLayer>& layers) {
+void lock_held_overlay(const OverlayLayer& layer) { take_lock(layer, false, "held"); }
+
+std::chrono::milliseconds overlay_linger() {
+  static const std::chrono::milliseconds linger = configured_linger("RT_OVERLAY_LINGER", "overlay.linger", 10);
+  return linger;
+}
+
+void prepare_overlays(const std::vector<OverlayLayer>& layers, bool held) {
   for (const auto& l : layers) {
     if (l.path.find_first_of(":,\\") != std::string::npos)
       throw Error("--overlay `" + l.path + "`: overlayfs cannot take a path with : , or \\ in it",
@@ -243,7 +264,7 @@ void prepare_overlays(const std::vector<OverlayLayer>& layers) {
       continue;  // one that held writes is read through its upper/ (mount_apply)
     }
     check_own(l.path, "overlay");
-    take_lock(l, false);
+    if (!held) take_lock(l, false);
     make_own(l.path + "/upper", "the overlay's upper layer");
     make_own(l.path + "/work", "the overlay's work directory");
   }

@@ -10,8 +10,12 @@
 // once that process is gone, which only its own host can tell, and is then
 // taken over in place (the holder renamed to a claim of the taker's, which
 // only one taker can make, then replaced). A lock of another host is
-// therefore an error that names the holder.
+// therefore an error that names the holder. A holder line may end in a
+// state: "closing" (an image being written out after its container) or
+// "held" (a directory's holder, run/overlay_server, which keeps it mounted
+// for the next container a while).
 #pragma once
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -21,8 +25,18 @@ namespace rt::run {
 
 // Throws rt::Error naming the directory (and, when locked, the holder).
 // An image file (layer.image) is checked the same way, and locked by
-// .NAME.rt-lock beside it.
-void prepare_overlays(const std::vector<OverlayLayer>& layers);
+// .NAME.rt-lock beside it. `held`: the writable directory is locked by its
+// holder (run/overlay_server), not here.
+void prepare_overlays(const std::vector<OverlayLayer>& layers, bool held = false);
+
+// For a directory's holder: the lock taken in its name, "held" (waited for
+// by others as long as a holder lingers).
+void lock_held_overlay(const OverlayLayer& layer);
+
+// How long a directory's holder keeps it mounted after its container:
+// RT_OVERLAY_LINGER (seconds), else the site's overlay.linger, else 10 s;
+// 0: none, each container mounts its own.
+std::chrono::milliseconds overlay_linger();
 
 // A read-only directory layer as overlayfs reads it: DIR/upper where a
 // writable use filled it (upper/ and work/ there), else DIR itself.

@@ -96,6 +96,9 @@ struct MountPlan {
   // Overlays only read, and no writes wanted (a SIF file's own overlay,
   // without --write or --write-tmpfs): the root stays read-only.
   bool overlays_read_only = false;
+  // A plain exec whose overlays their holder keeps mounted
+  // (run/overlay_server): the image comes with them, as one tree.
+  bool overlays_held = false;
   std::vector<Mount> mounts;
   // The tree of the HostFile mounts (build_plan: host_files_tree), and
   // where it is kept made in the store (kept_host_files_tree): bound as it

@@ -2,10 +2,13 @@
 # rt exec --overlay DIR[:ro], as the unprivileged user: writes kept in
 # DIR/upper across runs (deletions too), read-only overlays stacked below
 # (one a writable use filled read through its upper/), over a directory
-# and a SquashFS image; one writer at a time (a second one refused naming
-# the holder, readers with :ro allowed, a stale lock of a dead process or
-# an exited one taken over, another host's lock refused naming it, an
-# instance holding it); the refusals (two writable overlays, with
+# and a SquashFS image; one writer at a time, through the overlay's
+# holder (the lock in its name, a second writer refused naming the
+# container, readers with :ro allowed, the same holder for the next
+# container, an idle one asked to go by a writer over another image, gone
+# after its linger, a stale lock taken over, another host's refused) and
+# with each container mounting its own (RT_OVERLAY_LINGER=0: the same, and
+# a taker killed half-way, an instance holding it); the refusals (two writable overlays, with
 # --write-tmpfs, a directory others can write, --write on a SquashFS
 # image); and Apptainer's --overlay and --writable.
 . "$(dirname "$0")/lib.sh"
@@ -47,7 +50,46 @@ expect_eq "$("$RT" exec --overlay ovs "$T/img.sqfs" cat /sq)" s "writes over a S
 expect_status 125 "--write on a SquashFS image is refused" -- "$RT" exec --write "$T/img.sqfs" true
 expect_match "$ERR" "cannot be written" "... saying why"
 
-# --- one writer ---------------------------------------------------------------------------
+# --- one writer, through the overlay's holder -------------------------------------------------
+# A plain container's overlay directory is mounted once by its holder
+# (rt-ovl), which takes the lock, serves one container at a time and
+# lingers RT_OVERLAY_LINGER seconds for the next one.
+holder_pid() { cut -d' ' -f2 ov/.rt-lock/holder; }
+export RT_OVERLAY_LINGER=60
+"$RT" exec --overlay ov "$IMG" sleep 30 &
+c=$!
+wait_until 10 grep -q " held\$" ov/.rt-lock/holder || fail "the overlay's holder does not hold the lock"
+h=$(holder_pid)
+expect_eq "$(cat /proc/"$h"/comm)" rt-ovl "the lock names the overlay's holder"
+expect_status 125 "a second writer is refused" -- "$RT" exec --overlay ov "$IMG" true
+expect_match "$ERR" "in use by process $c on this host" "... naming the container's process"
+expect_status 0 "a reader with :ro is not" -- "$RT" exec --overlay ov:ro "$IMG" cat /etc/kept
+expect_status 125 "a writer over another image is refused while the container runs" -- \
+  "$RT" exec --overlay ov "$T/img.sqfs" true
+expect_match "$ERR" "in use by process $h on this host" "... naming the holder"
+kill "$c"
+wait "$c" 2>/dev/null || true
+expect_status 0 "once the container has exited, a writer may start" -- "$RT" exec --overlay ov "$IMG" sh -c 'echo again >/etc/again'
+expect_eq "$(holder_pid)" "$h" "... served by the same holder"
+expect_eq "$(cat ov/upper/etc/again)" again "... its writes in DIR/upper at once"
+expect_eq "$("$RT" exec --overlay ov "$T/img.sqfs" cat /etc/again)" again "a writer over another image asks the idle holder to go"
+wait_until 5 sh -c "! kill -0 $h 2>/dev/null" || fail "... the idle holder is still there"
+pass "... which has gone"
+mkdir ov3
+RT_OVERLAY_LINGER=1 "$RT" exec --overlay ov3 "$IMG" true || fail "a container with RT_OVERLAY_LINGER=1"
+wait_until 10 test ! -e ov3/.rt-lock || fail "the holder kept the lock past its linger"
+expect_eq "$(pgrep -u "$(id -u)" -f "^rt-ovl $T/ov3\$" || true)" "" "the holder leaves after its linger, letting the lock go"
+dead=$(($(cat /proc/sys/kernel/pid_max) + 1))  # no process has it
+mkdir ov3/.rt-lock && echo "$(hostname) $dead 12345" >ov3/.rt-lock/holder
+expect_status 0 "a holder takes over a lock whose process is gone" -- "$RT" exec --overlay ov3 "$IMG" true
+expect_match "$(cat ov3/.rt-lock/holder)" " held\$" "... in its own name"
+echo "elsewhere.example 4242 99" >ov/.rt-lock/holder
+expect_status 125 "another host's lock is refused by a holder too" -- "$RT" exec --overlay ov "$IMG" true
+expect_match "$ERR" "process 4242 on host elsewhere.example" "... naming that host and process"
+rm -r ov/.rt-lock
+
+# --- one writer, each container mounting its own (RT_OVERLAY_LINGER=0) ------------------------
+export RT_OVERLAY_LINGER=0
 "$RT" exec --overlay ov "$IMG" sleep 30 &
 holder=$!
 wait_until 10 grep -q " $holder " ov/.rt-lock/holder || fail "the first container does not hold the lock"
@@ -57,7 +99,6 @@ expect_status 0 "a reader with :ro is not" -- "$RT" exec --overlay ov:ro "$IMG" 
 kill "$holder"
 wait "$holder" 2>/dev/null || true
 expect_status 0 "once the holder has exited, a writer may start" -- "$RT" exec --overlay ov "$IMG" true
-dead=$(($(cat /proc/sys/kernel/pid_max) + 1))  # no process has it
 echo "$(hostname) $dead 12345" >ov/.rt-lock/holder
 expect_status 0 "a lock whose process is gone is taken over" -- "$RT" exec --overlay ov "$IMG" true
 expect_eq "$(ls -A ov/.rt-lock)" holder "... in place: its holder replaced, nothing else left"
@@ -69,7 +110,9 @@ expect_status 125 "another host's lock is refused" -- "$RT" exec --overlay ov "$
 expect_match "$ERR" "process 4242 on host elsewhere.example" "... naming that host and process"
 expect_match "$ERR" "remove .*ov/.rt-lock" "... and how to clear it"
 rm -r ov/.rt-lock
-"$RT" instance start -q --overlay ov "$IMG" ovsvc sleep 1000 2>/dev/null || fail "an instance with --overlay"
+unset RT_OVERLAY_LINGER
+RT_OVERLAY_LINGER=60 "$RT" exec --overlay ov "$IMG" true || fail "a container through the holder"
+"$RT" instance start -q --overlay ov "$IMG" ovsvc sleep 1000 2>/dev/null || fail "an instance with --overlay (its idle holder asked to go)"
 expect_status 125 "an instance holds the overlay while it runs" -- "$RT" exec --overlay ov "$IMG" true
 expect_eq "$("$RT" exec instance://ovsvc cat /etc/kept)" kept "... and sees it"
 "$RT" instance stop -q ovsvc
