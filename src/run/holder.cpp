@@ -217,7 +217,7 @@ void send_fds(int conn, int userns, int mnt) {
 struct Client {
   pid_t pid;
   UniqueFd pidfd;  // empty where pidfd_open is missing (Linux < 5.3): polled
-  UniqueFd conn;   // Tree: open until the client reports its namespace
+  UniqueFd conn;   // Tree: open until the client's report of its namespace is read
 };
 
 class Holder {
@@ -243,13 +243,19 @@ public:
     for (;;) {
       int timeout = next_timeout();
       if (timeout == 0) break;
+      // A Tree client's report of its namespace is read once it has gone
+      // (it stays in the socket): one wakeup fewer per container.
       std::vector<pollfd> fds{{sock_.get(), POLLIN, 0}, {asked.get(), POLLIN, 0}};
-      for (const auto& c : clients_) {
-        fds.push_back({c.pidfd.get(), POLLIN, 0});
-        fds.push_back({c.conn.get(), POLLIN, 0});
-      }
+      for (const auto& c : clients_) fds.push_back({c.pidfd.get(), POLLIN, 0});
       if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
       if (fds[0].revents & POLLIN) accept_all();
+      for (size_t i = 0; i < clients_.size() && 2 + i < fds.size(); ++i) {
+        Client& c = clients_[i];
+        bool gone =
+            c.pidfd ? (fds[2 + i].revents & (POLLIN | POLLHUP)) != 0 : (::kill(c.pid, 0) != 0 && errno == ESRCH);
+        if (gone) copied(c), c.pid = 0, left_at_ = Clock::now();
+      }
+      std::erase_if(clients_, [](const Client& c) { return c.pid == 0; });
       if (fds[1].revents & POLLIN) {
         signalfd_siginfo si;
         while (::read(asked.get(), &si, sizeof si) == sizeof si) {
@@ -259,14 +265,6 @@ public:
           break;
         }
       }
-      for (size_t i = 0; i < clients_.size() && 3 + 2 * i < fds.size(); ++i) {
-        Client& c = clients_[i];
-        if (fds[3 + 2 * i].revents) copied(c);
-        bool gone =
-            c.pidfd ? (fds[2 + 2 * i].revents & (POLLIN | POLLHUP)) != 0 : (::kill(c.pid, 0) != 0 && errno == ESRCH);
-        if (gone) c.pid = 0, left_at_ = Clock::now();
-      }
-      std::erase_if(clients_, [](const Client& c) { return c.pid == 0; });
     }
     util::debug(policy_.what + ": nothing left to serve; exiting");
     if (policy_.at_exit) policy_.at_exit();
@@ -369,9 +367,10 @@ private:
     return 0;
   }
 
-  // A Tree client reports (or fails to report) its own mount namespace;
-  // it may be gone already, leaving a daemon in it.
+  // A Tree client reported (or failed to report) its own mount namespace,
+  // where it may have left a daemon.
   void copied(Client& c) {
+    if (!c.conn) return;
     char ns[64];
     ssize_t n = ::recv(c.conn.get(), ns, sizeof ns, 0);
     if (n > 4 && std::memcmp(ns, "mnt:", 4) == 0) spaces_.insert(std::string(ns, static_cast<size_t>(n)));

@@ -188,7 +188,13 @@ private:
       UniqueFd fd = util::open_fd_at(staging_.get(), f.name, O_WRONLY | O_CREAT | O_EXCL, 0644);
       util::write_all(fd.get(), f.content, "synthesized " + f.name);
     }
-    if (image_tree_ >= 0) {
+    const std::string root_path = stage_path("root");
+    if (overlays_in_tree_) {
+      // The image under its overlays, mounted nosuid,nodev by their holder
+      // (run/overlay_server): the root as it comes.
+      if (::move_mount(image_tree_, "", staging_.get(), "root", MOVE_MOUNT_F_EMPTY_PATH) != 0)
+        throw SysError{errno, "move_mount", rootfs, staging + "/root"};
+    } else if (image_tree_ >= 0) {
       if (::mkdirat(staging_.get(), "image", 0755) != 0) throw SysError{errno, "mkdir", staging + "/image"};
       if (::move_mount(image_tree_, "", staging_.get(), "image", MOVE_MOUNT_F_EMPTY_PATH) != 0)
         throw SysError{errno, "move_mount", rootfs, staging + "/image"};
@@ -199,10 +205,9 @@ private:
     // locked (locks come with a copy from a more privileged namespace), and
     // statfs would be a round trip to the server.
     const unsigned long image_locked = image_tree_ >= 0 ? 0 : locked_flags(image_.get(), rootfs);
-    const std::string root_path = stage_path("root");
     if (plan_.root_mode == RootMode::Overlay && !overlays_in_tree_) {
       mount_overlay_root(root_path);
-    } else {
+    } else if (!overlays_in_tree_) {
       do_mount(fd_path(image_.get()), root_path, nullptr, MS_BIND, "", "MS_BIND", rootfs, rootfs);
       unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | image_locked;
       if (plan_.root_mode == RootMode::ReadOnly) flags |= MS_RDONLY;
