@@ -91,13 +91,6 @@ uint64_t cache_limit() {
   return parse_bytes(v[0], "site configuration `" + site.file + "`, lazy.cache-size");
 }
 
-// Whether a fetcher fills files in the background: RT_LAZY_BACKGROUND=0
-// turns it off (a job that wants the registry asked only for what it reads).
-bool background_wanted() {
-  const char* env = std::getenv("RT_LAZY_BACKGROUND");
-  return !(env && std::string(env) == "0");
-}
-
 uint64_t allocated(int dirfd, const char* name) {
   struct stat st;
   return ::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
@@ -405,7 +398,7 @@ std::string lazy_open(const std::string& ref_text, const PullOptions& o) {
 int lazy_fetch(const std::string& dir, bool fill) {
   // stdin: "FETCH FIRST LAST" lines; stdout: "OK" or "ERR why" for each.
   Fetcher fetcher(dir);
-  const bool background = fill && background_wanted();
+  const bool background = fill && lz::background_wanted();
   std::string in;
   bool idle_done = !background;
   for (;;) {

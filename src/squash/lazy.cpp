@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 #include "rt/error.hpp"
 #include "store/lookup.hpp"
@@ -127,6 +129,36 @@ std::optional<LazyEntry> find_lazy_entry(const store::Root& root, std::string_vi
   return e;
 }
 
+bool Scan::asked(uint64_t first, uint64_t last) {
+  asked_ += last - first + 1;
+  if (started_ || count_ == 0 || asked_ < kMin || asked_ * kShare < count_) return false;
+  started_ = true;
+  next_ = (last + 1) % count_;
+  return true;
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> Scan::next(const std::function<bool(uint64_t)>& settled, uint64_t most) {
+  auto pass = [this] {
+    const uint64_t i = next_;
+    next_ = (next_ + 1) % count_;
+    ++seen_;
+    return i;
+  };
+  while (left()) {
+    const uint64_t first = pass();
+    if (settled(first)) continue;
+    uint64_t last = first;
+    while (left() && next_ == last + 1 && last + 1 - first < most && !settled(next_)) last = pass();
+    return std::pair(first, last);
+  }
+  return std::nullopt;
+}
+
+bool lazy::background_wanted() {
+  const char* env = std::getenv("RT_LAZY_BACKGROUND");
+  return !(env && std::string_view(env) == "0");
+}
+
 std::optional<std::pair<uint64_t, uint64_t>> ReadAhead::read(uint64_t first, uint64_t last, bool there) {
   Stream* s = nullptr;
   for (auto& c : streams_)
@@ -180,6 +212,7 @@ LazySource::LazySource(const std::string& dir) : dir_(dir) {
   }
   in_flight_.resize(count_);
   ahead_ = ReadAhead(count_);
+  scan_ = Scan(count_);
 }
 
 LazySource::~LazySource() {
@@ -216,6 +249,7 @@ bool LazySource::need(uint64_t offset, uint64_t length, std::string* why) {
   {
     std::lock_guard<std::mutex> g(mu_);
     ahead = ahead_.read(first, last, there);
+    if (!there) asked(first, last);
   }
   if (ahead) want_chunks(ahead->first, ahead->second);  // not while stopping: it looks
   return there || fetch(first, last, why);              // fetch looks again first
@@ -258,8 +292,15 @@ void LazySource::want_chunks(uint64_t first, uint64_t last) {
     std::lock_guard<std::mutex> g(mu_);
     if (stopping_) return;
     for (uint64_t a = first; a <= last; a += kMaxAhead + 1) wanted_.emplace_back(a, std::min(last, a + kMaxAhead));
+    asked(first, last);
     if (wanters_.size() < kWanters) wanters_.emplace_back([this] { want_loop(); });
   }
+  wanted_cv_.notify_all();
+}
+
+void LazySource::asked(uint64_t first, uint64_t last) {
+  if (stopping_ || !background_ || !scan_.asked(first, last)) return;
+  while (wanters_.size() < kWanters) wanters_.emplace_back([this] { want_loop(); });
   wanted_cv_.notify_all();
 }
 
@@ -267,10 +308,17 @@ void LazySource::want_loop() {
   std::unique_lock<std::mutex> g(mu_);
   auto settled = [this](uint64_t i) { return in_flight_[i] || present(i, i); };
   for (;;) {
-    wanted_cv_.wait(g, [this] { return stopping_ || !wanted_.empty(); });
+    wanted_cv_.wait(g, [this] { return stopping_ || !wanted_.empty() || scan_.left(); });
     if (stopping_) return;
-    auto [first, last] = wanted_.front();
-    wanted_.pop_front();
+    uint64_t first = 0, last = 0;
+    if (!wanted_.empty()) {
+      std::tie(first, last) = wanted_.front();
+      wanted_.pop_front();
+    } else if (auto piece = scan_.next(settled, kMaxAhead + 1)) {
+      std::tie(first, last) = *piece;
+    } else {
+      continue;
+    }
     // What is there or on its way is left out. A hint may fail: a read
     // that needs the chunk asks again, and says why.
     while (first <= last && settled(first)) ++first;

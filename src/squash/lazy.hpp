@@ -60,6 +60,10 @@ inline constexpr const char* kMediaType = "application/vnd.rt.sif.chunks.v1";
 // A file's chunks are 256 KiB, doubled until there are at most this many.
 inline constexpr uint64_t kMinChunk = 256 * 1024;
 inline constexpr uint64_t kMaxChunks = 32768;
+// Whether the rest of a file is fetched beside the reads (a fetcher's
+// fill once reads pause, a reader's scan): RT_LAZY_BACKGROUND=0 turns it
+// off (a job that wants the registry asked only for what it reads).
+bool background_wanted();
 }  // namespace lazy
 
 // A file cut into chunks of `chunk_size` bytes (the last one shorter),
@@ -144,6 +148,33 @@ private:
   uint64_t tick_ = 0;
 };
 
+// Reads that have asked for a tenth of a file's chunks (and at least
+// kMin), misses and read-ahead counted, read it whole (tar, a copy, a
+// checksum): then the rest is fetched in file order, from past the last
+// chunk asked for round to where it began, after what the reads want.
+// A program's own reads (a Python start: some 5 % of a large image) stay
+// below. Not thread-safe (LazySource holds its lock).
+class Scan {
+public:
+  static constexpr uint64_t kShare = 10;
+  static constexpr uint64_t kMin = 64;
+
+  explicit Scan(uint64_t count = 0) : count_(count) {}
+  // Chunks [first, last] asked for; true when this starts the scan.
+  bool asked(uint64_t first, uint64_t last);
+  bool left() const { return started_ && seen_ < count_; }
+  // The scan's next run of at most `most` chunks that `settled` (there, or
+  // on their way) leaves out; none once it has gone round.
+  std::optional<std::pair<uint64_t, uint64_t>> next(const std::function<bool(uint64_t)>& settled, uint64_t most);
+
+private:
+  uint64_t count_;
+  uint64_t asked_ = 0;  // a chunk asked for twice counts twice
+  bool started_ = false;
+  uint64_t next_ = 0;  // where it goes on
+  uint64_t seen_ = 0;  // chunks passed, up to count_
+};
+
 // The reader's side of a node cache entry (the directory `dir`): chunks
 // it lacks are asked of a fetcher, started on the first miss, which
 // writes them into the file and answers; chunks already there cost a look
@@ -179,6 +210,8 @@ private:
   // Chunks [first, last] to the wanters.
   void want_chunks(uint64_t first, uint64_t last);
   void want_loop();
+  // What the reads asked for, counted by scan_ (which may start).
+  void asked(uint64_t first, uint64_t last);
   bool start(Fetcher& f, std::string* why);
   bool ask(Fetcher& f, uint64_t first, uint64_t last, std::string* why);
   std::string dir_;
@@ -194,6 +227,8 @@ private:
   std::condition_variable wanted_cv_;
   std::vector<std::thread> wanters_;
   bool stopping_ = false;
+  const bool background_ = lazy::background_wanted();
+  Scan scan_;
 };
 
 }  // namespace rt::squash

@@ -192,3 +192,44 @@ TEST_CASE("lazy read-ahead: reads in order are fetched ahead, scattered reads ar
     CHECK(w->second == 24);  // the file's last chunk
   }
 }
+
+TEST_CASE("lazy scan: a file read whole is fetched in order, a program's reads start nothing") {
+  using rt::squash::Scan;
+  SECTION("below a tenth of the chunks, nothing; at a tenth, the rest from past the last chunk asked, round once") {
+    Scan scan(1000);
+    for (uint64_t c = 0; c < 99; ++c) CHECK_FALSE(scan.asked(c * 10, c * 10));
+    CHECK_FALSE(scan.left());
+    CHECK(scan.asked(500, 500));        // the 100th
+    CHECK_FALSE(scan.asked(501, 501));  // started once
+    std::vector<int> got(1000, 0);
+    auto settled = [&](uint64_t i) { return got[i] > 0 || i % 10 == 0; };  // asked ones are there
+    std::vector<std::pair<uint64_t, uint64_t>> pieces;
+    while (auto p = scan.next(settled, 16)) {
+      pieces.push_back(*p);
+      for (uint64_t c = p->first; c <= p->second; ++c) ++got[c];
+      CHECK(p->second - p->first + 1 <= 16);
+    }
+    REQUIRE_FALSE(pieces.empty());
+    CHECK(pieces.front().first == 501);  // from past the last chunk asked for
+    CHECK(pieces.back().second == 499);  // round to where it began
+    for (uint64_t c = 0; c < 1000; ++c) CHECK(got[c] == (c % 10 == 0 ? 0 : 1));  // each missing chunk once
+    CHECK_FALSE(scan.left());
+  }
+  SECTION("a run never crosses the file's end, nor takes what is on its way") {
+    Scan scan(200);
+    for (uint64_t c = 0; c < 64; ++c) scan.asked(130 + c % 60, 130 + c % 60);
+    REQUIRE(scan.left());
+    auto settled = [](uint64_t i) { return i == 5; };
+    auto p = scan.next(settled, 100);
+    REQUIRE(p);
+    CHECK(p->second == 199);  // ends at the file's end
+    p = scan.next(settled, 100);
+    REQUIRE(p);
+    CHECK(*p == std::pair<uint64_t, uint64_t>(0, 4));  // chunk 5 is on its way
+  }
+  SECTION("a program's reads of a large image (a Python start: some 5 %) start nothing") {
+    Scan scan(3350);
+    for (uint64_t c = 0; c < 160; ++c) CHECK_FALSE(scan.asked(c * 20, c * 20));  // 40 MB of 877
+    CHECK_FALSE(scan.left());
+  }
+}
