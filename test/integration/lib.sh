@@ -72,6 +72,9 @@ export HOME=${HOME:-/tmp}
 # A SquashFS image's server exits as soon as its last container has (tests
 # look for leftover processes); squash.sh tests the default linger itself.
 export RT_SQUASHFS_LINGER=0
+# Likewise an --overlay directory's holder: none, each container mounts its
+# own; overlay.sh tests the holder.
+export RT_OVERLAY_LINGER=0
 
 # expect_eq ACTUAL EXPECTED WHAT
 expect_eq() {
@@ -133,8 +136,9 @@ IMG="$T/img"
 make_image "$IMG"
 
 # This test's rt processes left running: its rt, and the holders and servers
-# of its images (titled "rt-join PATH", "rt-sqfs PATH"), which all lie in $T.
-rt_processes() { pgrep -u "$(id -u)" -f "^($RT |rt-(join|sqfs) $T/)" || true; }
+# of its images and overlays (titled "rt-join PATH", "rt-sqfs PATH",
+# "rt-ovl PATH"), which all lie in $T.
+rt_processes() { pgrep -u "$(id -u)" -f "^($RT |rt-(join|sqfs|ovl) $T/)" || true; }
 
 # Gives this test its own copy of rt: its processes (holders, servers) are
 # then told from those of tests running beside it by the program's path.

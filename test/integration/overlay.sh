@@ -20,6 +20,8 @@ mkdir -p "$HOME" "$T/bin"
 ln -s "$RT" "$T/bin/apptainer"
 export PATH="$T/bin:$PATH"
 cd "$T"
+# Through the overlay's holder, as users have it (the tests' default is none).
+export RT_OVERLAY_LINGER=2
 
 # --- persistence -----------------------------------------------------------------
 mkdir ov
@@ -55,6 +57,7 @@ expect_match "$ERR" "cannot be written" "... saying why"
 # (rt-ovl), which takes the lock, serves one container at a time and
 # lingers RT_OVERLAY_LINGER seconds for the next one.
 holder_pid() { cut -d' ' -f2 ov/.rt-lock/holder; }
+wait_until 10 test ! -e ov/.rt-lock || fail "the holder of the runs above kept the lock"
 export RT_OVERLAY_LINGER=60
 "$RT" exec --overlay ov "$IMG" sleep 30 &
 c=$!
@@ -81,7 +84,7 @@ wait_until 10 test ! -e ov3/.rt-lock || fail "the holder kept the lock past its 
 expect_eq "$(pgrep -u "$(id -u)" -f "^rt-ovl $T/ov3\$" || true)" "" "the holder leaves after its linger, letting the lock go"
 dead=$(($(cat /proc/sys/kernel/pid_max) + 1))  # no process has it
 mkdir ov3/.rt-lock && echo "$(hostname) $dead 12345" >ov3/.rt-lock/holder
-expect_status 0 "a holder takes over a lock whose process is gone" -- "$RT" exec --overlay ov3 "$IMG" true
+expect_status 0 "a holder takes over a lock whose process is gone" -- env RT_OVERLAY_LINGER=1 "$RT" exec --overlay ov3 "$IMG" true
 expect_match "$(cat ov3/.rt-lock/holder)" " held\$" "... in its own name"
 echo "elsewhere.example 4242 99" >ov/.rt-lock/holder
 expect_status 125 "another host's lock is refused by a holder too" -- "$RT" exec --overlay ov "$IMG" true
@@ -110,7 +113,7 @@ expect_status 125 "another host's lock is refused" -- "$RT" exec --overlay ov "$
 expect_match "$ERR" "process 4242 on host elsewhere.example" "... naming that host and process"
 expect_match "$ERR" "remove .*ov/.rt-lock" "... and how to clear it"
 rm -r ov/.rt-lock
-unset RT_OVERLAY_LINGER
+export RT_OVERLAY_LINGER=2
 RT_OVERLAY_LINGER=60 "$RT" exec --overlay ov "$IMG" true || fail "a container through the holder"
 "$RT" instance start -q --overlay ov "$IMG" ovsvc sleep 1000 2>/dev/null || fail "an instance with --overlay (its idle holder asked to go)"
 expect_status 125 "an instance holds the overlay while it runs" -- "$RT" exec --overlay ov "$IMG" true
@@ -134,3 +137,9 @@ expect_match "$ERR" "nothere" "... named"
 expect_eq "$(apptainer exec --overlay ov "$IMG" cat /etc/kept)" kept "apptainer exec --overlay DIR"
 expect_status 125 "apptainer exec --writable of a SquashFS file is refused, as Apptainer does" -- \
   apptainer exec --writable "$T/img.sqfs" true
+
+# --- none left ---------------------------------------------------------------------------------------
+holders() { pgrep -u "$(id -u)" -f "^rt-ovl $T/" || true; }
+no_holder() { [ -z "$(holders)" ]; }
+wait_until 10 no_holder || fail "an overlay's holder outlived its linger: $(ps -o pid,etime,args -p "$(holders | paste -sd,)")"
+pass "no overlay holder is left once its linger is over"
