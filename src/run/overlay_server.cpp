@@ -70,17 +70,19 @@ util::UniqueFd attach_overlay(const MountPlan& plan, const std::string& secret) 
   auto build = [&] {
     linger = overlay_linger();
     lock_held_overlay(kept);
-    enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
-    // The image by its descriptor: its path may hold what overlayfs's
-    // options cannot (the layers' paths were refused for it).
-    const util::UniqueFd image = util::open_fd(plan.rootfs, O_PATH | O_DIRECTORY);
-    // userxattr (Linux 5.11) is what makes an unprivileged overlay mount possible.
-    const std::string opts = "lowerdir=" + lower + "/proc/self/fd/" + std::to_string(image.get()) +
-                             ",upperdir=" + kept.path + "/upper,workdir=" + kept.path + "/work,userxattr";
-    if (::mount("overlay", plan.rootfs.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
-      const int e = errno;
+    try {
+      enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
+      // The image by its descriptor: its path may hold what overlayfs's
+      // options cannot (the layers' paths were refused for it).
+      const util::UniqueFd image = util::open_fd(plan.rootfs, O_PATH | O_DIRECTORY);
+      // userxattr (Linux 5.11) is what makes an unprivileged overlay mount possible.
+      const std::string opts = "lowerdir=" + lower + "/proc/self/fd/" + std::to_string(image.get()) +
+                               ",upperdir=" + kept.path + "/upper,workdir=" + kept.path + "/work,userxattr";
+      if (::mount("overlay", plan.rootfs.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+        throw Error(kRefused + std::string(std::strerror(errno)));
+    } catch (...) {
       release_overlay_lock(kept);
-      throw Error(kRefused + std::string(std::strerror(e)));
+      throw;
     }
   };
   util::UniqueFd tree;
