@@ -15,8 +15,9 @@
 # with the host's libc.so.6, and a /run as real images have) beside
 # `rt exec --no-ib` of it: --ib <= 1.15x --no-ib, whatever the number of
 # libraries (the host's libibverbs and fabric closure: a bind per directory).
-# Overlay: `rt exec --overlay DIR` (writes kept in DIR/upper, locked per
-# start) beside `rt exec` of the same directory image: <= 1.1x.
+# Overlay: `rt exec --overlay DIR` (writes kept in DIR/upper, the overlay
+# kept mounted between starts by its holder, rt-ovl) beside `rt exec` of
+# the same directory image: <= 1.1x.
 # RT_BASELINE=DIR (a directory holding another build's rt, readable by
 # rt-test) adds its rows to the same interleaved run: before/after figures.
 set -euo pipefail
