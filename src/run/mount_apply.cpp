@@ -189,9 +189,11 @@ private:
       util::write_all(fd.get(), f.content, "synthesized " + f.name);
     }
     const std::string root_path = stage_path("root");
-    if (overlays_in_tree_) {
-      // The image under its overlays, mounted nosuid,nodev by their holder
-      // (run/overlay_server): the root as it comes.
+    // The image under its overlays, mounted nosuid,nodev by their holder
+    // (run/overlay_server), or a SquashFS image read-only, mounted ro,nosuid,
+    // nodev by its server (squash::Image): the root as it comes.
+    const bool tree_is_root = image_tree_ >= 0 && (overlays_in_tree_ || plan_.root_mode == RootMode::ReadOnly);
+    if (tree_is_root) {
       if (::move_mount(image_tree_, "", staging_.get(), "root", MOVE_MOUNT_F_EMPTY_PATH) != 0)
         throw SysError{errno, "move_mount", rootfs, staging + "/root"};
     } else if (image_tree_ >= 0) {
@@ -200,14 +202,14 @@ private:
         throw SysError{errno, "move_mount", rootfs, staging + "/image"};
       image_ = util::open_fd(stage_path("image"), O_PATH | O_DIRECTORY);
     }
-    // A tree from the image's server was mounted and copied in the user
-    // namespace that owns this mount namespace, so none of its flags is
-    // locked (locks come with a copy from a more privileged namespace), and
-    // statfs would be a round trip to the server.
-    const unsigned long image_locked = image_tree_ >= 0 ? 0 : locked_flags(image_.get(), rootfs);
-    if (plan_.root_mode == RootMode::Overlay && !overlays_in_tree_) {
+    if (plan_.root_mode == RootMode::Overlay && !tree_is_root) {
       mount_overlay_root(root_path);
-    } else if (!overlays_in_tree_) {
+    } else if (!tree_is_root) {
+      // A tree from the image's server was mounted and copied in the user
+      // namespace that owns this mount namespace, so none of its flags is
+      // locked (locks come with a copy from a more privileged namespace), and
+      // statfs would be a round trip to the server.
+      const unsigned long image_locked = image_tree_ >= 0 ? 0 : locked_flags(image_.get(), rootfs);
       do_mount(fd_path(image_.get()), root_path, nullptr, MS_BIND, "", "MS_BIND", rootfs, rootfs);
       unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | image_locked;
       if (plan_.root_mode == RootMode::ReadOnly) flags |= MS_RDONLY;
