@@ -364,7 +364,7 @@ void exec(const ExecOptions& given) {
   if (o.dry_run) return;
   // A plain container's overlay directory stays mounted for the next one;
   // an instance's or a shared container's lives as long as they do.
-  p.plan.overlays_held = !instance && !p.join && !p.plan.squashfs && run::overlay_holdable(p.plan);
+  p.plan.overlays_held = !instance && !p.join && run::overlay_holdable(p.plan);
   // Locked by this process, which becomes the program, or by their holder.
   run::prepare_overlays(p.plan.overlays, p.plan.overlays_held);
   util::timing("planned");

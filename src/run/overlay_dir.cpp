@@ -228,7 +228,7 @@ void release_overlay_lock(const OverlayLayer& layer) {
   ::rmdir(lock.c_str());
 }
 
-void lock_held_overlay(const OverlayLayer& layer) { take_lock(layer, false, "held"); }
+void lock_overlay(const OverlayLayer& layer, bool held) { take_lock(layer, false, held ? "held" : ""); }
 
 std::chrono::milliseconds overlay_linger() {
   static const std::chrono::milliseconds linger = configured_linger("RT_OVERLAY_LINGER", "overlay.linger", 10);

@@ -29,9 +29,10 @@ namespace rt::run {
 // holder (run/overlay_server), not here.
 void prepare_overlays(const std::vector<OverlayLayer>& layers, bool held = false);
 
-// For a directory's holder: the lock taken in its name, "held" (waited for
-// by others as long as a holder lingers).
-void lock_held_overlay(const OverlayLayer& layer);
+// The writable directory's lock, taken by this process: for a directory's
+// holder (run/overlay_server), `held` (others ask it to go and wait), else
+// as prepare_overlays takes it.
+void lock_overlay(const OverlayLayer& layer, bool held);
 
 // How long a directory's holder keeps it mounted after its container:
 // RT_OVERLAY_LINGER (seconds), else the site's overlay.linger, else 10 s;

@@ -30,7 +30,8 @@ const OverlayLayer* writable_layer(const MountPlan& plan) {
 }  // namespace
 
 bool overlay_holdable(const MountPlan& plan) {
-  if (plan.root_mode != RootMode::Overlay || plan.overlays_read_only || !writable_layer(plan)) return false;
+  if (plan.squashfs || plan.root_mode != RootMode::Overlay || plan.overlays_read_only || !writable_layer(plan))
+    return false;
   for (const auto& l : plan.overlays)
     if (l.fuse()) return false;
   return overlay_linger().count() > 0;
@@ -69,7 +70,7 @@ util::UniqueFd attach_overlay(const MountPlan& plan, const std::string& secret) 
   };
   auto build = [&] {
     linger = overlay_linger();
-    lock_held_overlay(kept);
+    lock_overlay(kept, /*held=*/true);
     try {
       enter_user_namespace(plan.outer_uid, plan.inner_uid, plan.outer_gid, plan.inner_gid);
       // The image by its descriptor: its path may hold what overlayfs's
@@ -93,7 +94,7 @@ util::UniqueFd attach_overlay(const MountPlan& plan, const std::string& secret) 
     if (!std::string_view(e.what()).starts_with(kRefused)) throw;
     util::debug(std::string(e.what()) + ": mounted by this container");
   }
-  prepare_overlays(plan.overlays);  // locked by this process, which becomes the program
+  lock_overlay(kept, /*held=*/false);  // by this process, which becomes the program
   return {};
 }
 
