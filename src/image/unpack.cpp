@@ -227,7 +227,7 @@ void TreeWriter::apply_entry(archive* a, archive_entry* e, uint64_t index, const
       const char* target = archive_entry_symlink(e);
       if (!target) throw Error(err_prefix(layer, path) + "symlink without a target");
       // Any target is fine: links are only ever resolved inside the root
-      // (here with RESOLVE_IN_ROOT, in the container after pivot_root).
+      // (here with RESOLVE_IN_ROOT, in the container once its root is entered).
       if (::symlinkat(target, dirfd, n) != 0) throw SysError{errno, "symlink", shown};
       timespec times[2] = {{0, UTIME_OMIT}, {archive_entry_mtime(e), archive_entry_mtime_nsec(e)}};
       ::utimensat(dirfd, n, times, AT_SYMLINK_NOFOLLOW);

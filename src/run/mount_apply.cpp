@@ -1,4 +1,4 @@
-// Applying a mount plan (namespace, before pivot_root -> container root).
+// Applying a mount plan (namespace, before the root is entered -> container root).
 //
 // Layout while building, all private to this mount namespace:
 //   ROOTFS             <- a small "staging" tmpfs mounted over the image path
@@ -11,10 +11,10 @@
 //   ROOTFS/h           <- the injected host files' tree, bound at /run/rt-host:
 //                         lib/NAME -> ../.d/N/FILE links, .d/N the mount
 //                         points of the host directories (one bind each)
-// pivot_root then makes ROOTFS/root "/" and the staging tmpfs goes away with
-// the old root. Targets inside the image are always opened relative to the
-// new root with in-root resolution, so image symlinks cannot redirect a
-// mount to the host.
+// ROOTFS/root is then moved over "/" and made the process's root (chroot);
+// the old root and the staging tmpfs stay beneath it, out of reach.
+// Targets inside the image are always opened relative to the new root with
+// in-root resolution, so image symlinks cannot redirect a mount to the host.
 #include "run/mount_apply.hpp"
 
 #include <dirent.h>
@@ -722,11 +722,23 @@ private:
   }
 
   void pivot() {
-    // pivot_root(".", ".") stacks the old root on the new one; detaching it
-    // leaves the new root alone (pivot_root(2), NOTES).
     if (::fchdir(root_.get()) != 0) throw SysError{errno, "chdir", shown("/")};
-    if (::syscall(SYS_pivot_root, ".", ".") != 0) throw SysError{errno, "pivot_root", shown("/")};
-    if (::umount2(".", MNT_DETACH) != 0) throw SysError{errno, "umount2", "old root"};
+    // The new root is moved over the old one and entered with chroot. The
+    // old root stays in this namespace beneath it, out of reach: every path
+    // into it passes its root, which the new root covers (".." from the new
+    // root stays there, a process joining the namespace lands on the
+    // topmost mount of its root), and it is out of /proc/self/mountinfo.
+    // pivot_root(".", ".") and detaching the old root, where the move is
+    // refused, costs a grace period of the kernel's RCU at every start
+    // (namespace_unlock): 0.1-0.3 ms here.
+    if (::mount(".", "/", nullptr, MS_MOVE, nullptr) == 0) {
+      if (::chroot(".") != 0) throw SysError{errno, "chroot", shown("/")};
+    } else {
+      // pivot_root(".", ".") stacks the old root on the new one; detaching
+      // it leaves the new root alone (pivot_root(2), NOTES).
+      if (::syscall(SYS_pivot_root, ".", ".") != 0) throw SysError{errno, "pivot_root", shown("/")};
+      if (::umount2(".", MNT_DETACH) != 0) throw SysError{errno, "umount2", "old root"};
+    }
     if (::chdir("/") != 0) throw SysError{errno, "chdir", "/"};
     image_.reset();
     staging_.reset();

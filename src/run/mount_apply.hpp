@@ -8,7 +8,7 @@ namespace rt::run {
 
 // Must run inside the new user + mount namespace. Builds the container's
 // mount tree around plan.rootfs without writing to the image (missing mount
-// points are made on a tmpfs "underlay") and pivots into it, leaving the
+// points are made on a tmpfs "underlay") and enters it, leaving the
 // caller at "/". Throws SysError naming the mount. `image_tree`, when given,
 // is the image as a detached mount (open_tree(2): a SquashFS image from its
 // server), used instead of plan.rootfs; `overlays_in_tree`: it is the image

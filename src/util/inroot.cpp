@@ -1,4 +1,4 @@
-// Path resolution confined to a root (host, before pivot_root).
+// Path resolution confined to a root (host, before the container root is entered).
 #include "util/inroot.hpp"
 #include "util/fs.hpp"
 

@@ -1,4 +1,4 @@
-// Path resolution confined to a root directory (host, before pivot_root).
+// Path resolution confined to a root directory (host, before the container root is entered).
 // Every symlink, absolute or relative, and every ".." is resolved as if
 // rootfd were "/": nothing the image contains can lead outside it.
 #pragma once

@@ -11,6 +11,15 @@ out=$("$RT" exec "$IMG" rt-probe setuid 0)
 expect_match "$out" "^(EPERM|EINVAL)$" "setuid(0) fails"
 out=$("$RT" exec --root "$IMG" rt-probe setuid 1)
 expect_match "$out" "^(EPERM|EINVAL)$" "even as mapped root, no other id exists"
+# The root is the image's, with nothing beneath it a program could reach:
+# without capabilities it cannot chroot (so not walk out of one); uid 0 can,
+# and walking ".." out of a chroot leads it back to the image's root.
+out=$("$RT" exec "$IMG" rt-probe chroot-escape /tmp)
+expect_eq "$out" "EPERM" "a program cannot chroot"
+out=$("$RT" exec --root "$IMG" rt-probe chroot-escape /tmp)
+expect_eq "$out" "contained" "uid 0 walking out of a chroot finds the image's root"
+out=$("$RT" exec "$IMG" sh -c 'cd /../../..; ls -id . /' | awk '{print $1}' | uniq | wc -l)
+expect_eq "$out" 1 "/.. is /"
 
 # Only stdio and what the caller passed are open in the program: rt adds
 # no fd of its own (the harness may hold some open; compare with the probe

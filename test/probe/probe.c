@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr,
             "usage: rt-probe ids|fds|nnp|flags P|write P|mknod P|fifo P|chown P|chown-i386 P|setuid U|env N|argv ...|kill N|exit N|pid [S]|xattr P "
-            "NAME|ptrace PID\n");
+            "NAME|ptrace PID|chroot-escape P\n");
     return 2;
   }
   const char* cmd = argv[1];
@@ -112,6 +112,18 @@ int main(int argc, char** argv) {
     puts(buf);
   } else if (!strcmp(cmd, "ptrace")) {
     return result((int)ptrace(PTRACE_SEIZE, (pid_t)atoi(arg), 0, 0));
+  } else if (!strcmp(cmd, "chroot-escape")) {
+    /* The classic way out of a chroot: chroot into P with a descriptor of
+     * "/" kept, walk ".." from it, chroot there. "contained" when that
+     * leads back to this root, "escaped" when it leads elsewhere. */
+    struct stat before, after;
+    int fd = open("/", O_RDONLY | O_DIRECTORY);
+    if (fd < 0 || stat("/", &before) || chroot(arg)) return result(-1);
+    if (fchdir(fd)) return result(-1);
+    for (int i = 0; i < 64; i++)
+      if (chdir("..")) return result(-1);
+    if (chroot(".") || stat("/", &after)) return result(-1);
+    puts(before.st_dev == after.st_dev && before.st_ino == after.st_ino ? "contained" : "escaped");
   } else if (!strcmp(cmd, "pid")) {
     printf("%d\n", getpid());
     fflush(stdout);
