@@ -9,6 +9,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -183,7 +184,8 @@ bool others_in(std::set<std::string>& spaces, const std::string& own) {
 }
 
 // One message carrying two fds (SCM_RIGHTS): the user namespace, then the
-// mount namespace (Share) or a detached tree (Tree).
+// mount namespace (Share) or a detached tree (Tree); a Tree client's report
+// carries one (report_namespace).
 // An exclusive holder's refusal is a message of its own: "B" and the pid
 // of the client it serves.
 struct FdMessage {
@@ -212,6 +214,36 @@ void send_fds(int conn, int userns, int mnt) {
   int fds[2] = {userns, mnt};
   std::memcpy(CMSG_DATA(c), fds, sizeof fds);
   ::sendmsg(conn, &msg, MSG_NOSIGNAL);
+}
+
+// A Tree client's report of the mount namespace it made (its id, as
+// mount_namespace_of has it), sent with the namespace itself (SCM_RIGHTS).
+// The holder lets go of it once the client has gone: the kernel then takes
+// the namespace down in the holder, whose close waits for the RCU grace
+// period that would have held up the container's last exit (and whoever
+// waits for it).
+void report_namespace(int conn) {
+  UniqueFd ns(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
+  struct stat st;
+  const std::string id =
+      ns && ::fstat(ns.get(), &st) == 0 ? "mnt:[" + std::to_string(st.st_ino) + "]" : mount_namespace_of("self");
+  FdMessage m;
+  const size_t n = std::min(id.size(), sizeof m.payload);
+  std::memcpy(m.payload, id.data(), n);
+  m.iov.iov_len = n;
+  if (ns) {
+    cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    const int fd = ns.get();
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    m.msg.msg_controllen = CMSG_SPACE(sizeof(int));
+  } else {
+    m.msg.msg_control = nullptr;
+    m.msg.msg_controllen = 0;
+  }
+  ::sendmsg(conn, &m.msg, MSG_NOSIGNAL);
 }
 
 struct Client {
@@ -371,9 +403,20 @@ private:
   // where it may have left a daemon.
   void copied(Client& c) {
     if (!c.conn) return;
-    char ns[64];
-    ssize_t n = ::recv(c.conn.get(), ns, sizeof ns, 0);
-    if (n > 4 && std::memcmp(ns, "mnt:", 4) == 0) spaces_.insert(std::string(ns, static_cast<size_t>(n)));
+    FdMessage m;
+    m.receiving();
+    const ssize_t n = ::recvmsg(c.conn.get(), &m.msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    // The namespace that came with it: let go of here (report_namespace).
+    for (cmsghdr* h = n > 0 ? CMSG_FIRSTHDR(&m.msg) : nullptr; h; h = CMSG_NXTHDR(&m.msg, h)) {
+      if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
+        ::close(fd);
+      }
+    }
+    if (n > 4 && std::memcmp(m.payload, "mnt:", 4) == 0) spaces_.insert(std::string(m.payload, static_cast<size_t>(n)));
     c.conn.reset();
   }
 };
@@ -612,8 +655,7 @@ bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::f
     // user namespace, as a directory image's start makes one: the tree is
     // attached there, and the holder's namespace is never entered.
     if (::unshare(CLONE_NEWNS) != 0) throw SysError{errno, "unshare(CLONE_NEWNS)", policy.what};
-    std::string ns = mount_namespace_of("self");
-    ::send(conn.get(), ns.data(), ns.size(), MSG_NOSIGNAL);
+    report_namespace(conn.get());
     if (tree) *tree = std::move(mnt);
   } else if (::setns(mnt.get(), CLONE_NEWNS) != 0) {
     throw SysError{errno, "setns(CLONE_NEWNS)", policy.what};
