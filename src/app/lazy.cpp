@@ -51,8 +51,11 @@ namespace {
 namespace lz = squash::lazy;
 
 constexpr uint64_t kDefaultCacheBytes = uint64_t{20} << 30;
-// One range request at most (the registry client's document limit).
-constexpr uint64_t kMaxRequest = 4 << 20;
+// One range request at most. A registry's cost is per request as much as
+// per byte: a whole read of the 877 MB benchmark image made half the
+// requests and took 5-10 % less time with 8 MiB than with 4 (16 MiB: no
+// better).
+constexpr uint64_t kMaxRequest = 8 << 20;
 // A fetcher fills the file in the background once no read has come for
 // this long.
 constexpr int kIdleMs = 300;

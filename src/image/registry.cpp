@@ -444,10 +444,15 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
     if (t->progress && *t->progress) (*t->progress)(len);
     return len;
   }
-  if (t->resp->body.size() + len > kMaxDocument) {
-    t->error = "response larger than " + std::to_string(kMaxDocument) + " bytes";
+  // A part of a blob asked for by range comes whole into memory, as long as
+  // asked (checked above); any other document is small.
+  const bool part = !t->send->range.empty() && t->limit >= 0;
+  const size_t most = part ? static_cast<size_t>(t->limit) : kMaxDocument;
+  if (t->resp->body.size() + len > most) {
+    t->error = "response larger than " + std::to_string(most) + " bytes";
     return 0;
   }
+  if (part && t->resp->body.empty()) t->resp->body.reserve(most);
   t->resp->body.append(data, len);
   return len;
 }

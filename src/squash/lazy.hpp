@@ -195,7 +195,7 @@ public:
   static constexpr size_t kFetchers = 4;
   static constexpr size_t kWanters = kFetchers - 1;
   // The most chunks of one background request.
-  static constexpr uint64_t kMaxAhead = 15;
+  static constexpr uint64_t kMaxAhead = 31;
 
 private:
   struct Fetcher {
