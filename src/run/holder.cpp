@@ -24,7 +24,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -204,16 +206,40 @@ struct FdMessage {
   void receiving() { iov.iov_len = sizeof payload; }
 };
 
-void send_fds(int conn, int userns, int mnt) {
+// One message: `payload` (up to 32 bytes), with `fds` (two at most) as
+// SCM_RIGHTS when there are any.
+void send_message(int conn, std::string_view payload, std::initializer_list<int> fds) {
   FdMessage m;
-  msghdr& msg = m.msg;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(2 * sizeof(int));
-  int fds[2] = {userns, mnt};
-  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
-  ::sendmsg(conn, &msg, MSG_NOSIGNAL);
+  const size_t n = std::min(payload.size(), sizeof m.payload);
+  std::memcpy(m.payload, payload.data(), n);
+  m.iov.iov_len = n;
+  const size_t bytes = std::min<size_t>(fds.size(), 2) * sizeof(int);
+  if (bytes == 0) {
+    m.msg.msg_control = nullptr;
+    m.msg.msg_controllen = 0;
+  } else {
+    cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(bytes);
+    std::memcpy(CMSG_DATA(c), fds.begin(), bytes);
+    m.msg.msg_controllen = CMSG_SPACE(bytes);
+  }
+  ::sendmsg(conn, &m.msg, MSG_NOSIGNAL);
+}
+
+// The fds a received message carried (closed with the vector).
+std::vector<UniqueFd> received_fds(msghdr& msg) {
+  std::vector<UniqueFd> out;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      out.emplace_back(fd);
+    }
+  }
+  return out;
 }
 
 // A Tree client's report of the mount namespace it made (its id, as
@@ -225,25 +251,10 @@ void send_fds(int conn, int userns, int mnt) {
 void report_namespace(int conn) {
   UniqueFd ns(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
   struct stat st;
-  const std::string id =
-      ns && ::fstat(ns.get(), &st) == 0 ? "mnt:[" + std::to_string(st.st_ino) + "]" : mount_namespace_of("self");
-  FdMessage m;
-  const size_t n = std::min(id.size(), sizeof m.payload);
-  std::memcpy(m.payload, id.data(), n);
-  m.iov.iov_len = n;
-  if (ns) {
-    cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    const int fd = ns.get();
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    m.msg.msg_controllen = CMSG_SPACE(sizeof(int));
-  } else {
-    m.msg.msg_control = nullptr;
-    m.msg.msg_controllen = 0;
-  }
-  ::sendmsg(conn, &m.msg, MSG_NOSIGNAL);
+  if (ns && ::fstat(ns.get(), &st) == 0)
+    send_message(conn, "mnt:[" + std::to_string(st.st_ino) + "]", {ns.get()});
+  else
+    send_message(conn, mount_namespace_of("self"), {});
 }
 
 struct Client {
@@ -373,10 +384,10 @@ private:
           util::debug(policy_.what + ": open_tree `" + policy_.tree + "`: " + std::strerror(err));
           continue;
         }
-        send_fds(fd, userns_, copy.get());
+        send_message(fd, "J", {userns_, copy.get()});
         c.conn = std::move(conn);
       } else {
-        send_fds(fd, userns_, mntns_);
+        send_message(fd, "J", {userns_, mntns_});
       }
       clients_.push_back(std::move(c));
       ++joined_;
@@ -407,15 +418,7 @@ private:
     m.receiving();
     const ssize_t n = ::recvmsg(c.conn.get(), &m.msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     // The namespace that came with it: let go of here (report_namespace).
-    for (cmsghdr* h = n > 0 ? CMSG_FIRSTHDR(&m.msg) : nullptr; h; h = CMSG_NXTHDR(&m.msg, h)) {
-      if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
-      const size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
-        ::close(fd);
-      }
-    }
+    if (n > 0) received_fds(m.msg);
     if (n > 4 && std::memcmp(m.payload, "mnt:", 4) == 0) spaces_.insert(std::string(m.payload, static_cast<size_t>(n)));
     c.conn.reset();
   }
@@ -532,14 +535,11 @@ bool receive_fds(int conn, UniqueFd& userns, UniqueFd& mnt, Clock::time_point de
   if (m.payload[0] == 'B')
     throw Error(policy.busy + " " + std::string(m.payload + 1, static_cast<size_t>(n) - 1) + " on this host",
                 policy.hint);
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int))) continue;
-    int fds[2];
-    std::memcpy(fds, CMSG_DATA(c), sizeof fds);
-    userns.reset(fds[0]);
-    mnt.reset(fds[1]);
-  }
-  return userns && mnt;
+  std::vector<UniqueFd> fds = received_fds(msg);
+  if (fds.size() != 2) return false;
+  userns = std::move(fds[0]);
+  mnt = std::move(fds[1]);
+  return true;
 }
 
 }  // namespace
