@@ -2,6 +2,9 @@
 #include "hpc/elf_cache.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include "rt/error.hpp"
 #include "util/fs.hpp"
@@ -25,6 +28,25 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 }  // namespace
+
+void record_directories(const std::string& path, std::map<std::string, std::string>& into) {
+  std::string p = path;
+  for (int links = 0; links < 40; ++links) {
+    const size_t slash = p.rfind('/');
+    if (slash == std::string::npos) return;
+    const std::string dir = slash == 0 ? "/" : p.substr(0, slash);
+    into.emplace(dir, host_stamp(dir));
+    char target[4096];
+    const ssize_t len = ::readlink(p.c_str(), target, sizeof target);
+    if (len <= 0 || static_cast<size_t>(len) == sizeof target) return;  // a file (EINVAL), or unreadable
+    // A ".." in a relative target leads up from where `dir` really is.
+    const std::string t(target, static_cast<size_t>(len));
+    std::string from = dir;
+    if (t.front() != '/' && (t.starts_with("../") || t.find("/../") != std::string::npos))
+      if (char* real = ::realpath(dir.c_str(), nullptr)) from = real, std::free(real);
+    p = util::normalize_path(t.front() == '/' ? t : from + "/" + t);
+  }
+}
 
 std::string host_stamp(const std::string& path, struct stat* st) {
   struct stat own;
@@ -99,7 +121,10 @@ std::optional<ElfInfo> ElfCache::get(const std::string& path) {
   // Checked once per process: a plan asks for a library more than once.
   if (it != entries_.end() && it->second.checked) return it->second.info;
   std::string stamp = host_stamp(path);
-  if (record_) record_->emplace(path, stamp);
+  if (record_ && stamp == "-")
+    record_->emplace(path, stamp);
+  else if (record_)
+    record_directories(path, *record_);
   if (stamp == "-") return read_elf(path);  // read_elf explains the error
   if (it != entries_.end() && it->second.stamp == stamp && (it->second.raw.empty() || parse(it->second))) {
     it->second.checked = true;

@@ -19,6 +19,15 @@ namespace rt::hpc {
 // `st`, when given, gets what stat said (st_mode 0 where there is none).
 std::string host_stamp(const std::string& path, struct stat* st = nullptr);
 
+// Puts in `into` (where not there yet), each with its host_stamp, the
+// directory of host file `path` and, where the name there is a symbolic
+// link, the directory of each link on the way to the file. A library
+// replaced by renaming a new file into place, or a link changed, changes
+// one of them (stat follows a directory's own links: one of its parents
+// that changed where it leads changes its identity too); a file rewritten
+// in place does not.
+void record_directories(const std::string& path, std::map<std::string, std::string>& into);
+
 class ElfCache {
 public:
   // The cache lives in the file `name` of the directory `dirfd` (-1: in
@@ -30,8 +39,9 @@ public:
   // Facts about other files, under keys that change with them.
   std::optional<std::string> note(const std::string& key) const;
   void set_note(const std::string& key, const std::string& value);
-  // From now on, each path get() is asked for is put in `into` with its
-  // identity (host_stamp's), the first time.
+  // From now on, for each path get() is asked for, the directories it is
+  // reached through (record_directories) are put in `into` with their
+  // identities, the first time; a path that does not exist, itself.
   void record(std::map<std::string, std::string>* into) { record_ = into; }
   // Writes the cache back if anything was read (atomically: concurrent
   // ranks each write a whole file, the last one wins). Errors are ignored:

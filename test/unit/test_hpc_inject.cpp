@@ -190,6 +190,41 @@ TEST_CASE("injection: a host MPI brings its own libraries even where the image h
   CHECK_FALSE(noted(inj, "`libopen-pal.so.40` from the image"));
 }
 
+TEST_CASE("injection: a host library is an input by the directories that lead to it") {
+  TempDir tmp;
+  const std::string a = tmp.path + "/a", b = tmp.path + "/b";
+  std::filesystem::create_directory(a);
+  std::filesystem::create_directory(b);
+  std::ofstream(b + "/libx.so.1.2") << "one";
+  std::filesystem::create_symlink("../b/libx.so.1.2", a + "/libx.so.1");
+  std::map<std::string, std::string> in;
+  record_directories(a + "/libx.so.1", in);
+  CHECK(in == std::map<std::string, std::string>{{a, host_stamp(a)}, {b, host_stamp(b)}});
+  // A new version renamed into place, as package managers install one:
+  // the directory that holds it changes.
+  std::ofstream(b + "/libx.so.1.2.new") << "two";
+  std::filesystem::rename(b + "/libx.so.1.2.new", b + "/libx.so.1.2");
+  CHECK(host_stamp(b) != in.at(b));
+  // The link made to lead elsewhere: its directory changes.
+  std::filesystem::remove(a + "/libx.so.1");
+  std::filesystem::create_symlink("../b/libx.so.1.3", a + "/libx.so.1");
+  CHECK(host_stamp(a) != in.at(a));
+  // A ".." in a link leads up from where its directory really is.
+  std::filesystem::create_directories(tmp.path + "/real/sub");
+  std::filesystem::create_directory_symlink("real/sub", tmp.path + "/sub");
+  std::filesystem::create_symlink("../../b/libx.so.1.2", tmp.path + "/real/sub/libx.so.1");
+  std::map<std::string, std::string> up;
+  record_directories(tmp.path + "/sub/libx.so.1", up);
+  CHECK(up.count(b));
+  // A directory on the way made to lead elsewhere: its identity follows it.
+  std::map<std::string, std::string> via;
+  std::filesystem::create_directory_symlink("a", tmp.path + "/cur");
+  record_directories(tmp.path + "/cur/libx.so.1", via);
+  std::filesystem::remove(tmp.path + "/cur");
+  std::filesystem::create_directory_symlink("b", tmp.path + "/cur");
+  CHECK(host_stamp(tmp.path + "/cur") != via.at(tmp.path + "/cur"));
+}
+
 TEST_CASE("injection: a plan is kept while every file it was made from stays as it was") {
   auto cache = read_ld_cache("/etc/ld.so.cache");
   REQUIRE(cache.count("libmpi.so.40"));
@@ -203,9 +238,11 @@ TEST_CASE("injection: a plan is kept while every file it was made from stays as 
   ElfCache memory(-1, "");
   PlanInputs inputs;
   const Injection inj = plan_injection(req, SiteConfig{}, image, &memory, &inputs);
-  // What it was made from: the host's libmpi and the image's libc, among others.
-  CHECK(inputs.host.count(cache["libmpi.so.40"]));
-  CHECK(inputs.host.at(cache["libmpi.so.40"]) == host_stamp(cache["libmpi.so.40"]));
+  // What it was made from: the directory of the host's libmpi (not the
+  // library: record_directories) and the image's libc, among others.
+  const std::string mpi_dir = cache["libmpi.so.40"].substr(0, cache["libmpi.so.40"].rfind('/'));
+  CHECK(inputs.host.at(mpi_dir) == host_stamp(mpi_dir));
+  CHECK_FALSE(inputs.host.count(cache["libmpi.so.40"]));
   CHECK(inputs.image.at(kHostLibc) == "stamp:" + std::string(kHostLibc));
   // An image directory is an input; the names it lacks are not, one by one
   // (each would cost a lookup in the image at every start).
