@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <map>
 
 #include "rt/error.hpp"
@@ -194,54 +195,65 @@ MountPlan build_plan(const PlanInputs& in) {
 }
 
 HostFilesTree host_files_tree(const std::vector<Mount>& mounts) {
-  const std::string root = kHostFilesRoot;
+  static const std::string root = kHostFilesRoot, hidden = root + "/.d";
+  // Views into the mounts' own strings (a start's plan holds some 40 of
+  // these: copies of each part were most of the time this took).
   struct File {
-    const Mount* m;
-    std::string rel, dir, name;
+    std::string_view rel, dir, name;
+    const std::string* src;
   };
   std::vector<File> files;
-  std::vector<std::string> dirs;  // distinct, in order of first use
+  files.reserve(mounts.size());
+  std::deque<std::string> normalized;  // a dst that was not, made so
+  std::vector<std::string_view> dirs;  // distinct, in order of first use
   for (const auto& m : mounts) {
     if (m.kind != Mount::Kind::HostFile) continue;
-    const std::string dst = util::normalize_path(m.dst);
-    if (!util::path_within(dst, root) || dst == root || util::path_within(dst, root + "/.d"))
+    std::string_view dst = m.dst;
+    if (!util::is_normal_path(dst)) dst = normalized.emplace_back(util::normalize_path(dst));
+    if (!util::path_within(dst, root) || dst == root || util::path_within(dst, hidden))
       throw Error("host file `" + m.src + "`: its place `" + m.dst + "` is not below `" + root + "` (or is in .d)");
     const size_t slash = m.src.rfind('/');
     if (m.src.empty() || m.src.front() != '/' || slash + 1 == m.src.size())
       throw Error("host file `" + m.src + "`: not an absolute path of a file");
-    std::string dir = slash == 0 ? "/" : m.src.substr(0, slash);
+    const std::string_view src = m.src, dir = slash == 0 ? src.substr(0, 1) : src.substr(0, slash);
     if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
-    files.push_back({&m, dst.substr(root.size() + 1), std::move(dir), m.src.substr(slash + 1)});
+    files.push_back({dst.substr(root.size() + 1), dir, src.substr(slash + 1), &m.src});
   }
   // A directory inside another one is reached through that one's bind (a
   // recursive bind: what is mounted below comes along): UCX's plugins in
   // /usr/lib/x86_64-linux-gnu/ucx cost no mount of their own.
   HostFilesTree t;
-  std::map<std::string, std::pair<size_t, std::string>> via;  // directory -> bound one, path below it
+  struct Via {
+    std::string_view dir;
+    size_t index;
+    std::string_view below;  // the path below the bound one: "" or "/ucx"
+  };
+  std::vector<Via> via;
   for (const auto& d : dirs) {
-    const std::string* outer = &d;
-    for (const auto& o : dirs)
-      if (o.size() < outer->size() && util::path_within(d, o)) outer = &o;
-    if (outer == &d) {
-      via[d] = {t.dirs.size(), ""};
-      t.dirs.push_back(d);
+    bool inner = false;
+    for (const auto& o : dirs) inner |= o.size() < d.size() && util::path_within(d, o);
+    if (!inner) {
+      via.push_back({d, t.dirs.size(), ""});
+      t.dirs.emplace_back(d);
     }
   }
   for (const auto& d : dirs)
-    if (!via.count(d))
+    if (std::none_of(via.begin(), via.end(), [&](const Via& v) { return v.dir == d; }))
       for (size_t i = 0; i < t.dirs.size(); ++i)
-        if (util::path_within(d, t.dirs[i])) via[d] = {i, d.substr(t.dirs[i] == "/" ? 0 : t.dirs[i].size())};
-  std::map<std::string, size_t> link_at;  // path -> index in t.links: the last of one name wins, as stacked binds did
+        if (util::path_within(d, t.dirs[i])) via.push_back({d, i, d.substr(t.dirs[i] == "/" ? 0 : t.dirs[i].size())});
+  std::map<std::string_view, size_t> link_at;  // path -> index in t.links: the last of one name wins, as stacked binds did
+  t.links.reserve(files.size());
   for (const auto& f : files) {
     // The link's directories, parents first; and "../" for each of them.
-    std::string up;
-    for (size_t p = f.rel.find('/'); p != std::string::npos; p = f.rel.find('/', p + 1)) {
-      std::string sub = f.rel.substr(0, p);
-      if (std::find(t.subdirs.begin(), t.subdirs.end(), sub) == t.subdirs.end()) t.subdirs.push_back(sub);
-      up += "../";
+    std::string target;
+    for (size_t p = f.rel.find('/'); p != std::string_view::npos; p = f.rel.find('/', p + 1)) {
+      const std::string_view sub = f.rel.substr(0, p);
+      if (std::find(t.subdirs.begin(), t.subdirs.end(), sub) == t.subdirs.end()) t.subdirs.emplace_back(sub);
+      target += "../";
     }
-    const auto& [index, below] = via.at(f.dir);
-    HostFilesTree::Link link{f.rel, up + ".d/" + std::to_string(index) + below + "/" + f.name, f.m->src, index};
+    const Via& v = *std::find_if(via.begin(), via.end(), [&](const Via& x) { return x.dir == f.dir; });
+    ((((target += ".d/") += std::to_string(v.index)) += v.below) += '/') += f.name;
+    HostFilesTree::Link link{std::string(f.rel), std::move(target), *f.src, v.index};
     if (auto [it, added] = link_at.emplace(f.rel, t.links.size()); added)
       t.links.push_back(std::move(link));
     else

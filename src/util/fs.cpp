@@ -189,7 +189,18 @@ std::string real_path(int fd, const std::string& shown) {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+bool is_normal_path(std::string_view path) {
+  if (path == "/") return true;
+  if (path.empty() || path.front() != '/' || path.back() == '/') return false;
+  for (size_t at = path.find('/'); at != std::string_view::npos; at = path.find('/', at + 1)) {
+    const std::string_view part = path.substr(at + 1, path.find('/', at + 1) - at - 1);
+    if (part.empty() || part == "." || part == "..") return false;
+  }
+  return true;
+}
+
 std::string normalize_path(std::string_view path, std::string_view base) {
+  if (is_normal_path(path)) return std::string(path);
   std::string joined;
   if (path.empty() || path.front() != '/') {
     joined.assign(base);

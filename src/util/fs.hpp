@@ -56,6 +56,8 @@ std::string real_path(int fd, const std::string& shown);
 // Lexically normalised absolute path: collapses "//", "/./" and "x/.."; no
 // symlink is consulted. Relative inputs are made absolute against base.
 std::string normalize_path(std::string_view path, std::string_view base = "/");
+// True when normalize_path would return `path` as it is.
+bool is_normal_path(std::string_view path);
 
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);

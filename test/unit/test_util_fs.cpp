@@ -19,6 +19,14 @@ TEST_CASE("normalize_path collapses dots and slashes lexically") {
   CHECK(normalize_path("/../..") == "/");
   CHECK(normalize_path("x/y", "/base") == "/base/x/y");
   CHECK(normalize_path("", "/base") == "/base");
+  // Paths already normal come back as they are (is_normal_path), names
+  // that begin with dots included.
+  for (const char* p : {"/", "/a", "/a/.b/..c/c..", "/run/rt-host/lib/libibverbs.so.1"}) {
+    CHECK(rt::util::is_normal_path(p));
+    CHECK(normalize_path(p) == p);
+  }
+  for (const char* p : {"", "a", "/a/", "//a", "/a//b", "/a/.", "/./a", "/a/..", "/a/../b"})
+    CHECK_FALSE(rt::util::is_normal_path(p));
 }
 
 TEST_CASE("read_file_if_exists tells a missing file from a present one") {
