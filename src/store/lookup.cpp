@@ -27,11 +27,17 @@ std::string passwd_name(uid_t uid, const char* other = nullptr, bool* other_is_a
   if (!text) return "";
   const std::string id = std::to_string(uid);
   std::string name;
-  for (std::string_view line : util::split(*text, '\n')) {
-    auto f = util::split(line, ':');
-    if (f.size() < 3) continue;
-    if (other && other_is_another && f[0] == other && f[2] != id) *other_is_another = true;
-    if (name.empty() && f[2] == id && !f[0].empty() && f[0].find('/') == std::string::npos) name = f[0];
+  // Read in place: a site's /etc/passwd may hold thousands of lines, and
+  // every start that uses the default store reads it.
+  std::string_view rest = *text;
+  while (!rest.empty()) {
+    const std::string_view line = rest.substr(0, rest.find('\n'));
+    rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+    const size_t c1 = line.find(':'), c2 = line.find(':', c1 + 1), c3 = line.find(':', c2 + 1);
+    if (c1 == std::string_view::npos || c2 == std::string_view::npos) continue;
+    const std::string_view user = line.substr(0, c1), uid_field = line.substr(c2 + 1, c3 - c2 - 1);
+    if (other && other_is_another && user == other && uid_field != id) *other_is_another = true;
+    if (name.empty() && uid_field == id && !user.empty() && user.find('/') == std::string_view::npos) name = user;
   }
   return name;
 }
