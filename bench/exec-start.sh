@@ -15,6 +15,10 @@
 # with the host's libc.so.6, and a /run as real images have) beside
 # `rt exec --no-ib` of it: --ib <= 1.15x --no-ib, whatever the number of
 # libraries (the host's libibverbs and fabric closure: a bind per directory).
+# That image lacks /etc/libibverbs.d, so --ib alone lays an overlay on its
+# /etc; GLIBC+IBCONF-DIR has the directory, as an image with rdma-core or an
+# MPI built on it has (or an image without /etc/hosts, whose /etc has the
+# overlay anyway, as one made by mmdebstrap has).
 # Overlay: `rt exec --overlay DIR` (writes kept in DIR/upper, the overlay
 # kept mounted between starts by its holder, rt-ovl) beside `rt exec` of
 # the same directory image: <= 1.1x.
@@ -45,8 +49,10 @@ rt=$img.bin/rt
 cp -a "$img" "$img.glibc"
 mkdir -p "$img.glibc/lib/x86_64-linux-gnu" "$img.glibc/run"
 cp /lib/x86_64-linux-gnu/libc.so.6 "$img.glibc/lib/x86_64-linux-gnu/"
+cp -a "$img.glibc" "$img.ibconf"
+mkdir "$img.ibconf/etc/libibverbs.d"
 mkdir "$img.ov"
-trap '"$rt" instance stop -q "$instance"; rm -rf "$img" "$img.sqfs" "$img.sif" "$img.bin" "$img.glibc" "$img.out" "$img.store" "$img.ov"' EXIT
+trap '"$rt" instance stop -q "$instance"; rm -rf "$img" "$img.sqfs" "$img.sif" "$img.bin" "$img.glibc" "$img.ibconf" "$img.out" "$img.store" "$img.ov"' EXIT
 export USER=${USER:-$(id -un)}  # ch-run needs it
 cd "${HOME:-/}"                  # a typical working directory: inside home
 echo "$("$rt" --version 2>&1 | head -1), ch-run $(ch-run --version 2>&1 | head -1), kernel $(uname -r), $(nproc) cores"
@@ -77,10 +83,14 @@ echo "rt exec --ib injects $("$rt" exec --ib --dry-run "$img.glibc" /bin/true | 
   "rt exec --overlay DIR|$rt exec --overlay $img.ov $img /bin/true" \
   "rt exec --no-ib GLIBC-DIR|$rt exec --no-ib $img.glibc /bin/true" \
   "rt exec --ib GLIBC-DIR|$rt exec --ib $img.glibc /bin/true" \
+  "rt exec --no-ib GLIBC+IBCONF-DIR|$rt exec --no-ib $img.ibconf /bin/true" \
+  "rt exec --ib GLIBC+IBCONF-DIR|$rt exec --ib $img.ibconf /bin/true" \
   ${baseline[@]+"${baseline[@]}"} \
   "ch-run SQFS|ch-run $img.sqfs -- /bin/true" | tee "$img.out"
 echo
-grep -E '^  (rt exec --ib GLIBC-DIR +/ rt exec --no-ib GLIBC-DIR|baseline rt exec --ib GLIBC +/ baseline rt exec --no-ib GLIBC) ' \
+grep -E -e '^  rt exec --ib GLIBC-DIR +/ rt exec --no-ib GLIBC-DIR ' \
+  -e '^  rt exec --ib GLIBC\+IBCONF-DIR +/ rt exec --no-ib GLIBC\+IBCONF-DIR ' \
+  -e '^  baseline rt exec --ib GLIBC +/ baseline rt exec --no-ib GLIBC ' \
   "$img.out" | sed 's/^ */injection: /; s/$/   (target <= 1.15)/'
 grep -E '^  rt exec --overlay DIR +/ rt exec DIR ' "$img.out" | sed 's/^ */overlay: /; s/$/   (target <= 1.1)/'
 echo
