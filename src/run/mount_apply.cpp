@@ -590,11 +590,20 @@ private:
       throw SysError(e, "mount(MS_BIND)", shown_src, shown(m.dst));
     }
     if (m.readonly && m.kind == Mount::Kind::Bind) {
-      // The remount must name the new mount's root: resolve again from the top.
-      UniqueFd src_fd = util::open_fd(src, O_PATH);
-      unsigned long keep = locked_flags(src_fd.get(), src);
+      // The new mount's root, resolved again from the top; read-only with
+      // what the recursive bind brought along (a mount below the source
+      // stays no more writable than the rest). attr_set only: flags the
+      // kernel locked stay as they are.
       UniqueFd top = resolve(m.dst, &err);
       if (!top) throw SysError(err, "open", shown(m.dst));
+      struct mount_attr attr {};
+      attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+      if (::mount_setattr(top.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) == 0) return;
+      if (errno != ENOSYS) throw SysError{errno, "mount_setattr", shown_src, shown(m.dst)};
+      // Before Linux 5.12: a remount of the bind's own mount, keeping the
+      // flags the kernel locked.
+      UniqueFd src_fd = util::open_fd(src, O_PATH);
+      unsigned long keep = locked_flags(src_fd.get(), src);
       do_mount("", fd_path(top.get()), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | keep, "",
                "MS_REMOUNT", src, shown(m.dst));
     }

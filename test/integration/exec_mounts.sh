@@ -89,6 +89,13 @@ out=$("$RT" exec -b "$T/src/f:/etc/newfile" "$IMG" cat /etc/newfile)
 expect_eq "$out" "data" "bind a file to a destination missing from the image"
 out=$("$RT" exec -b "$T/src:/home/x:ro" "$IMG" rt-probe write /home/x/g)
 expect_eq "$out" "EROFS" ":ro bind is read-only"
+# ... and so is a mount below its source, which the bind brings along (rt
+# run here in a user namespace of its own, where a tmpfs can be mounted).
+mkdir -p "$T/src/sub"
+out=$(unshare -Urm sh -c 'mount -t tmpfs tmpfs "$1/sub" && exec "$2" exec -b "$1:/home/x:ro" "$3" sh -c \
+  "rt-probe write /home/x/sub/g; rt-probe write /home/x/g"' sh "$T/src" "$RT" "$IMG")
+expect_eq "$out" $'EROFS\nEROFS' ":ro bind is read-only below it too"
+rmdir "$T/src/sub"
 out=$("$RT" exec -b "$T/src:/home/x" "$IMG" rt-probe write /home/x/g)
 expect_eq "$out" "ok" "bind is writable by default"
 [ -e "$T/src/g" ] || fail "write through the bind did not reach the host"
