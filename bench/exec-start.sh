@@ -41,7 +41,9 @@ python3 "$src/test/integration/siftool.py" make "$img.sif" --squashfs "$img.sqfs
 instance=bench-$$
 # rt as a copy, as RT_BASELINE's is: measured here, the file as the linker
 # wrote it starts some 10 % slower than a copy of it (the same fault count:
-# the cause is below rt), which would skew a before/after comparison.
+# the cause is below rt), which would skew a before/after comparison. Two
+# copies of one build still differ by up to 7 % on this machine: compare
+# builds by their ratios (--ib / --no-ib, SQFS / DIR), not their medians.
 mkdir "$img.bin" && install -m 0755 "$src/build-bench/rt" "$img.bin/rt" && ln -s rt "$img.bin/apptainer"
 rt=$img.bin/rt
 "$rt" instance start -q "$img" "$instance" sleep 100000
@@ -69,9 +71,11 @@ fi
 # its FUSE mount goes on after it has exited, and slowed whichever row came
 # next by some 0.3 ms (rt exec SQFS, placed there, measured 1.21x a directory
 # start where the same image in a SIF file, one row later, measured 1.11x).
-# The next round's first row is /bin/true, a reference no target uses.
+# The other rows run in an order of their own each round: in a fixed order,
+# what one start leaves the kernel to finish slowed the same row every
+# round.
 echo "rt exec --ib injects $("$rt" exec --ib --dry-run "$img.glibc" /bin/true | sed -n 's/^host files: //p')"
-"$src/build-bench/bench/spawn_bench" "$rounds" \
+SPAWN_BENCH_SHUFFLE=1 "$src/build-bench/bench/spawn_bench" "$rounds" \
   "true|/bin/true" \
   "unshare -Urm|unshare -Urm /bin/true" \
   "ch-run DIR|ch-run $img -- /bin/true" \

@@ -2,6 +2,11 @@
 // ROUNDS times interleaved (A B C A B C ...), and prints per-command median
 // wall time, peak RSS, and the median of per-round ratios between commands.
 // Interleaving makes the ratios robust on a noisy machine.
+// SPAWN_BENCH_SHUFFLE=1: each round in an order of its own (a fixed seed),
+// the last command given always last. What a command leaves the kernel
+// to finish after it exits (deferred frees, a FUSE teardown) slows the
+// one after it: in a fixed order, always the same one. The last place is
+// for a command whose aftermath is large (ch-run's SquashFS mount).
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -10,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -80,8 +86,14 @@ int main(int argc, char** argv) {
         return 1;
       }
   for (auto& c : cmds) c.ms.clear();
-  for (int r = 0; r < rounds; ++r)
-    for (auto& c : cmds) run_once(c);
+  const char* shuffle = std::getenv("SPAWN_BENCH_SHUFFLE");
+  std::vector<size_t> order(cmds.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::mt19937 random(1);
+  for (int r = 0; r < rounds; ++r) {
+    if (shuffle && *shuffle == '1') std::shuffle(order.begin(), order.end() - 1, random);
+    for (size_t i : order) run_once(cmds[i]);
+  }
 
   std::printf("%-28s %10s %10s %12s\n", "command", "median ms", "mean ms", "peak RSS KiB");
   for (auto& c : cmds) {
