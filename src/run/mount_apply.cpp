@@ -72,6 +72,18 @@ void do_mount(const std::string& src, const std::string& dst, const char* type, 
     throw SysError{errno, std::string("mount(") + what + ")", shown_src, shown_dst};
 }
 
+// Makes the mount `fd` names, and every mount below it, read-only, nosuid
+// and nodev (attr_set only: flags the kernel locked stay as they are).
+// False before Linux 5.12 (ENOSYS), where the caller remounts instead;
+// throws SysError naming `shown` (and `shown2`) for any other refusal.
+bool make_read_only(int fd, const std::string& shown, const std::string& shown2 = {}) {
+  struct mount_attr attr {};
+  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (::mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) == 0) return true;
+  if (errno != ENOSYS) throw SysError{errno, "mount_setattr", shown, shown2};
+  return false;
+}
+
 void stage(const char* what) {
   if (util::log_enabled(util::Level::Trace)) {
     char buf[160];
@@ -592,14 +604,10 @@ private:
     if (m.readonly && m.kind == Mount::Kind::Bind) {
       // The new mount's root, resolved again from the top; read-only with
       // what the recursive bind brought along (a mount below the source
-      // stays no more writable than the rest). attr_set only: flags the
-      // kernel locked stay as they are.
+      // stays no more writable than the rest).
       UniqueFd top = resolve(m.dst, &err);
       if (!top) throw SysError(err, "open", shown(m.dst));
-      struct mount_attr attr {};
-      attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-      if (::mount_setattr(top.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) == 0) return;
-      if (errno != ENOSYS) throw SysError{errno, "mount_setattr", shown_src, shown(m.dst)};
+      if (make_read_only(top.get(), shown_src, shown(m.dst))) return;
       // Before Linux 5.12: a remount of the bind's own mount, keeping the
       // flags the kernel locked.
       UniqueFd src_fd = util::open_fd(src, O_PATH);
@@ -689,12 +697,8 @@ private:
         host_dir_failed(e, i);
       }
     }
-    // attr_set only: flags the kernel locked (nosuid of the host's /usr, say)
-    // stay as they are.
-    struct mount_attr attr {};
-    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-    if (::mount_setattr(top.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) == 0) return;
-    if (errno != ENOSYS) throw SysError{errno, "mount_setattr", shown(root)};
+    // Flags the kernel locked (nosuid of the host's /usr, say) stay.
+    if (make_read_only(top.get(), shown(root))) return;
     // Before Linux 5.12: a remount each, keeping the locked flags.
     std::vector<std::string> points = {top_path};
     for (size_t i = 0; i < t.dirs.size(); ++i) points.push_back(top_path + "/.d/" + std::to_string(i));
