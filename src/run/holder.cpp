@@ -378,13 +378,16 @@ private:
         // A copy for this client alone: attaching it consumes it. The
         // client never enters this namespace, so nothing of it needs
         // unmounting there (a lazy unmount waits for an RCU grace period).
+        // Where the kernel makes no copy (open_tree, Linux 5.2), the
+        // namespace itself: the client copies it and binds from there.
         UniqueFd copy(::open_tree(AT_FDCWD, policy_.tree.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
-        if (!copy) {
-          const int err = errno;
-          util::debug(policy_.what + ": open_tree `" + policy_.tree + "`: " + std::strerror(err));
-          continue;
+        if (copy) {
+          send_message(fd, "J", {userns_, copy.get()});
+        } else {
+          util::debug(policy_.what + ": open_tree `" + policy_.tree + "`: " + std::strerror(errno) +
+                      ": the namespace instead");
+          send_message(fd, "N", {userns_, mntns_});
         }
-        send_message(fd, "J", {userns_, copy.get()});
         c.conn = std::move(conn);
       } else {
         send_message(fd, "J", {userns_, mntns_});
@@ -514,9 +517,11 @@ void start_holder(UniqueFd sock, const HolderPolicy& policy, const std::string& 
   throw Error(text.substr(0, nl), hint);
 }
 
-// The two fds from a holder, or false if it went away first; throws when
+// The two fds from a holder, or false if it went away first; `*kind` is
+// the message's letter ("J", or "N": a Tree holder's namespace). Throws when
 // `deadline` passes first (a holder still building).
-bool receive_fds(int conn, UniqueFd& userns, UniqueFd& mnt, Clock::time_point deadline, const HolderPolicy& policy) {
+bool receive_fds(int conn, UniqueFd& userns, UniqueFd& mnt, char* kind, Clock::time_point deadline,
+                 const HolderPolicy& policy) {
   for (;;) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
     pollfd p{conn, POLLIN, 0};
@@ -539,6 +544,7 @@ bool receive_fds(int conn, UniqueFd& userns, UniqueFd& mnt, Clock::time_point de
   if (fds.size() != 2) return false;
   userns = std::move(fds[0]);
   mnt = std::move(fds[1]);
+  *kind = m.payload[0];
   return true;
 }
 
@@ -583,7 +589,7 @@ enum class Tried { Entered, Foreign, Absent };
 // not listen (rt's holders listen as they bind).
 Tried try_name(const std::string& name, const std::string& proof, const HolderPolicy& policy,
                const std::function<void()>& build, Clock::time_point deadline, UniqueFd& conn, UniqueFd& userns,
-               UniqueFd& mnt) {
+               UniqueFd& mnt, char* kind) {
   const Address addr = address_of(name);
   auto backoff = std::chrono::microseconds(200);
   int refused = 0;
@@ -603,7 +609,7 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
         return Tried::Foreign;
       }
       ::send(conn.get(), proof.data(), proof.size(), MSG_NOSIGNAL);
-      if (receive_fds(conn.get(), userns, mnt, deadline, policy)) return Tried::Entered;
+      if (receive_fds(conn.get(), userns, mnt, kind, deadline, policy)) return Tried::Entered;
       refused = 0;  // the holder was exiting, or failed to build: start over
     } else if (errno == ECONNREFUSED) {
       if (!policy.may_start) return Tried::Absent;
@@ -637,28 +643,37 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
 }  // namespace
 
 bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build,
-                  UniqueFd* tree) {
+                  HeldTree* tree) {
   const auto deadline = Clock::now() + kEnterTimeout;
   UniqueFd conn, userns, mnt;
+  char kind = 0;
   bool entered = false, absent = false;
   for (int i = 0; i < kNames && !entered; ++i) {
     const std::string name = key.name(i);
-    const Tried t = try_name(name, key.proof(name), policy, build, deadline, conn, userns, mnt);
+    const Tried t = try_name(name, key.proof(name), policy, build, deadline, conn, userns, mnt, &kind);
     entered = t == Tried::Entered;
     absent |= t == Tried::Absent;
   }
   if (!entered && absent) throw Error(policy.what + " is not running", policy.hint);
   if (!entered) return false;
   if (::setns(userns.get(), CLONE_NEWUSER) != 0) throw SysError{errno, "setns(CLONE_NEWUSER)", policy.what};
+  const bool share = policy.entry == HolderPolicy::Entry::Share || kind == 'N';
+  if (share && ::setns(mnt.get(), CLONE_NEWNS) != 0) throw SysError{errno, "setns(CLONE_NEWNS)", policy.what};
   if (policy.entry == HolderPolicy::Entry::Tree) {
     // A copy of this process's own mount namespace, owned by the holder's
     // user namespace, as a directory image's start makes one: the tree is
-    // attached there, and the holder's namespace is never entered.
+    // attached there, and the holder's namespace is never entered. Before
+    // Linux 5.2, a copy of the holder's namespace, with the tree's root.
     if (::unshare(CLONE_NEWNS) != 0) throw SysError{errno, "unshare(CLONE_NEWNS)", policy.what};
+    // A copy made in the holder's own user namespace keeps shared mounts
+    // shared: none of this container's mounts may reach the holder's.
+    if (share && ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
+      throw SysError{errno, "mount(MS_SLAVE)", policy.what};
     report_namespace(conn.get());
-    if (tree) *tree = std::move(mnt);
-  } else if (::setns(mnt.get(), CLONE_NEWNS) != 0) {
-    throw SysError{errno, "setns(CLONE_NEWNS)", policy.what};
+    if (tree) {
+      tree->attached = share;
+      tree->fd = share ? util::open_fd(policy.tree, O_PATH | O_DIRECTORY) : std::move(mnt);
+    }
   }
   util::debug("entered " + policy.what);
   return true;

@@ -24,6 +24,9 @@
 // in place of its mount namespace, a detached copy of one mount of it made
 // for that client alone (open_tree(2), OPEN_TREE_CLONE); the client makes a
 // mount namespace of its own, owned by that user namespace, to attach it in.
+// Where the kernel makes no such copy (before Linux 5.2), it sends its
+// mount namespace as a Share holder does; the client enters it, makes a
+// copy of it for itself and binds the mount from there.
 //
 // An exclusive holder (an overlay's, run/overlay_server.hpp) serves one
 // client at a time and answers any other "busy" with the living one's pid.
@@ -100,10 +103,21 @@ struct HolderKey {
 // here by the client that started the holder. Returns true with the caller
 // in the holder's user namespace and in its mount namespace (Share), or in
 // a new copy of the caller's own mount namespace with the holder's detached
-// tree in `*tree` (Tree); false, having entered nothing, when every name
-// of the key is held by somebody else. The caller must be single-threaded.
+// tree in `*tree` (Tree; before Linux 5.2, a copy of the holder's mount
+// namespace with the tree's root); false, having entered nothing, when
+// every name of the key is held by somebody else. The caller must be single-threaded.
+// What a Tree holder hands a client: a detached copy of its mount or,
+// where the kernel cannot copy a mount (open_tree(2), Linux 5.2), that
+// mount's root directory, as the client's own copy of the holder's mount
+// namespace holds it (`attached`).
+struct HeldTree {
+  util::UniqueFd fd;
+  bool attached = false;
+  explicit operator bool() const { return static_cast<bool>(fd); }
+};
+
 bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build,
-                  util::UniqueFd* tree = nullptr);
+                  HeldTree* tree = nullptr);
 
 // The identity of a process's namespace of `kind` ("mnt", "pid": as
 // "mnt:[4026532...]"; `pid` may be "self"), "" when it cannot be read.

@@ -55,9 +55,9 @@ public:
   void close() override { root_.reset(); }
   void build(const MountPlan& plan, const std::function<const std::string&()>& secret) const override {
     if (plan.overlays_held) {
-      if (util::UniqueFd tree = attach_overlay(plan, secret())) {
+      if (HeldTree tree = attach_overlay(plan, secret())) {
         util::timing("overlay holder");
-        build_tree(plan, tree.get(), /*overlays_in_tree=*/true);
+        build_tree(plan, &tree, /*overlays_in_tree=*/true);
         return;
       }
     }
@@ -106,9 +106,9 @@ public:
   std::string staging() const override { return staging_; }
   void close() override { opened_.reset(); }
   void build(const MountPlan& plan, const std::function<const std::string&()>& secret) const override {
-    util::UniqueFd tree = attach_squashfs([this]() -> squash::Image& { return opened(); }, plan, secret());
+    HeldTree tree = attach_squashfs([this]() -> squash::Image& { return opened(); }, plan, secret());
     util::timing("image server");
-    build_tree(plan, tree.get());
+    build_tree(plan, &tree);
   }
 
 private:

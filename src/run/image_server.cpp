@@ -14,8 +14,8 @@ namespace rt::run {
 
 std::chrono::milliseconds squashfs_linger() { return configured_linger("RT_SQUASHFS_LINGER", "squashfs.linger", 30); }
 
-util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan,
-                               const std::string& secret) {
+HeldTree attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan,
+                         const std::string& secret) {
   // One server per file version, mount point and id mapping.
   struct stat st;
   if (::stat(plan.rootfs.c_str(), &st) != 0) throw SysError{errno, "stat", plan.rootfs};
@@ -43,7 +43,7 @@ util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, con
   // The image comes as a detached copy of the server's mount, never
   // mounted in this container's namespace: a bind source that holds the
   // mount point (the home directory, with the store in it) cannot show it.
-  util::UniqueFd tree;
+  HeldTree tree;
   if (!enter_holder(key, policy, serve, &tree)) {
     // Names nobody else has seen (keyed, like all): this process's own server.
     util::info("other users hold the server names of `" + plan.rootfs + "`: starting one for this container alone");

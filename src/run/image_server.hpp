@@ -17,6 +17,7 @@
 #include <chrono>
 #include <functional>
 
+#include "run/holder.hpp"
 #include "run/plan.hpp"
 #include "squash/sqfs.hpp"
 #include "util/fd.hpp"
@@ -29,13 +30,14 @@ std::chrono::milliseconds squashfs_linger();
 
 // Enters the server's user namespace and a new copy of this process's
 // mount namespace owned by it, starting the server when none runs, and
-// returns the image as a detached mount from the server (for build_tree). plan.rootfs is the file, plan.staging
+// returns the image as a detached mount from the server (for build_tree;
+// before Linux 5.2, mounted in that copy). plan.rootfs is the file, plan.staging
 // the directory the server mounts it on; `image` opens it, called only by a
 // server that starts (in the server's process). The server's socket name
 // is keyed with the user's `secret`; when other users hold every name of
 // it, a server of this container's own is started. Single-threaded callers
 // only.
-util::UniqueFd attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan,
-                               const std::string& secret);
+HeldTree attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan,
+                         const std::string& secret);
 
 }  // namespace rt::run

@@ -26,12 +26,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
+#include <cctype>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "rt/error.hpp"
 #include "run/overlay_dir.hpp"
@@ -72,16 +75,66 @@ void do_mount(const std::string& src, const std::string& dst, const char* type, 
     throw SysError{errno, std::string("mount(") + what + ")", shown_src, shown_dst};
 }
 
+// The mount points of the mount `fd` names and of every mount below it, as
+// /proc/self/mountinfo lists them (its own first): paths from this
+// process's root.
+std::vector<std::string> mount_tree_points(int fd) {
+  const std::string fdinfo = util::read_fd(util::open_fd("/proc/self/fdinfo/" + std::to_string(fd), O_RDONLY).get(),
+                                           "/proc/self/fdinfo", 1 << 16);
+  const size_t at = fdinfo.find("\nmnt_id:");
+  if (at == std::string::npos) throw Error("/proc/self/fdinfo: no mnt_id");
+  std::set<long> tree{std::strtol(fdinfo.c_str() + at + 9, nullptr, 10)};
+  // ID PARENT MAJ:MIN ROOT POINT ..., POINT with octal escapes (\040: a space).
+  struct Entry {
+    long id, parent;
+    std::string point;
+  };
+  std::vector<Entry> entries;
+  const std::string info =
+      util::read_fd(util::open_fd("/proc/self/mountinfo", O_RDONLY).get(), "/proc/self/mountinfo", 1 << 24);
+  for (const auto& line : util::split(info, '\n')) {
+    const auto f = util::split(line, ' ');
+    if (f.size() < 5) continue;
+    std::string point;
+    for (size_t i = 0; i < f[4].size(); ++i) {
+      const std::string& e = f[4];
+      if (e[i] == '\\' && i + 3 < e.size() && std::isdigit(static_cast<unsigned char>(e[i + 1]))) {
+        point += static_cast<char>(std::strtol(e.substr(i + 1, 3).c_str(), nullptr, 8));
+        i += 3;
+      } else {
+        point += e[i];
+      }
+    }
+    entries.push_back({std::strtol(f[0].c_str(), nullptr, 10), std::strtol(f[1].c_str(), nullptr, 10), point});
+  }
+  std::vector<std::string> points;
+  for (const auto& e : entries)
+    if (tree.count(e.id)) points.push_back(e.point);
+  for (bool grew = true; grew;) {  // children are listed after their parents, usually: until nothing is added
+    grew = false;
+    for (const auto& e : entries)
+      if (tree.count(e.parent) && tree.insert(e.id).second) {
+        points.push_back(e.point);
+        grew = true;
+      }
+  }
+  return points;
+}
+
 // Makes the mount `fd` names, and every mount below it, read-only, nosuid
-// and nodev (attr_set only: flags the kernel locked stay as they are).
-// False before Linux 5.12 (ENOSYS), where the caller remounts instead;
-// throws SysError naming `shown` (and `shown2`) for any other refusal.
-bool make_read_only(int fd, const std::string& shown, const std::string& shown2 = {}) {
+// and nodev; flags the kernel locked stay as they are. One mount_setattr
+// (Linux 5.12); before it, a remount of each mount of the tree, its locked
+// flags kept. Throws SysError naming `shown` (and `shown2`).
+void make_read_only(int fd, const std::string& shown, const std::string& shown2 = {}) {
   struct mount_attr attr {};
   attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  if (::mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) == 0) return true;
+  if (::mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) == 0) return;
   if (errno != ENOSYS) throw SysError{errno, "mount_setattr", shown, shown2};
-  return false;
+  for (const auto& point : mount_tree_points(fd)) {
+    UniqueFd f = util::open_fd(point, O_PATH);
+    do_mount("", point, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(f.get(), point),
+             "", "MS_REMOUNT", shown, shown2);
+  }
 }
 
 void stage(const char* what) {
@@ -119,8 +172,11 @@ std::string listed(const Names& names) {
 
 class Builder {
 public:
-  Builder(const MountPlan& plan, int image_tree, bool overlays_in_tree)
-      : plan_(plan), image_tree_(image_tree), overlays_in_tree_(overlays_in_tree) {}
+  Builder(const MountPlan& plan, const HeldTree* image_tree, bool overlays_in_tree)
+      : plan_(plan),
+        image_tree_(image_tree ? image_tree->fd.get() : -1),
+        tree_attached_(image_tree && image_tree->attached),
+        overlays_in_tree_(overlays_in_tree) {}
 
   void run() {
     clone_sources_above_staging();
@@ -141,6 +197,7 @@ public:
 private:
   const MountPlan& plan_;
   const int image_tree_;
+  const bool tree_attached_;  // image_tree_: a mounted directory, not a detached mount
   const bool overlays_in_tree_;
   UniqueFd image_;                     // the image directory itself (under the staging tmpfs)
   UniqueFd staging_;                   // root of the staging tmpfs
@@ -206,12 +263,10 @@ private:
     // nodev by its server (squash::Image): the root as it comes.
     const bool tree_is_root = image_tree_ >= 0 && (overlays_in_tree_ || plan_.root_mode == RootMode::ReadOnly);
     if (tree_is_root) {
-      if (::move_mount(image_tree_, "", staging_.get(), "root", MOVE_MOUNT_F_EMPTY_PATH) != 0)
-        throw SysError{errno, "move_mount", rootfs, staging + "/root"};
+      attach_image_tree("root");
     } else if (image_tree_ >= 0) {
       if (::mkdirat(staging_.get(), "image", 0755) != 0) throw SysError{errno, "mkdir", staging + "/image"};
-      if (::move_mount(image_tree_, "", staging_.get(), "image", MOVE_MOUNT_F_EMPTY_PATH) != 0)
-        throw SysError{errno, "move_mount", rootfs, staging + "/image"};
+      attach_image_tree("image");
       image_ = util::open_fd(stage_path("image"), O_PATH | O_DIRECTORY);
     }
     if (plan_.root_mode == RootMode::Overlay && !tree_is_root) {
@@ -230,6 +285,17 @@ private:
     root_ = util::open_fd(root_path, O_PATH | O_DIRECTORY);
     writable_devs_.insert(dev_of(staging_.get(), rootfs));
     if (plan_.root_mode == RootMode::Overlay) writable_devs_.insert(dev_of(root_.get(), rootfs));
+  }
+
+  // The holder's tree on the staging tmpfs's `name`: moved there, or bound
+  // from where it is mounted (before Linux 5.2), its flags as they come.
+  // Not recursively: the staging tmpfs itself may be mounted on it.
+  void attach_image_tree(const char* name) {
+    const std::string at = plan_.staging + "/" + name;
+    if (tree_attached_)
+      do_mount(fd_path(image_tree_), stage_path(name), nullptr, MS_BIND, "", "MS_BIND", plan_.rootfs, at);
+    else if (::move_mount(image_tree_, "", staging_.get(), name, MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      throw SysError{errno, "move_mount", plan_.rootfs, at};
   }
 
   // The root under --write-tmpfs or --overlay. Writes go to the writable
@@ -607,13 +673,7 @@ private:
       // stays no more writable than the rest).
       UniqueFd top = resolve(m.dst, &err);
       if (!top) throw SysError(err, "open", shown(m.dst));
-      if (make_read_only(top.get(), shown_src, shown(m.dst))) return;
-      // Before Linux 5.12: a remount of the bind's own mount, keeping the
-      // flags the kernel locked.
-      UniqueFd src_fd = util::open_fd(src, O_PATH);
-      unsigned long keep = locked_flags(src_fd.get(), src);
-      do_mount("", fd_path(top.get()), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | keep, "",
-               "MS_REMOUNT", src, shown(m.dst));
+      make_read_only(top.get(), shown_src, shown(m.dst));
     }
   }
 
@@ -698,16 +758,7 @@ private:
       }
     }
     // Flags the kernel locked (nosuid of the host's /usr, say) stay.
-    if (make_read_only(top.get(), shown(root))) return;
-    // Before Linux 5.12: a remount each, keeping the locked flags.
-    std::vector<std::string> points = {top_path};
-    for (size_t i = 0; i < t.dirs.size(); ++i) points.push_back(top_path + "/.d/" + std::to_string(i));
-    for (const auto& p : points) {
-      UniqueFd f = util::open_fd(p, O_PATH);
-      const std::string shown_p = shown(root + p.substr(top_path.size()));
-      do_mount("", p, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(f.get(), shown_p),
-               "", "MS_REMOUNT", shown_p, shown_p);
-    }
+    make_read_only(top.get(), shown(root));
   }
 
   // A host directory that cannot be bound: the error names it, and the
@@ -761,7 +812,7 @@ private:
 
 }  // namespace
 
-void build_tree(const MountPlan& plan, int image_tree, bool overlays_in_tree) {
+void build_tree(const MountPlan& plan, const HeldTree* image_tree, bool overlays_in_tree) {
   Builder(plan, image_tree, overlays_in_tree).run();
 }
 

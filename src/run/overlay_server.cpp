@@ -37,7 +37,7 @@ bool overlay_holdable(const MountPlan& plan) {
   return overlay_linger().count() > 0;
 }
 
-util::UniqueFd attach_overlay(const MountPlan& plan, const std::string& secret) {
+HeldTree attach_overlay(const MountPlan& plan, const std::string& secret) {
   const OverlayLayer& kept = *writable_layer(plan);
   // One holder per image version, layers and id mapping: another image
   // over the same directory waits for this one's holder to go (the lock).
@@ -86,7 +86,7 @@ util::UniqueFd attach_overlay(const MountPlan& plan, const std::string& secret) 
       throw;
     }
   };
-  util::UniqueFd tree;
+  HeldTree tree;
   try {
     if (enter_holder(key, policy, build, &tree)) return tree;
     util::info("other users hold the names of `" + kept.path + "`'s holder: mounting it for this container alone");

@@ -20,6 +20,7 @@
 // the kernel refuses the overlay, each container mounts its own
 // (run/mount_apply, run/overlay_image).
 #pragma once
+#include "run/holder.hpp"
 #include "run/plan.hpp"
 #include "util/fd.hpp"
 
@@ -35,6 +36,6 @@ bool overlay_holdable(const MountPlan& plan);
 // directory locked by this process, where no holder can serve (the kernel
 // refuses the overlay, other users hold every socket name): the caller
 // mounts its own. Throws rt::Error when the overlay is in use.
-util::UniqueFd attach_overlay(const MountPlan& plan, const std::string& secret);
+HeldTree attach_overlay(const MountPlan& plan, const std::string& secret);
 
 }  // namespace rt::run
