@@ -148,6 +148,9 @@ void send_fd(int sock, int fd, const std::string& text) {
     // refuses); not recursively: the staging tmpfs is mounted on a
     // directory image's own root.
     const int image = ::open_tree(r.image, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (image < 0 && errno == ENOSYS)
+      throw Error("cannot lay the overlay on `" + r.shown +
+                  "`: fuse-overlayfs needs Linux 5.2 (open_tree), the kernel's own overlayfs 5.11");
     if (image < 0) throw SysError{errno, "open_tree", r.shown};
     util::UniqueFd image_tree(image);
     if (::unshare(CLONE_NEWNS) != 0) throw SysError{errno, "unshare(CLONE_NEWNS)"};
