@@ -3,14 +3,17 @@
 #include "util/fs.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,17 @@ std::vector<std::string> components(std::string_view path) {
     i = j + 1;
   }
   return out;
+}
+
+// A link in /proc below its top (fd/N, cwd, root, exe, ns/...): a magic
+// link, which the kernel follows to its object, not to its text; refused,
+// as RESOLVE_NO_MAGICLINKS refuses it. /proc/self and /proc/thread-self,
+// in /proc itself (inode 1), are plain links.
+bool magic_link(int dir, int link) {
+  struct statfs sf;
+  if (::fstatfs(link, &sf) != 0 || sf.f_type != PROC_SUPER_MAGIC) return false;
+  struct stat st;
+  return ::fstatat(dir, "", &st, AT_EMPTY_PATH) != 0 || st.st_ino != 1;
 }
 
 }  // namespace
@@ -58,10 +72,12 @@ InRootResult open_in_root_walk(int rootfd, std::string_view path, int flags, boo
     struct stat st;
     if (::fstatat(fd, "", &st, AT_EMPTY_PATH) < 0) return {UniqueFd(), errno};
     if (S_ISLNK(st.st_mode) && (!last || follow_final)) {
-      if (++links > kMaxSymlinks) return {UniqueFd(), ELOOP};
-      std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
+      if (++links > kMaxSymlinks || magic_link(current(), fd)) return {UniqueFd(), ELOOP};
+      // Not st_size long: /proc's links say 0.
+      std::string target(std::max<size_t>(static_cast<size_t>(st.st_size) + 1, PATH_MAX), '\0');
       ssize_t n = ::readlinkat(fd, "", target.data(), target.size());
       if (n < 0) return {UniqueFd(), errno};
+      if (static_cast<size_t>(n) == target.size()) return {UniqueFd(), ENAMETOOLONG};
       target.resize(static_cast<size_t>(n));
       if (!target.empty() && target.front() == '/') stack.clear();
       auto more = components(target);

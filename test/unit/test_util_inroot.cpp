@@ -71,3 +71,24 @@ TEST_CASE("in-root resolution keeps every path inside the root") {
     CHECK(S_ISLNK(st.st_mode));
   }
 }
+
+TEST_CASE("in-root resolution never follows a /proc magic link") {
+  UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE(root);
+  UniqueFd held(::open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE(held);
+  const std::string fd_link = "/proc/self/fd/" + std::to_string(held.get());
+  for (bool walk : {false, true}) {
+    INFO("fallback walk: " << walk);
+    auto open = [&](const std::string& p) {
+      return walk ? open_in_root_walk(root.get(), p, O_PATH, true) : open_in_root(root.get(), p, O_PATH, true);
+    };
+    CHECK(open(fd_link).err == ELOOP);
+    CHECK(open(fd_link + "/..").err == ELOOP);
+    CHECK(open("/proc/self/cwd").err == ELOOP);
+    CHECK(open("/proc/thread-self/root").err == ELOOP);
+    // /proc/self itself is a plain link, to this process (its text is
+    // longer than the size /proc gives it: 0).
+    CHECK(read_at(open("/proc/self/stat")).starts_with(std::to_string(::getpid()) + " ("));
+  }
+}
