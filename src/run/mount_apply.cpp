@@ -666,6 +666,8 @@ private:
       int e = errno;
       if (m.optional && source_missing(e)) return skip_missing(m);
       throw SysError(e, "mount(MS_BIND)", shown_src, shown(m.dst));
+    } else if (m.kind == Mount::Kind::Bind && util::path_within(plan_.staging, m.src)) {
+      uncover_staging(m.dst, m.src);
     }
     if (m.readonly && m.kind == Mount::Kind::Bind) {
       // The new mount's root, resolved again from the top; read-only with
@@ -675,6 +677,20 @@ private:
       if (!top) throw SysError(err, "open", shown(m.dst));
       make_read_only(top.get(), shown_src, shown(m.dst));
     }
+  }
+
+  // A bind of a source that holds the staging directory, where it could
+  // not be copied beforehand (open_tree, Linux 5.2), brought along the
+  // staging tmpfs (and a holder's tree under it, before 5.2): detached from
+  // the copy, so that it shows the directory as the host has it. Each
+  // detach waits for an RCU grace period; only older kernels pay them.
+  void uncover_staging(const std::string& dst, const std::string& src) {
+    int err = 0;
+    UniqueFd top = resolve(dst, &err);  // the new mount's root, not what it covers
+    if (!top) throw SysError(err, "open", shown(dst));
+    const std::string inside = fd_path(top.get()) + (src == "/" ? plan_.staging : plan_.staging.substr(src.size()));
+    for (int i = 0; i < (tree_attached_ ? 2 : 1); ++i)
+      if (::umount2(inside.c_str(), MNT_DETACH) != 0) throw SysError{errno, "umount2", "staging copy", inside};
   }
 
   // Hide: the directory's copy without the named entries. Optional ones

@@ -49,6 +49,13 @@ done
 out=$(old "$RT" exec "$T/img.sqfs" sh -c 'cat /proc/self/mountinfo')
 [[ $out == *"$RT_STORAGE"* ]] && fail "the container's mount table shows the store: $out"
 pass "the image is mounted in the container only as its root"
+# A bind of a directory that holds the image or the store: rt's staging
+# tmpfs, and the server's mount below it, came along (no open_tree to copy
+# the source first), and are taken off the copy.
+out=$(old "$RT" exec -b "$T" "$IMG" sh -c "ls $IMG/bin/busybox; ls $IMG | grep -c passwd || true")
+expect_eq "$out" "$IMG/bin/busybox"$'\n'"0" "a bound ancestor of the image shows the image, not rt's staging"
+expect_eq "$(old "$RT" exec -b "$T" "$T/img.sqfs" ls -A "$RT_STORAGE/mnt")" "" \
+  "a bound ancestor of the store shows its mount point empty, not the server's mount"
 expect_status 0 "an instance of the SquashFS image starts" -- old "$RT" instance start -q "$T/img.sqfs" old$$ sleep 1000
 expect_eq "$(old "$RT" exec instance://old$$ rt-probe flags /)" "ro nosuid nodev" "rt exec instance:// enters it"
 expect_status 0 "and stops" -- old "$RT" instance stop -q old$$
