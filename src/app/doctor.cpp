@@ -250,6 +250,29 @@ DoctorCheck check_seccomp() {
       "rt exec --seccomp cannot run here", "a kernel with seccomp filters (CONFIG_SECCOMP_FILTER)");
 }
 
+// The calls that copy, attach and make read-only whole mount trees;
+// without them rt takes slower ways, or refuses (doc/ARCHITECTURE.md,
+// Kernels).
+DoctorCheck check_mount_api() {
+  DoctorCheck c{"mount API", Status::Ok, "open_tree and move_mount (Linux 5.2), mount_setattr (Linux 5.12)", ""};
+  std::vector<std::string> missing;
+  const int fd = ::open_tree(AT_FDCWD, "/", OPEN_TREE_CLOEXEC);  // no copy: an O_PATH descriptor
+  if (fd >= 0)
+    ::close(fd);
+  else if (errno == ENOSYS)
+    missing.push_back(
+        "no open_tree: SquashFS starts bind the image from its server's namespace, and overlay images are refused");
+  struct mount_attr attr {};
+  if (::mount_setattr(-1, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0 && errno == ENOSYS)
+    missing.push_back("no mount_setattr: read-only trees are remounted mount by mount");
+  if (!missing.empty()) {
+    c.status = Status::Warn;
+    c.detail = util::join(missing, "; ");
+    c.fix = "a kernel of 5.12 or later";
+  }
+  return c;
+}
+
 DoctorCheck check_openat2() {
   DoctorCheck c{"openat2", Status::Ok, "in-root path resolution in one call", ""};
   open_how how{};
@@ -388,8 +411,8 @@ DoctorCheck check_ib(const std::map<std::string, std::string>& cache, const hpc:
 }  // namespace
 
 std::vector<DoctorCheck> doctor(const StoreOptions& o) {
-  std::vector<DoctorCheck> out{check_userns(),  check_fuse(),    check_overlay(), check_overlay_images(),
-                               check_openat2(), check_seccomp(), check_store(o)};
+  std::vector<DoctorCheck> out{check_userns(),  check_fuse(),      check_overlay(), check_overlay_images(),
+                               check_openat2(), check_mount_api(), check_seccomp(), check_store(o)};
   DoctorCheck site{"site configuration", Status::Ok, "", ""};
   hpc::SiteConfig conf;
   try {

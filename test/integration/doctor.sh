@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 export RT_STORAGE="$T/store"
 out=$("$RT" doctor) || fail "rt doctor failed on the test machine: $out"
-for check in "user namespaces" "/dev/fuse" "overlayfs in a user namespace" "overlay images" openat2 "root emulation \(--seccomp\)" \
+for check in "user namespaces" "/dev/fuse" "overlayfs in a user namespace" "overlay images" openat2 "mount API" "root emulation \(--seccomp\)" \
   store "launchers and MPI" \
   "NVIDIA GPUs" InfiniBand "site configuration"; do
   expect_match "$out" "✔ $check: " "$check is checked and passes"
@@ -15,7 +15,7 @@ done
 "$RT" doctor --json | python3 -c '
 import json, sys
 checks = json.load(sys.stdin)
-assert len(checks) == 11 and all(c["status"] == "ok" for c in checks), checks
+assert len(checks) == 12 and all(c["status"] == "ok" for c in checks), checks
 assert {"check", "status", "detail", "fix"} <= set(checks[0])' || fail "rt doctor --json"
 pass "--json lists every check"
 

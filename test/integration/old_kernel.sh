@@ -19,6 +19,8 @@ old() { "$RT_OLD_KERNEL" "$@"; }
 out=$(old "$RT" doctor 2>&1) || true
 expect_match "$out" "! openat2: Function not implemented: paths in images are resolved one component at a time" \
   "rt doctor sees the older kernel (no openat2) and warns"
+expect_match "$out" "! mount API: no open_tree: .*; no mount_setattr: read-only trees are remounted mount by mount" \
+  "... and says what the missing mount calls change"
 # Unpacking resolves each path in the image by walking it.
 tar -C "$IMG" -cf "$T/img.tar" .
 old "$RT" import -q "$T/img.tar" imported
