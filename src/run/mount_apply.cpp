@@ -689,8 +689,11 @@ private:
     UniqueFd top = resolve(dst, &err);  // the new mount's root, not what it covers
     if (!top) throw SysError(err, "open", shown(dst));
     const std::string inside = fd_path(top.get()) + (src == "/" ? plan_.staging : plan_.staging.substr(src.size()));
-    for (int i = 0; i < (tree_attached_ ? 2 : 1); ++i)
-      if (::umount2(inside.c_str(), MNT_DETACH) != 0) throw SysError{errno, "umount2", "staging copy", inside};
+    if (::umount2(inside.c_str(), MNT_DETACH) != 0) throw SysError{errno, "umount2", "staging copy", inside};
+    struct stat tree, there;
+    if (tree_attached_ && ::fstat(image_tree_, &tree) == 0 && ::stat(inside.c_str(), &there) == 0 &&
+        there.st_dev == tree.st_dev && ::umount2(inside.c_str(), MNT_DETACH) != 0)
+      throw SysError{errno, "umount2", "image copy", inside};
   }
 
   // Hide: the directory's copy without the named entries. Optional ones
