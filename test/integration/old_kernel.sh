@@ -63,11 +63,12 @@ expect_eq "$(old "$RT" exec instance://old$$ rt-probe flags /)" "ro nosuid nodev
 expect_status 0 "and stops" -- old "$RT" instance stop -q old$$
 
 # A :ro bind is read-only with the mounts below its source (each remounted:
-# no mount_setattr), rt run in a user namespace where a tmpfs can be mounted.
-mkdir -p "$T/src/sub"
-out=$(old unshare -Urm sh -c 'mount -t tmpfs tmpfs "$1/sub" && exec "$2" exec -b "$1:/home/x:ro" "$3" sh -c \
-  "rt-probe write /home/x/sub/g; rt-probe write /home/x/g"' sh "$T/src" "$RT" "$IMG")
-expect_eq "$out" $'EROFS\nEROFS' "a :ro bind and a mount below its source are read-only"
+# no mount_setattr, found in mountinfo, where a space reads \040), rt run
+# in a user namespace where a tmpfs can be mounted.
+mkdir -p "$T/src/sub dir"
+out=$(old unshare -Urm sh -c 'mount -t tmpfs tmpfs "$1/sub dir" && exec "$2" exec -b "$1:/home/x:ro" "$3" sh -c \
+  "rt-probe write \"/home/x/sub dir/g\"; rt-probe write /home/x/g"' sh "$T/src" "$RT" "$IMG")
+expect_eq "$out" $'EROFS\nEROFS' "a :ro bind and a mount below its source (a space in its name) are read-only"
 
 # Injected host files: the links' tree and each host directory bound,
 # every one of those mounts read-only, nosuid, nodev.
