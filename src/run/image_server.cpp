@@ -1,8 +1,12 @@
 // The server of a SquashFS image (host -> namespace); see image_server.hpp.
 #include "run/image_server.hpp"
 
+#include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "rt/error.hpp"
 #include "run/holder.hpp"
@@ -11,6 +15,18 @@
 #include "util/log.hpp"
 
 namespace rt::run {
+
+namespace {
+
+// Whether the kernel copies a mount for another namespace (open_tree,
+// Linux 5.2); without a copy, only an O_PATH descriptor of "/".
+bool kernel_copies_mounts() {
+  const int fd = ::open_tree(AT_FDCWD, "/", OPEN_TREE_CLOEXEC);
+  if (fd >= 0) ::close(fd);
+  return fd >= 0 || errno != ENOSYS;
+}
+
+}  // namespace
 
 std::chrono::milliseconds squashfs_linger() { return configured_linger("RT_SQUASHFS_LINGER", "squashfs.linger", 30); }
 
@@ -24,6 +40,11 @@ HeldTree attach_squashfs(const std::function<squash::Image&()>& image, const Mou
   std::string text = std::string("tree") + '\0' + plan.rootfs + '\0' + plan.staging + '\0' + util::file_stamp(st) +
                      '\0' + std::to_string(plan.outer_uid) + ':' + std::to_string(plan.inner_uid) + ':' +
                      std::to_string(plan.outer_gid) + ':' + std::to_string(plan.inner_gid);
+  // Before Linux 5.2 a container's mount namespace is a copy of its
+  // server's (run/holder.hpp): one server per mount namespace then, so that
+  // a job's own mounts (Slurm's job_container/tmpfs: a private /tmp) are
+  // never another's. One call per start finds out.
+  if (!kernel_copies_mounts()) text += std::string(1, '\0') + mount_namespace_of("self");
   HolderKey key{"rt-sqfs", secret, text};
   HolderPolicy policy;
   policy.entry = HolderPolicy::Entry::Tree;
