@@ -260,8 +260,7 @@ DoctorCheck check_mount_api() {
   if (fd >= 0)
     ::close(fd);
   else if (errno == ENOSYS)
-    missing.push_back(
-        "no open_tree: SquashFS starts bind the image from its server's namespace, and overlay images are refused");
+    missing.push_back("no open_tree: SquashFS starts bind the image from its server's namespace");
   struct mount_attr attr {};
   if (::mount_setattr(-1, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0 && errno == ENOSYS)
     missing.push_back("no mount_setattr: read-only trees are remounted mount by mount");

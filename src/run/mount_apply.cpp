@@ -337,10 +337,12 @@ private:
                     "--write-tmpfs and --overlay need unprivileged overlayfs (Linux 5.11 or later)");
       util::debug(std::string("overlayfs refused (") + std::strerror(e) + "): fuse-overlayfs instead");
     }
-    UniqueFd tree =
+    const HeldTree tree =
         fuse_root({image_.get(), fd_path(staging_.get()), plan_.overlays, rootfs, plan_.fuse2fs, plan_.fuse_overlayfs,
                    plan_.squashfuse, plan_.overlays_read_only});
-    if (::move_mount(tree.get(), "", AT_FDCWD, root_path.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    if (tree.attached)
+      do_mount(fd_path(tree.fd.get()), root_path, nullptr, MS_BIND, "", "MS_BIND", "fuse-overlayfs", rootfs);
+    else if (::move_mount(tree.fd.get(), "", AT_FDCWD, root_path.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
       throw SysError{errno, "move_mount", "fuse-overlayfs", rootfs};
   }
 

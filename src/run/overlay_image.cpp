@@ -71,7 +71,7 @@ struct Daemon {
 // they do as root, instead of through the setuid fusermount, which a user
 // namespace cannot use. The capability is the namespace's: it gives
 // nothing on the host.
-Daemon spawn(const std::vector<std::string>& argv) {
+Daemon spawn(const std::vector<std::string>& argv, int pass_fd = -1) {
   Daemon d;
   d.name = util::base_name(argv.front());
   d.err = util::memory_file(d.name);
@@ -84,6 +84,7 @@ Daemon spawn(const std::vector<std::string>& argv) {
   if (d.pid == 0) {
     const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err, 2) < 0) ::_exit(127);
+    if (pass_fd >= 0 && ::fcntl(pass_fd, F_SETFD, 0) != 0) ::_exit(127);  // the one descriptor it inherits
     __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct c[2]{};
     if (::syscall(SYS_capget, &h, c) == 0) {
@@ -146,22 +147,38 @@ void send_fd(int sock, int fd, const std::string& text) {
     // The image, taken along into the namespace of our own (a bind from
     // the container's would be one across namespaces, which the kernel
     // refuses); not recursively: the staging tmpfs is mounted on a
-    // directory image's own root.
+    // directory image's own root. Before Linux 5.2 (no open_tree) nothing
+    // can be handed across: what the container needs is mounted in its
+    // namespace before this process leaves it, the image on f/l (bound)
+    // and the merged tree's FUSE mount on f/m, which fuse-overlayfs, run in
+    // this process's namespace, serves through its /dev/fuse descriptor.
     const int image = ::open_tree(r.image, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-    if (image < 0 && errno == ENOSYS)
-      throw Error("cannot lay the overlay on `" + r.shown +
-                  "`: fuse-overlayfs needs Linux 5.2 (open_tree), the kernel's own overlayfs 5.11");
-    if (image < 0) throw SysError{errno, "open_tree", r.shown};
+    const bool in_place = image < 0 && errno == ENOSYS;
+    if (image < 0 && !in_place) throw SysError{errno, "open_tree", r.shown};
     util::UniqueFd image_tree(image);
+    const std::string image_lower = "f/l";
+    util::UniqueFd merged;  // in place: /dev/fuse of the mount on f/m
+    if (in_place) {
+      const std::string at = staging + "/";
+      if (::mount(util::fd_path(r.image).c_str(), (at + image_lower).c_str(), nullptr, MS_BIND, nullptr) != 0)
+        throw SysError{errno, "mount(MS_BIND)", r.shown, "staging " + image_lower};
+      merged = util::UniqueFd(::open("/dev/fuse", O_RDWR | O_CLOEXEC));
+      if (!merged) throw SysError{errno, "open", "/dev/fuse"};
+      const std::string opts = "fd=" + std::to_string(merged.get()) +
+                               ",rootmode=40000,user_id=" + std::to_string(::getuid()) +
+                               ",group_id=" + std::to_string(::getgid()) + ",default_permissions";
+      const std::string point = at + "f/m";
+      if (::mount("fuse-overlayfs", point.c_str(), "fuse.fuse-overlayfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+        throw SysError{errno, "mount(fuse)", "the overlay on `" + r.shown + "`"};
+    }
     if (::unshare(CLONE_NEWNS) != 0) throw SysError{errno, "unshare(CLONE_NEWNS)"};
     if (::chdir(staging.c_str()) != 0) throw SysError{errno, "chdir", "staging"};
-    const std::string image_lower = "f/l";
-    if (::move_mount(image, "", AT_FDCWD, image_lower.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    if (!in_place && ::move_mount(image, "", AT_FDCWD, image_lower.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
       throw SysError{errno, "move_mount", r.shown};
     image_tree.reset();
     // Nothing of the container's stays open here for its lifetime (a
     // holder's socket, the store): only the socket to it.
-    util::close_own_fds(/*only_stdio=*/true, sock);
+    util::close_own_fds(/*only_stdio=*/true, sock, merged.get());
     // The layers, top first, as overlayfs takes them.
     std::string lower = image_lower, upper = "upper", work = "work";
     for (size_t i = 0; i < r.layers.size(); ++i) {
@@ -198,13 +215,19 @@ void send_fd(int sock, int fd, const std::string& text) {
     daemons.push_back(spawn({need_program(r.fuse_overlayfs, "fuse-overlayfs", "this overlay"), "-f", "-o",
                              squash + ",lowerdir=" + lower +
                                  (r.read_only ? "" : ",upperdir=" + upper + ",workdir=" + work),
-                             "f/m"}));
+                             in_place ? "/dev/fd/" + std::to_string(merged.get()) : "f/m"},
+                            merged.get()));
+    merged.reset();  // fuse-overlayfs's alone: the mount fails if it does
     await_mount(daemons.back(), "f/m", "the overlay on `" + r.shown + "`");
-    const int tree = ::open_tree(AT_FDCWD, "f/m", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-    if (tree < 0) throw SysError{errno, "open_tree", "fuse-overlayfs"};
-    send_fd(sock, tree, "ok");
+    if (in_place) {
+      send_fd(sock, -1, "A");  // attached: on f/m in the container's namespace
+    } else {
+      const int tree = ::open_tree(AT_FDCWD, "f/m", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+      if (tree < 0) throw SysError{errno, "open_tree", "fuse-overlayfs"};
+      send_fd(sock, tree, "ok");
+      ::close(tree);
+    }
     handed = true;
-    ::close(tree);
     // None of theirs stays here: the container's copy is the last.
     ::umount2("f/m", MNT_DETACH);
     for (size_t i = 0; i < r.layers.size(); ++i)
@@ -274,7 +297,7 @@ bool is_ext_image(const std::string& path) {
   return ::pread(fd.get(), magic, 2, 1024 + 56) == 2 && magic[0] == 0x53 && magic[1] == 0xEF;
 }
 
-util::UniqueFd fuse_root(const FuseRootRequest& r) {
+HeldTree fuse_root(const FuseRootRequest& r) {
   const std::string staging = util::real_path(util::open_fd(r.staging, O_PATH | O_DIRECTORY).get(), "staging");
   for (const char* d : {"f", "f/l", "f/m"})
     if (::mkdirat(AT_FDCWD, (r.staging + "/" + d).c_str(), 0700) != 0 && errno != EEXIST)
@@ -328,8 +351,12 @@ util::UniqueFd fuse_root(const FuseRootRequest& r) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
       util::debug(std::string("root: fuse-overlayfs on `") + r.shown + "`");
-      return util::UniqueFd(fd);
+      return {util::UniqueFd(fd), false};
     }
+  if (n == 1 && text[0] == 'A') {
+    util::debug(std::string("root: fuse-overlayfs on `") + r.shown + "`, mounted in place");
+    return {util::open_fd(r.staging + "/f/m", O_PATH | O_DIRECTORY), true};
+  }
   throw Error(text[0] == 'E' ? std::string(text + 1) : "the overlay's keeper sent no mount");
 }
 

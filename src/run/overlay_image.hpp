@@ -17,12 +17,16 @@
 // exits, which releases the images; each fuse2fs then writes its image
 // out and exits, and the keeper releases the overlay's lock (which it
 // holds from the start: the writes are the image's only once it ends).
+// Before Linux 5.2 (no open_tree) the keeper mounts the merged tree in the
+// container's namespace itself, before it leaves it, and fuse-overlayfs
+// serves that mount through the /dev/fuse descriptor it is given.
 #pragma once
 #include <sys/types.h>
 
 #include <string>
 #include <vector>
 
+#include "run/holder.hpp"
 #include "run/plan.hpp"
 #include "util/fd.hpp"
 
@@ -59,8 +63,10 @@ struct FuseRootRequest {
 
 // The container's root: fuse-overlayfs over the image and the layers
 // (writes to the writable layer's upper/, else to the staging tmpfs's
-// upper/ and work/, which the caller made), as a detached mount. Throws
-// rt::Error with the programs' own messages.
-util::UniqueFd fuse_root(const FuseRootRequest& request);
+// upper/ and work/, which the caller made), as a detached mount, or
+// before Linux 5.2 (no open_tree) mounted on the staging tmpfs's f/m in
+// the caller's namespace (`attached`). Throws rt::Error with the
+// programs' own messages.
+HeldTree fuse_root(const FuseRootRequest& request);
 
 }  // namespace rt::run
