@@ -4,11 +4,12 @@
 # that rt, its servers and the program inherit), so rt must take its
 # fallbacks: path resolution without openat2, a SquashFS server that hands
 # out its namespace where it cannot copy its mount (open_tree), read-only
-# trees remounted one by one (no mount_setattr), and the root entered with
+# trees remounted one by one (no mount_setattr), the root entered with
 # pivot_root where a kernel refuses to move it over "/", and overlay images
-# served by fuse-overlayfs through a mount made in the container's place. The filter cannot
-# refuse what 4.18 refuses by file system type (overlayfs in a user
-# namespace, Linux 5.11), so the kernel's overlayfs stays usable here.
+# served by fuse-overlayfs through a mount made in the container's
+# namespace. The filter cannot refuse what 4.18 refuses by file system type
+# (overlayfs in a user namespace, Linux 5.11): the kernel's overlayfs stays
+# usable here.
 . "$(dirname "$0")/lib.sh"
 : "${RT_OLD_KERNEL:?RT_OLD_KERNEL must name the rt-old-kernel binary}"
 [ -r /dev/fuse ] && [ -w /dev/fuse ] || skip "/dev/fuse is not usable by $(id -un) (needs mode 0666)"
