@@ -109,8 +109,9 @@ done
 # --- Exit statuses from any node ------------------------------------------------------
 expect_status 3 "a rank's exit status on node 3 is srun's" -- \
   on_head timeout 60 srun -O -N 4 -n 4 "$RT" exec "$IMG" sh -c '[ "$(hostname)" != node3 ] || exit 3'
+# The others sleep 50 s: on two loaded cores Slurm's kill has taken over 30.
 out=$(on_head timeout 60 srun -O -N 4 -n 4 --kill-on-bad-exit=1 "$RT" exec "$IMG" sh -c \
-  'if [ "$(hostname)" = node2 ]; then exit 5; fi; sleep 30; echo survived' 2>&1) && fail "--kill-on-bad-exit: srun succeeded"
+  'if [ "$(hostname)" = node2 ]; then exit 5; fi; sleep 50; echo survived' 2>&1) && fail "--kill-on-bad-exit: srun succeeded"
 [[ "$out" != *survived* ]] && pass "--kill-on-bad-exit: a failing rank on node2 ends the ranks on every node" ||
   fail "ranks survived a bad exit: $out"
 
