@@ -25,6 +25,7 @@
 #include "hpc/site_config.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
+#include "run/holder.hpp"
 #include "run/overlay_image.hpp"
 #include "store/layout.hpp"
 #include "store/root.hpp"
@@ -256,10 +257,7 @@ DoctorCheck check_seccomp() {
 DoctorCheck check_mount_api() {
   DoctorCheck c{"mount API", Status::Ok, "open_tree and move_mount (Linux 5.2), mount_setattr (Linux 5.12)", ""};
   std::vector<std::string> missing;
-  const int fd = ::open_tree(AT_FDCWD, "/", OPEN_TREE_CLOEXEC);  // no copy: an O_PATH descriptor
-  if (fd >= 0)
-    ::close(fd);
-  else if (errno == ENOSYS)
+  if (!run::kernel_copies_mounts())
     missing.push_back("no open_tree: SquashFS starts bind the image from its server's namespace");
   struct mount_attr attr {};
   if (::mount_setattr(-1, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0 && errno == ENOSYS)

@@ -47,6 +47,12 @@ std::string namespace_of(const std::string& pid, const char* kind) {
 
 std::string mount_namespace_of(const std::string& pid) { return namespace_of(pid, "mnt"); }
 
+bool kernel_copies_mounts() {
+  const int fd = ::open_tree(AT_FDCWD, "/", OPEN_TREE_CLOEXEC);  // an O_PATH descriptor, no copy
+  if (fd >= 0) ::close(fd);
+  return fd >= 0 || errno != ENOSYS;
+}
+
 namespace {
 
 // fn(pid, its namespace of `kind`) for every other process whose namespace

@@ -116,6 +116,10 @@ struct HeldTree {
   explicit operator bool() const { return static_cast<bool>(fd); }
 };
 
+// Whether the kernel copies a mount for another namespace (open_tree,
+// Linux 5.2): one call, without a copy.
+bool kernel_copies_mounts();
+
 bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build,
                   HeldTree* tree = nullptr);
 

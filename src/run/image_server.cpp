@@ -1,12 +1,8 @@
 // The server of a SquashFS image (host -> namespace); see image_server.hpp.
 #include "run/image_server.hpp"
 
-#include <fcntl.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <cerrno>
 
 #include "rt/error.hpp"
 #include "run/holder.hpp"
@@ -15,18 +11,6 @@
 #include "util/log.hpp"
 
 namespace rt::run {
-
-namespace {
-
-// Whether the kernel copies a mount for another namespace (open_tree,
-// Linux 5.2); without a copy, only an O_PATH descriptor of "/".
-bool kernel_copies_mounts() {
-  const int fd = ::open_tree(AT_FDCWD, "/", OPEN_TREE_CLOEXEC);
-  if (fd >= 0) ::close(fd);
-  return fd >= 0 || errno != ENOSYS;
-}
-
-}  // namespace
 
 std::chrono::milliseconds squashfs_linger() { return configured_linger("RT_SQUASHFS_LINGER", "squashfs.linger", 30); }
 

@@ -137,6 +137,17 @@ void make_read_only(int fd, const std::string& shown, const std::string& shown2 
   }
 }
 
+// A tree handed over (run/holder.hpp) put on `at`: moved there, or bound
+// from where it is mounted (before Linux 5.2), its flags as they come;
+// not recursively: the staging tmpfs itself may be mounted on it.
+void attach_tree(const HeldTree& tree, const std::string& at, const std::string& shown_src,
+                 const std::string& shown_at) {
+  if (tree.attached)
+    do_mount(fd_path(tree.fd.get()), at, nullptr, MS_BIND, "", "MS_BIND", shown_src, shown_at);
+  else if (::move_mount(tree.fd.get(), "", AT_FDCWD, at.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    throw SysError{errno, "move_mount", shown_src, shown_at};
+}
+
 void stage(const char* what) {
   if (util::log_enabled(util::Level::Trace)) {
     char buf[160];
@@ -173,10 +184,7 @@ std::string listed(const Names& names) {
 class Builder {
 public:
   Builder(const MountPlan& plan, const HeldTree* image_tree, bool overlays_in_tree)
-      : plan_(plan),
-        image_tree_(image_tree ? image_tree->fd.get() : -1),
-        tree_attached_(image_tree && image_tree->attached),
-        overlays_in_tree_(overlays_in_tree) {}
+      : plan_(plan), held_(image_tree), overlays_in_tree_(overlays_in_tree) {}
 
   void run() {
     clone_sources_above_staging();
@@ -196,8 +204,7 @@ public:
 
 private:
   const MountPlan& plan_;
-  const int image_tree_;
-  const bool tree_attached_;  // image_tree_: a mounted directory, not a detached mount
+  const HeldTree* const held_;  // the image from its holder, or none
   const bool overlays_in_tree_;
   UniqueFd image_;                     // the image directory itself (under the staging tmpfs)
   UniqueFd staging_;                   // root of the staging tmpfs
@@ -244,7 +251,7 @@ private:
   void setup_staging_and_root() {
     const std::string& rootfs = plan_.rootfs;
     const std::string& staging = plan_.staging;
-    if (image_tree_ < 0) image_ = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
+    if (!held_) image_ = util::open_fd(rootfs, O_PATH | O_DIRECTORY);
 
     // Small, unless it holds --write-tmpfs's changes: then as a tmpfs is by
     // default (half the memory, used only as written), room for a package
@@ -261,12 +268,12 @@ private:
     // The image under its overlays, mounted nosuid,nodev by their holder
     // (run/overlay_server), or a SquashFS image read-only, mounted ro,nosuid,
     // nodev by its server (squash::Image): the root as it comes.
-    const bool tree_is_root = image_tree_ >= 0 && (overlays_in_tree_ || plan_.root_mode == RootMode::ReadOnly);
+    const bool tree_is_root = held_ && (overlays_in_tree_ || plan_.root_mode == RootMode::ReadOnly);
     if (tree_is_root) {
-      attach_image_tree("root");
-    } else if (image_tree_ >= 0) {
+      attach_tree(*held_, stage_path("root"), rootfs, staging + "/root");
+    } else if (held_) {
       if (::mkdirat(staging_.get(), "image", 0755) != 0) throw SysError{errno, "mkdir", staging + "/image"};
-      attach_image_tree("image");
+      attach_tree(*held_, stage_path("image"), rootfs, staging + "/image");
       image_ = util::open_fd(stage_path("image"), O_PATH | O_DIRECTORY);
     }
     if (plan_.root_mode == RootMode::Overlay && !tree_is_root) {
@@ -276,7 +283,7 @@ private:
       // namespace that owns this mount namespace, so none of its flags is
       // locked (locks come with a copy from a more privileged namespace), and
       // statfs would be a round trip to the server.
-      const unsigned long image_locked = image_tree_ >= 0 ? 0 : locked_flags(image_.get(), rootfs);
+      const unsigned long image_locked = held_ ? 0 : locked_flags(image_.get(), rootfs);
       do_mount(fd_path(image_.get()), root_path, nullptr, MS_BIND, "", "MS_BIND", rootfs, rootfs);
       unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | image_locked;
       if (plan_.root_mode == RootMode::ReadOnly) flags |= MS_RDONLY;
@@ -285,17 +292,6 @@ private:
     root_ = util::open_fd(root_path, O_PATH | O_DIRECTORY);
     writable_devs_.insert(dev_of(staging_.get(), rootfs));
     if (plan_.root_mode == RootMode::Overlay) writable_devs_.insert(dev_of(root_.get(), rootfs));
-  }
-
-  // The holder's tree on the staging tmpfs's `name`: moved there, or bound
-  // from where it is mounted (before Linux 5.2), its flags as they come.
-  // Not recursively: the staging tmpfs itself may be mounted on it.
-  void attach_image_tree(const char* name) {
-    const std::string at = plan_.staging + "/" + name;
-    if (tree_attached_)
-      do_mount(fd_path(image_tree_), stage_path(name), nullptr, MS_BIND, "", "MS_BIND", plan_.rootfs, at);
-    else if (::move_mount(image_tree_, "", staging_.get(), name, MOVE_MOUNT_F_EMPTY_PATH) != 0)
-      throw SysError{errno, "move_mount", plan_.rootfs, at};
   }
 
   // The root under --write-tmpfs or --overlay. Writes go to the writable
@@ -337,13 +333,9 @@ private:
                     "--write-tmpfs and --overlay need unprivileged overlayfs (Linux 5.11 or later)");
       util::debug(std::string("overlayfs refused (") + std::strerror(e) + "): fuse-overlayfs instead");
     }
-    const HeldTree tree =
-        fuse_root({image_.get(), fd_path(staging_.get()), plan_.overlays, rootfs, plan_.fuse2fs, plan_.fuse_overlayfs,
-                   plan_.squashfuse, plan_.overlays_read_only});
-    if (tree.attached)
-      do_mount(fd_path(tree.fd.get()), root_path, nullptr, MS_BIND, "", "MS_BIND", "fuse-overlayfs", rootfs);
-    else if (::move_mount(tree.fd.get(), "", AT_FDCWD, root_path.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
-      throw SysError{errno, "move_mount", "fuse-overlayfs", rootfs};
+    const HeldTree tree = fuse_root({image_.get(), fd_path(staging_.get()), plan_.overlays, rootfs, plan_.fuse2fs,
+                                     plan_.fuse_overlayfs, plan_.squashfuse, plan_.overlays_read_only});
+    attach_tree(tree, root_path, "fuse-overlayfs", rootfs);
   }
 
   static bool same_file(int a, int b) {
@@ -693,7 +685,7 @@ private:
     const std::string inside = fd_path(top.get()) + (src == "/" ? plan_.staging : plan_.staging.substr(src.size()));
     if (::umount2(inside.c_str(), MNT_DETACH) != 0) throw SysError{errno, "umount2", "staging copy", inside};
     struct stat tree, there;
-    if (tree_attached_ && ::fstat(image_tree_, &tree) == 0 && ::stat(inside.c_str(), &there) == 0 &&
+    if (held_ && held_->attached && ::fstat(held_->fd.get(), &tree) == 0 && ::stat(inside.c_str(), &there) == 0 &&
         there.st_dev == tree.st_dev && ::umount2(inside.c_str(), MNT_DETACH) != 0)
       throw SysError{errno, "umount2", "image copy", inside};
   }
