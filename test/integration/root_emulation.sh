@@ -11,11 +11,18 @@ mkdir -p "$T/w"
 : >"$T/w/file"
 
 # ---- the calls, one by one -----------------------------------------------------
+# The i386 entry point where this kernel has one (some guests' kernels
+# answer int 0x80 with SIGSEGV, which rt-probe says as no-i386).
 calls='rt-probe chown /w/file; rt-probe chown-i386 /w/file; rt-probe setuid 1000; rt-probe mknod /w/dev'
+i386=EINVAL
+if [ "$("$RT_PROBE" chown-i386 "$T/w/file")" = no-i386 ]; then
+  echo "note: this kernel has no i386 entry point: its calls are not checked"
+  i386=no-i386
+fi
 expect_status 0 "without --seccomp" -- "$RT" exec --root -b "$T/w:/w" "$IMG" sh -c "$calls"
-expect_eq "$(echo $OUT)" "EINVAL EINVAL EINVAL EPERM" "chown, i386 chown, setuid and mknod of a device are refused"
+expect_eq "$(echo $OUT)" "EINVAL $i386 EINVAL EPERM" "chown, i386 chown, setuid and mknod of a device are refused"
 expect_status 0 "with --seccomp" -- "$RT" exec --root --seccomp -b "$T/w:/w" "$IMG" sh -c "$calls"
-expect_eq "$(echo $OUT)" "ok ok ok ok" "they succeed"
+expect_eq "$(echo $OUT)" "ok $([ $i386 = EINVAL ] && echo ok || echo no-i386) ok ok" "they succeed"
 expect_eq "$(stat -c %u "$T/w/file")" "$(id -u)" "... without effect: the owner is unchanged"
 [ ! -e "$T/w/dev" ] && pass "... and no device node was made" || fail "a device node was made"
 expect_status 0 "a FIFO under --seccomp" -- "$RT" exec --root --seccomp -b "$T/w:/w" "$IMG" rt-probe fifo /w/fifo
