@@ -283,7 +283,8 @@ private:
   void fetch(uint64_t first, uint64_t last) {
     const uint64_t off = index_.offset(first);
     const uint64_t len = index_.offset(last) + index_.length(last) - off;
-    const std::string bytes = registry_->get_blob_range(layer_, off, len);
+    registry_->get_blob_range(layer_, off, len, buf_);
+    const std::string& bytes = buf_;
     for (uint64_t i = first; i <= last; ++i) {
       const std::string_view chunk = std::string_view(bytes).substr(index_.offset(i) - off, index_.length(i));
       if (hex_of(image::sha256_digest(chunk)) != index_.digests[i])
@@ -314,6 +315,7 @@ private:
   timespec mtime_{};
   unsigned char* have_map_ = nullptr;  // `have`, mapped shared
   std::vector<bool> checked_;
+  std::string buf_;  // a request's bytes: one buffer for all (registry.hpp)
   uint64_t next_ = 0;
   uint64_t fetched_ = 0;
 };

@@ -417,14 +417,19 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+// Where a response's body goes: the caller's buffer for a range, else
+// the response.
+std::string& body_of(const Transfer* t) { return t->send->into ? *t->send->into : t->resp->body; }
+
 size_t on_body(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
+  std::string& body = body_of(t);
   size_t len = size * n;
   long status = 0;
   curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
   const bool content = status == 200 || status == 206;
   if (content && t->limit >= 0 &&
-      t->before + t->resp->written + t->resp->body.size() + len > static_cast<uint64_t>(t->limit)) {
+      t->before + t->resp->written + body.size() + len > static_cast<uint64_t>(t->limit)) {
     t->error = "the server sends more than the " + std::to_string(t->limit) + " bytes the manifest declares";
     return 0;
   }
@@ -448,12 +453,12 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   // asked (checked above); any other document is small.
   const bool part = !t->send->range.empty() && t->limit >= 0;
   const size_t most = part ? static_cast<size_t>(t->limit) : kMaxDocument;
-  if (t->resp->body.size() + len > most) {
+  if (body.size() + len > most) {
     t->error = "response larger than " + std::to_string(most) + " bytes";
     return 0;
   }
-  if (part && t->resp->body.empty()) t->resp->body.reserve(most);
-  t->resp->body.append(data, len);
+  if (part && body.empty()) body.reserve(most);
+  body.append(data, len);
   return len;
 }
 
@@ -476,6 +481,7 @@ Registry::Response Registry::request(const std::string& url, const std::string& 
     if (!authorization_.empty()) add("Authorization: " + authorization_);
   }
   char errbuf[CURL_ERROR_SIZE] = "";
+  if (send.into) send.into->clear();  // a try's body, not an earlier one's
   Transfer t{&r, out_fd, static_cast<image::Sha256*>(hasher), &progress, h, url, resume_from, limits.size, {}, &send};
   const std::string method = send.method ? send.method : "GET";
   if (method == "HEAD") {
@@ -641,21 +647,21 @@ std::string Registry::get_blob(const Descriptor& d) {
   return r.body;
 }
 
-std::string Registry::get_blob_range(const Descriptor& d, uint64_t offset, uint64_t length) {
+void Registry::get_blob_range(const Descriptor& d, uint64_t offset, uint64_t length, std::string& out) {
   const std::string url = base_url() + "/blobs/" + d.digest;
   const std::string where = "registry `" + ref_.registry + "`, blob `" + d.digest + "` of `" + ref_.str() + "`";
-  if (length == 0) return "";
+  out.clear();
+  if (length == 0) return;
   if (d.size >= 0 && (offset > static_cast<uint64_t>(d.size) || length > static_cast<uint64_t>(d.size) - offset))
     throw Error(where + ": bytes " + std::to_string(offset) + "+" + std::to_string(length) + " lie past its end");
   Send get;
   get.range = "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1);
+  get.into = &out;
   Response r = request_with_retries(url, "", static_cast<int64_t>(length), get);
-  if (r.status == 200 && offset == 0 && r.body.size() == length) return r.body;  // the whole blob, as asked
+  if (r.status == 200 && offset == 0 && out.size() == length) return;  // the whole blob, as asked
   if (r.status == 200) throw Error(where + ": the registry ignores range requests (HTTP 200 for " + get.range + ")");
   if (r.status != 206) throw Error(where + ": `" + url + "` answered HTTP " + std::to_string(r.status) + " for " + get.range);
-  if (r.body.size() != length)
-    throw Error(where + ": " + std::to_string(r.body.size()) + " bytes for " + get.range);
-  return r.body;
+  if (out.size() != length) throw Error(where + ": " + std::to_string(out.size()) + " bytes for " + get.range);
 }
 
 void Registry::download_blob(const Descriptor& d, const std::string& file,

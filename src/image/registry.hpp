@@ -43,6 +43,9 @@ struct Send {
   std::string content_type;
   const std::function<void(uint64_t)>* progress = nullptr;  // bytes sent
   std::string range;  // "bytes=A-B": a part of what a GET names
+  // A range's body goes here (emptied first) instead of the response: a
+  // caller that asks for many keeps one buffer and its pages.
+  std::string* into = nullptr;
 };
 
 class Registry {
@@ -62,10 +65,13 @@ public:
   std::optional<Document> find_manifest(const std::string& reference);
   // A small blob (a config) into memory, verified.
   std::string get_blob(const Descriptor& d);
-  // The bytes [offset, offset + length) of the blob `d` (a range request),
-  // unverified: the caller checks them. Throws rt::Error naming the
-  // registry when it cannot have them, or gets other bytes than asked.
-  std::string get_blob_range(const Descriptor& d, uint64_t offset, uint64_t length);
+  // The bytes [offset, offset + length) of the blob `d` (a range request)
+  // into `out`, unverified: the caller checks them. `out` keeps its
+  // capacity: a caller of many requests reuses one buffer (memory touched
+  // for the first time costs a page fault a page, more than the copy).
+  // Throws rt::Error naming the registry when it cannot have them, or
+  // gets other bytes than asked.
+  void get_blob_range(const Descriptor& d, uint64_t offset, uint64_t length, std::string& out);
   // A blob into `file`, hashed while streaming and verified; resumes a
   // partial file after a dropped connection. `progress` gets byte counts.
   void download_blob(const Descriptor& d, const std::string& file, const std::function<void(uint64_t)>& progress = {});
