@@ -191,6 +191,16 @@ public:
 
   uint64_t chunk_size() const { return index_.chunk_size; }
 
+  // The connection made and the registry's authentication done, before
+  // the first chunk is asked for. A failure is left to that request.
+  void connect() {
+    try {
+      registry_->has_blob(layer_.digest);
+    } catch (const Error& e) {
+      util::debug(std::string("fetcher: not connected yet: ") + e.what());
+    }
+  }
+
   // Chunks first..last there and checked; false with the reason.
   bool ensure(uint64_t first, uint64_t last, std::string* why) {
     if (first > last || last >= index_.count()) {
@@ -422,6 +432,8 @@ int lazy_fetch(const std::string& dir, bool fill) {
   // stdin: "FETCH FIRST LAST" lines; stdout: "OK" or "ERR why" for each.
   Fetcher fetcher(dir);
   const bool background = fill && lz::background_wanted();
+  // Started as the image is served, before any read: connected meanwhile.
+  if (pollfd p{0, POLLIN, 0}; ::poll(&p, 1, 0) == 0) fetcher.connect();
   std::string in;
   bool idle_done = !background;
   for (;;) {

@@ -20,6 +20,7 @@
 #include "store/lookup.hpp"
 #include "store/root.hpp"
 #include "util/fs.hpp"
+#include "util/log.hpp"
 #include "util/strings.hpp"
 
 extern char** environ;
@@ -278,6 +279,14 @@ bool LazySource::fetch(uint64_t first, uint64_t last, std::string* why) {
   f->busy = false;
   idle_.notify_all();  // a free fetcher, and chunks that came
   return ok;
+}
+
+void LazySource::serving() {
+  std::lock_guard<std::mutex> g(mu_);
+  Fetcher& f = fetchers_[0];
+  std::string why;
+  if (count_ > 0 && f.pid <= 0 && !f.busy && !present(0, count_ - 1) && !start(f, &why))
+    util::debug("no fetcher yet (" + why + "): the first miss starts one");
 }
 
 void LazySource::want(uint64_t offset, uint64_t length) {

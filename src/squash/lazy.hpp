@@ -96,6 +96,9 @@ public:
   // A hint, which returns at once: [offset, offset + length) will likely
   // be needed soon (a file read from its start is read whole).
   virtual void want(uint64_t /*offset*/, uint64_t /*length*/) {}
+  // The image is being served: a source that fetches may get ready for
+  // the first read now, before any program waits on it.
+  virtual void serving() {}
 };
 
 // The name in STORE/lazy/refs of oras://REF (`ref` with or without the
@@ -191,6 +194,10 @@ public:
   // at most kMaxAhead + 1 chunks; a read of a chunk in flight waits for
   // it instead of asking again. One fetcher stays free for reads.
   void want(uint64_t offset, uint64_t length) override;
+  // Starts the first fetcher, which connects while nothing is asked: the
+  // first miss does not wait for a process, a TLS handshake and the
+  // registry's authentication.
+  void serving() override;
 
   static constexpr size_t kFetchers = 4;
   static constexpr size_t kWanters = kFetchers - 1;

@@ -288,6 +288,7 @@ void Image::mount_in_background(const std::string& mountpoint, uid_t uid, gid_t 
     ::close(fd);
     throw Error("image `" + path_ + "`: cannot start the FUSE session");
   }
+  if (source_) source_->serving();
 }
 
 }  // namespace rt::squash
