@@ -294,15 +294,14 @@ private:
     const uint64_t off = index_.offset(first);
     const uint64_t len = index_.offset(last) + index_.length(last) - off;
     registry_->get_blob_range(layer_, off, len, buf_);
-    const std::string& bytes = buf_;
     for (uint64_t i = first; i <= last; ++i) {
-      const std::string_view chunk = std::string_view(bytes).substr(index_.offset(i) - off, index_.length(i));
+      const std::string_view chunk = std::string_view(buf_).substr(index_.offset(i) - off, index_.length(i));
       if (hex_of(image::sha256_digest(chunk)) != index_.digests[i])
         throw Error("registry `" + ref_.registry + "` sent chunk " + std::to_string(i) + " (bytes " +
                     std::to_string(index_.offset(i)) + "+" + std::to_string(index_.length(i)) + ") of `" + ref_.str() +
                     "` (" + layer_.digest + ") with other bytes than its index says: nothing of it was kept");
     }
-    util::pwrite_all(file_.get(), bytes, off, dir_ + "/" + lz::kFile);
+    util::pwrite_all(file_.get(), buf_, off, dir_ + "/" + lz::kFile);
     // The file keeps its first modification time: caches keyed by the
     // file's identity (its server, its facts) stay valid as it fills.
     const timespec times[2] = {{0, UTIME_OMIT}, mtime_};

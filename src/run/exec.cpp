@@ -283,7 +283,7 @@ void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, cons
   // None of rt's descriptors (the store, holders' sockets and namespaces,
   // images) may be open when the working directory is chosen or the
   // program starts: /proc/self/fd/N would lead out of the container.
-  util::close_own_fds(o.only_stdio, keep_fd);
+  util::close_own_fds(o.only_stdio, {keep_fd});
   run::enter_cwd(p.plan);
 }
 

@@ -178,7 +178,7 @@ void send_fd(int sock, int fd, const std::string& text) {
     image_tree.reset();
     // Nothing of the container's stays open here for its lifetime (a
     // holder's socket, the store): only the socket to it.
-    util::close_own_fds(/*only_stdio=*/true, sock, merged.get());
+    util::close_own_fds(/*only_stdio=*/true, {sock, merged.get()});
     // The layers, top first, as overlayfs takes them.
     std::string lower = image_lower, upper = "upper", work = "work";
     for (size_t i = 0; i < r.layers.size(); ++i) {

@@ -411,9 +411,9 @@ std::string current_dir() {
   return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string("/");
 }
 
-void close_own_fds(bool only_stdio, int keep, int keep2) {
+void close_own_fds(bool only_stdio, std::initializer_list<int> keep) {
   auto own = [&](int fd) {
-    if (fd <= 2 || fd == keep || fd == keep2) return false;
+    if (fd <= 2 || std::find(keep.begin(), keep.end(), fd) != keep.end()) return false;
     if (only_stdio) return true;
     int flags = ::fcntl(fd, F_GETFD);
     return flags >= 0 && (flags & FD_CLOEXEC);

@@ -1,6 +1,7 @@
 // Small file helpers that throw SysError naming the path (any world).
 #pragma once
 #include <sys/stat.h>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -102,9 +103,9 @@ std::string self_program();
 // program gets its working directory: every one with FD_CLOEXEC set (a
 // descriptor inherited through execve(2) never has it, so those are the
 // caller's and pass through: PMI_FD, pipes), or, with `only_stdio`, every
-// one. `keep` and `keep2` stay open. Found through /proc/self/fd, else by
+// one. Those in `keep` stay open. Found through /proc/self/fd, else by
 // trying each number below the descriptor limit.
-void close_own_fds(bool only_stdio, int keep = -1, int keep2 = -1);
+void close_own_fds(bool only_stdio, std::initializer_list<int> keep = {});
 }  // namespace rt::util
 
 namespace rt::util {

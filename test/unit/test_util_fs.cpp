@@ -116,7 +116,7 @@ TEST_CASE("close_own_fds closes rt's descriptors (close-on-exec) and keeps the c
     const int own = ::open("/", O_PATH | O_CLOEXEC);
     const int callers = ::open("/", O_PATH);
     const int kept = ::open("/", O_PATH | O_CLOEXEC);
-    rt::util::close_own_fds(false, kept);
+    rt::util::close_own_fds(false, {kept});
     bool ok = ::fcntl(own, F_GETFD) < 0 && ::fcntl(callers, F_GETFD) >= 0 && ::fcntl(kept, F_GETFD) >= 0;
     rt::util::close_own_fds(true);  // 0-2 only
     ok = ok && ::fcntl(callers, F_GETFD) < 0 && ::fcntl(kept, F_GETFD) < 0 && ::fcntl(2, F_GETFD) >= 0;
