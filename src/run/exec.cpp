@@ -246,6 +246,7 @@ void show(const ExecOptions& o, const Prepared& p, const hpc::Launcher& launcher
 struct InstanceEntry {
   std::string name;
   bool start = false;
+  run::HolderKnock knock{};  // rt exec instance://NAME: the instance's holder asked early
 };
 
 // Namespace: enters the container, building its tree, or joins the node's
@@ -253,12 +254,13 @@ struct InstanceEntry {
 // are found by socket names keyed with the user's secret. Returns at the
 // container's working directory, with no capability left to a root inside.
 void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, const hpc::Launcher& launcher,
-           const InstanceEntry* instance = nullptr, int keep_fd = -1) {
+           InstanceEntry* instance = nullptr, int keep_fd = -1) {
   auto secret = [&]() -> const std::string& { return store::Root::user(o.storage).secret(); };
   auto build = [&] { image.build(p.plan, secret); };
   if (instance) {
     if (!run::enter_holder(run::instance_key(instance->name, secret()),
-                           run::instance_policy(instance->name, instance->start), build))
+                           run::instance_policy(instance->name, instance->start), build, nullptr,
+                           &instance->knock))
       throw Error("other users hold every socket name of instance `" + instance->name + "`",
                   "pick another name for it");
     util::timing("entered the instance");
@@ -353,6 +355,13 @@ void exec(const ExecOptions& given) {
     return;
   }
   check_bind_sources(o, host);
+  auto secret = [&]() -> const std::string& { return store::Root::user(o.storage).secret(); };
+  if (o.dry_run) {
+  } else if (instance) {
+    instance->knock = run::knock_holder(run::instance_key(instance->name, secret()));
+  } else {
+    image->knock(run::id_map(o, host), secret);
+  }
   const hpc::Launcher launcher = hpc::detect_launcher([](const char* k) { return std::getenv(k); });
   if (launcher.local_rank <= 0) run::warn_if_foreign(image->image());  // once per node: its lstats are not every rank's
   const hpc::Injection injection = run::plan_injection(o, image->config(), *image);
@@ -482,7 +491,7 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
     std::string msg;
     int code = kExitRtFailed;
     try {
-      const InstanceEntry entry{name, true};
+      InstanceEntry entry{name, true};
       run::prepare_overlays(p.plan.overlays);  // locked by the instance's process
       enter(o, p, *image, launcher, &entry, report_w.get());
       if (!run::program_found(p.argv.front(), p.env))
