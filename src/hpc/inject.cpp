@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "hpc/cdi.hpp"
 #include "hpc/elf.hpp"
@@ -604,6 +605,7 @@ public:
   // instead: its plugins would not match the host's library.
   bool beside_library(const std::string& dir) {
     const std::string name = base_name(dir), parent = dir_name(dir);
+    if (name == "libibverbs.d") return verbs_drivers_by_name(dir);
     const char* library = name == "ucx" ? "libucs.so.0" : name == "libibverbs" ? "libibverbs.so.1" : nullptr;
     if (!library || !image_.list(dir).empty()) return false;
     const std::string lib = std::string(kLibDir) + "/" + library;
@@ -625,6 +627,47 @@ public:
       for (const auto& p : providers) out.files.push_back({dir + "/" + p, std::string(kLibDir) + "/" + p});
     }
     out.notes.push_back("`" + dir + "`: the image has none; found beside the injected " + library + " in " + kLibDir);
+    return true;
+  }
+
+  // libibverbs' configuration directory (/etc/libibverbs.d: a file per
+  // provider, "driver NAME") where the image has none and the host's
+  // libibverbs is injected: the names in RDMAV_DRIVERS instead, which
+  // libibverbs loads as it loads those of its files (lib<NAME>-rdmav<ABI>.so,
+  // from its provider directory, else through the library path, where the
+  // providers are linked). A mount point in the image's /etc would take an
+  // overlay of it (0.1-0.2 ms a start, and a mount to take down). The
+  // directory's identity is the plan's input: packages replace such files,
+  // which changes it. Bound as before where a file names something else
+  // (a path: the host's, not the container's).
+  bool verbs_drivers_by_name(const std::string& dir) {
+    const std::string lib = std::string(kLibDir) + "/libibverbs.so.1";
+    if (!image_.stamp(dir).empty() ||
+        std::none_of(out.files.begin(), out.files.end(), [&](const Injection::File& f) { return f.container == lib; }))
+      return false;
+    std::vector<std::string> names;
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return false;
+    bool plain = true;
+    while (dirent* e = ::readdir(d)) {
+      const std::string file = e->d_name;
+      if (!file.ends_with(".driver")) continue;
+      const auto text = util::read_file_if_exists(dir + "/" + file, 4096);
+      util::for_each_line(text.value_or(""), [&](std::string_view line) {
+        std::istringstream in{std::string(line)};
+        std::string word, name, more;
+        if (!(in >> word) || word.starts_with('#')) return true;
+        plain &= word == "driver" && in >> name && !(in >> more) && name.find_first_of("/:;") == std::string::npos;
+        if (plain) names.push_back(name);
+        return plain;
+      });
+    }
+    ::closedir(d);
+    if (!plain || names.empty()) return false;
+    std::sort(names.begin(), names.end());
+    out.env_list.push_back("RDMAV_DRIVERS=" + util::join(names, ':'));
+    out.notes.push_back("`" + dir + "`: the image has none; its " + std::to_string(names.size()) +
+                        " providers named in RDMAV_DRIVERS for the injected libibverbs.so.1");
     return true;
   }
 

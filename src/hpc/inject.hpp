@@ -79,6 +79,7 @@ struct Injection {
   std::vector<File> cdi_mounts;       // from CDI specs
   std::vector<File> cdi_links;        // links a CDI spec's hook asks for: host = target, container = link
   std::vector<std::string> env_set;   // K=V
+  std::vector<std::string> env_list;  // K=V: V put before the colon-separated list K holds
   std::vector<std::string> lib_path;  // prepended to LD_LIBRARY_PATH
   std::vector<std::string> bin_path;  // prepended to PATH
   std::vector<std::string> notes;     // for -v

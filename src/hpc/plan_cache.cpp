@@ -17,7 +17,7 @@ namespace {
 
 // One file per plan, named by its key, under the store's plan directory:
 //   the version line, then H path stamp / I path stamp for the inputs, the
-//   plan's fields one per line (F|O|M|L host container, D|E|P|B|N|W|C
+//   plan's fields one per line (F|O|M|L host container, D|E|V|P|B|N|W|C
 //   value, G gpu procfs dev), and "." at its end. Fields are separated by
 //   tabs. The newest plans are kept; a new one removes the oldest.
 constexpr char kPlanCacheVersion[] = "rt-plan-cache 2";
@@ -37,6 +37,7 @@ void each_field(Plan& p, FilesFn files, WordsFn words) {
   files('L', p.cdi_links);
   words('D', p.dirs);
   words('E', p.env_set);
+  words('V', p.env_list);
   words('P', p.lib_path);
   words('B', p.bin_path);
   words('N', p.notes);

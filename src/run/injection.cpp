@@ -324,6 +324,8 @@ void apply_injected_env(const hpc::Injection& inj, std::vector<std::string>& env
   prepend_list(env, "LD_LIBRARY_PATH", util::join(inj.lib_path, ':'));
   prepend_list(env, "PATH", util::join(inj.bin_path, ':'));
   for (const auto& kv : inj.env_set) set_var(env, kv);
+  for (const auto& kv : inj.env_list)
+    if (const size_t eq = kv.find('='); eq != std::string::npos) prepend_list(env, kv.substr(0, eq), kv.substr(eq + 1));
 }
 
 }  // namespace rt::run

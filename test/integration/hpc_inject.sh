@@ -203,10 +203,40 @@ expect_match "$out" "hide \`nvidia0\` in \`/dev\`" "-v shows what is hidden"
 [ -e "$fake/dev/nvidia0" ] || fail "hiding a node left the host's untouched"
 expect_status 125 "--gpu without a driver is an error" -- env RT_CONF=/dev/null "$RT" exec --gpu deb true
 expect_match "$ERR" "no NVIDIA driver" "the error says there is no driver"
-out=$("$RT" exec --ib deb sh -c 'ls /run/rt-host/lib; cat /etc/libibverbs.d/mlx5.driver 2>/dev/null || cat '"$fake"'/etc/libibverbs.d/mlx5.driver')
+echo 'driver bnxt_re' >"$fake/etc/libibverbs.d/bnxt_re.driver"
+# (the host directory is also seen through the working directory's bind:
+# whether it is mounted at its own path is read from mountinfo)
+verbs_conf='ls /run/rt-host/lib; echo "drivers=${RDMAV_DRIVERS-unset}"; echo "mounted=$(grep -c " '"$fake"'/etc/libibverbs.d " /proc/self/mountinfo)"'
+out=$(RDMAV_DRIVERS=mine "$RT" exec --ib deb sh -c "$verbs_conf")
 expect_match "$out" "libibverbs.so.1" "--ib injects libibverbs"
 expect_match "$out" "libnl-3.so.200" "--ib injects what libibverbs needs"
-expect_match "$out" "driver mlx5" "--ib binds the provider configuration"
+expect_match "$out" "drivers=bnxt_re:mlx5:mine" \
+  "an image without the provider configuration gets its providers' names in RDMAV_DRIVERS, before the caller's"
+expect_match "$out" "mounted=0" "and no mount is made for the configuration directory"
+# An image with the directory has the host's bound over its own.
+"$RT_IMAGE" import -q "$RT_DEBIAN_ROOTFS" debconf
+mkdir -p "$RT_STORAGE/images/debconf/rootfs$fake/etc/libibverbs.d"
+out=$("$RT" exec --ib debconf sh -c "$verbs_conf")
+expect_match "$out" "drivers=unset" "an image with the configuration directory: no RDMAV_DRIVERS"
+expect_match "$out" "mounted=1" "the host's configuration is bound over the image's"
+# A configuration that names a provider by path is bound as it is.
+echo "driver $fake/providers/libx" >"$fake/etc/libibverbs.d/x.driver"
+out=$("$RT" exec --ib deb sh -c "$verbs_conf")
+expect_match "$out" "drivers=unset" "a provider named by path: no RDMAV_DRIVERS"
+expect_match "$out" "mounted=1" "the configuration is bound"
+rm "$fake/etc/libibverbs.d/x.driver" "$fake/etc/libibverbs.d/bnxt_re.driver"
+# The host's own verbs stack into an image with a glibc and an /etc of its
+# own (no /etc/libibverbs.d): nothing is laid over that /etc.
+if [ -d /etc/libibverbs.d ] && /sbin/ldconfig -p | grep -q 'libibverbs.so.1 '; then
+  cp -a "$IMG" "$T/bbglibc"
+  mkdir -p "$T/bbglibc/lib/x86_64-linux-gnu"
+  cp /lib/x86_64-linux-gnu/libc.so.6 "$T/bbglibc/lib/x86_64-linux-gnu/"
+  out=$(RT_CONF=/dev/null "$RT" exec --ib "$T/bbglibc" sh -c 'echo "$RDMAV_DRIVERS"; echo "overlays=$(grep -c " overlay " /proc/self/mountinfo)"')
+  expect_match "$out" "mlx5" "the host's providers are named"
+  expect_match "$out" "overlays=0" "and no overlay is laid on the image's /etc"
+else
+  echo "note: no libibverbs on this host; the host's own stack is not tried"
+fi
 out=$("$RT" exec deb sh -c 'ls /run/rt-host 2>&1 || true')
 expect_match "$out" "No such file" "nothing is injected unless asked (no /dev/infiniband here)"
 # The links are made once, in the store, and bound at each start.
