@@ -665,6 +665,7 @@ public:
     ::closedir(d);
     if (!plain || names.empty()) return false;
     std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
     out.env_list.push_back("RDMAV_DRIVERS=" + util::join(names, ':'));
     out.notes.push_back("`" + dir + "`: the image has none; its " + std::to_string(names.size()) +
                         " providers named in RDMAV_DRIVERS for the injected libibverbs.so.1");

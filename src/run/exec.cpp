@@ -355,12 +355,12 @@ void exec(const ExecOptions& given) {
     return;
   }
   check_bind_sources(o, host);
-  auto secret = [&]() -> const std::string& { return store::Root::user(o.storage).secret(); };
-  if (o.dry_run) {
-  } else if (instance) {
-    instance->knock = run::knock_holder(run::instance_key(instance->name, secret()));
-  } else {
-    image->knock(run::id_map(o, host), secret);
+  if (!o.dry_run) {  // the holder answers while the container is planned (run/holder.hpp)
+    auto secret = [&]() -> const std::string& { return store::Root::user(o.storage).secret(); };
+    if (instance)
+      instance->knock = run::knock_holder(run::instance_key(instance->name, secret()));
+    else
+      image->knock(run::id_map(o, host), secret);
   }
   const hpc::Launcher launcher = hpc::detect_launcher([](const char* k) { return std::getenv(k); });
   if (launcher.local_rank <= 0) run::warn_if_foreign(image->image());  // once per node: its lstats are not every rank's
