@@ -83,6 +83,11 @@ std::vector<std::string> env_file_entries(const ExecOptions& o) {
   return out;
 }
 
+// Whether the ranks of the launch share one container (the node's).
+bool joins(const ExecOptions& o, const hpc::Launcher& launcher) {
+  return o.join == ExecOptions::Inject::On || (o.join == ExecOptions::Inject::Auto && launcher.local_size > 1);
+}
+
 // Everything decided on the host: the mount plan, the environment, the
 // command, and whether the ranks of the launch share one container.
 struct Prepared {
@@ -202,7 +207,7 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
       util::warn("image `" + image.name() + "` asks to run as user `" + config->user + "`; rt runs it as " + id.user +
                  " (uid " + std::to_string(id.uid) + "), as Apptainer does");
   }
-  p.join = o.join == ExecOptions::Inject::On || (o.join == ExecOptions::Inject::Auto && launcher.local_size > 1);
+  p.join = joins(o, launcher);
   p.seccomp = o.seccomp;
   p.skip_sync = o.skip_sync;
   return p;
@@ -355,14 +360,17 @@ void exec(const ExecOptions& given) {
     return;
   }
   check_bind_sources(o, host);
-  if (!o.dry_run) {  // the holder answers while the container is planned (run/holder.hpp)
+  const hpc::Launcher launcher = hpc::detect_launcher([](const char* k) { return std::getenv(k); });
+  // The holder answers while the container is planned (run/holder.hpp). A
+  // rank that joins its node's container never enters the image's server
+  // itself: it would only make the server answer for nothing.
+  if (!o.dry_run) {
     auto secret = [&]() -> const std::string& { return store::Root::user(o.storage).secret(); };
     if (instance)
       instance->knock = run::knock_holder(run::instance_key(instance->name, secret()));
-    else
+    else if (!joins(o, launcher))
       image->knock(run::id_map(o, host), secret);
   }
-  const hpc::Launcher launcher = hpc::detect_launcher([](const char* k) { return std::getenv(k); });
   if (launcher.local_rank <= 0) run::warn_if_foreign(image->image());  // once per node: its lstats are not every rank's
   const hpc::Injection injection = run::plan_injection(o, image->config(), *image);
   util::timing("host injection planned");

@@ -669,6 +669,7 @@ HolderKnock knock_holder(const HolderKey& key) {
     if (cred.uid != ::getuid()) continue;  // enter_holder says so
     const std::string proof = key.proof(name);
     if (::send(k.conn.get(), proof.data(), proof.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(proof.size())) return {};
+    util::debug("asked a serving " + key.prefix + " holder early");
     return k;
   }
   return {};
