@@ -83,11 +83,6 @@ std::vector<std::string> env_file_entries(const ExecOptions& o) {
   return out;
 }
 
-// Whether the ranks of the launch share one container (the node's).
-bool joins(const ExecOptions& o, const hpc::Launcher& launcher) {
-  return o.join == ExecOptions::Inject::On || (o.join == ExecOptions::Inject::Auto && launcher.local_size > 1);
-}
-
 // Everything decided on the host: the mount plan, the environment, the
 // command, and whether the ranks of the launch share one container.
 struct Prepared {
@@ -207,7 +202,7 @@ Prepared prepare(const ExecOptions& o, HostInfo host, const ImageRoot& image, co
       util::warn("image `" + image.name() + "` asks to run as user `" + config->user + "`; rt runs it as " + id.user +
                  " (uid " + std::to_string(id.uid) + "), as Apptainer does");
   }
-  p.join = joins(o, launcher);
+  p.join = o.join == ExecOptions::Inject::On || (o.join == ExecOptions::Inject::Auto && launcher.local_size > 1);
   p.seccomp = o.seccomp;
   p.skip_sync = o.skip_sync;
   return p;
@@ -251,7 +246,6 @@ void show(const ExecOptions& o, const Prepared& p, const hpc::Launcher& launcher
 struct InstanceEntry {
   std::string name;
   bool start = false;
-  run::HolderKnock knock{};  // rt exec instance://NAME: the instance's holder asked early
 };
 
 // Namespace: enters the container, building its tree, or joins the node's
@@ -259,13 +253,12 @@ struct InstanceEntry {
 // are found by socket names keyed with the user's secret. Returns at the
 // container's working directory, with no capability left to a root inside.
 void enter(const ExecOptions& o, const Prepared& p, const ImageRoot& image, const hpc::Launcher& launcher,
-           InstanceEntry* instance = nullptr, int keep_fd = -1) {
+           const InstanceEntry* instance = nullptr, int keep_fd = -1) {
   auto secret = [&]() -> const std::string& { return store::Root::user(o.storage).secret(); };
   auto build = [&] { image.build(p.plan, secret); };
   if (instance) {
     if (!run::enter_holder(run::instance_key(instance->name, secret()),
-                           run::instance_policy(instance->name, instance->start), build, nullptr,
-                           &instance->knock))
+                           run::instance_policy(instance->name, instance->start), build))
       throw Error("other users hold every socket name of instance `" + instance->name + "`",
                   "pick another name for it");
     util::timing("entered the instance");
@@ -361,16 +354,6 @@ void exec(const ExecOptions& given) {
   }
   check_bind_sources(o, host);
   const hpc::Launcher launcher = hpc::detect_launcher([](const char* k) { return std::getenv(k); });
-  // The holder answers while the container is planned (run/holder.hpp). A
-  // rank that joins its node's container never enters the image's server
-  // itself: it would only make the server answer for nothing.
-  if (!o.dry_run) {
-    auto secret = [&]() -> const std::string& { return store::Root::user(o.storage).secret(); };
-    if (instance)
-      instance->knock = run::knock_holder(run::instance_key(instance->name, secret()));
-    else if (!joins(o, launcher))
-      image->knock(run::id_map(o, host), secret);
-  }
   if (launcher.local_rank <= 0) run::warn_if_foreign(image->image());  // once per node: its lstats are not every rank's
   const hpc::Injection injection = run::plan_injection(o, image->config(), *image);
   util::timing("host injection planned");
@@ -499,7 +482,7 @@ InstanceInfo start_instance(const ExecOptions& given, const std::string& name) {
     std::string msg;
     int code = kExitRtFailed;
     try {
-      InstanceEntry entry{name, true};
+      const InstanceEntry entry{name, true};
       run::prepare_overlays(p.plan.overlays);  // locked by the instance's process
       enter(o, p, *image, launcher, &entry, report_w.get());
       if (!run::program_found(p.argv.front(), p.env))

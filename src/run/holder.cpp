@@ -657,36 +657,12 @@ Tried try_name(const std::string& name, const std::string& proof, const HolderPo
 
 }  // namespace
 
-HolderKnock knock_holder(const HolderKey& key) {
-  for (int i = 0; i < kNames; ++i) {
-    const std::string name = key.name(i);
-    const Address addr = address_of(name);
-    HolderKnock k{new_socket(true), ::getpid(), name, i};
-    if (::connect(k.conn.get(), reinterpret_cast<const sockaddr*>(&addr.sa), addr.len) != 0) return {};
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (::getsockopt(k.conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return {};
-    if (cred.uid != ::getuid()) continue;  // enter_holder says so
-    const std::string proof = key.proof(name);
-    if (::send(k.conn.get(), proof.data(), proof.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(proof.size())) return {};
-    util::debug("asked a serving " + key.prefix + " holder early");
-    return k;
-  }
-  return {};
-}
-
 bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build,
-                  HeldTree* tree, HolderKnock* knock) {
+                  HeldTree* tree) {
   const auto deadline = Clock::now() + kEnterTimeout;
   UniqueFd conn, userns, mnt;
   char kind = 0;
   bool entered = false, absent = false;
-  if (knock && *knock && knock->pid == ::getpid() && knock->name == key.name(knock->index)) {
-    conn = std::move(knock->conn);
-    entered = receive_fds(conn.get(), userns, mnt, &kind, deadline, policy);
-    if (entered) util::debug(policy.what + " had answered as asked early");
-  }
-  if (knock) knock->conn.reset();
   for (int i = 0; i < kNames && !entered; ++i) {
     const std::string name = key.name(i);
     const Tried t = try_name(name, key.proof(name), policy, build, deadline, conn, userns, mnt, &kind);

@@ -120,27 +120,8 @@ struct HeldTree {
 // Linux 5.2): one call, without a copy.
 bool kernel_copies_mounts();
 
-// A visit begun ahead of enter_holder (knock_holder): connected to a holder
-// of `key` that serves, the proof sent, so that the holder's answer (its
-// wakeup, the checks, the copy of the tree) is made while the client does
-// other work. Only the process that knocked uses it.
-struct HolderKnock {
-  util::UniqueFd conn;
-  pid_t pid = 0;
-  std::string name;  // the holder's: HolderKey::name(index)
-  int index = 0;
-  explicit operator bool() const { return static_cast<bool>(conn); }
-};
-
-// Connects to the holder serving `key` and sends the proof; never waits,
-// never starts a holder: empty when none serves (enter_holder then does
-// all), or the name is somebody else's.
-HolderKnock knock_holder(const HolderKey& key);
-
-// With `knock` (knock_holder's), its answer is taken first when it was for
-// `key`; where that holder has gone meanwhile, as without.
 bool enter_holder(const HolderKey& key, const HolderPolicy& policy, const std::function<void()>& build,
-                  HeldTree* tree = nullptr, HolderKnock* knock = nullptr);
+                  HeldTree* tree = nullptr);
 
 // The identity of a process's namespace of `kind` ("mnt", "pid": as
 // "mnt:[4026532...]"; `pid` may be "self"), "" when it cannot be read.

@@ -105,11 +105,8 @@ public:
   }
   std::string staging() const override { return staging_; }
   void close() override { opened_.reset(); }
-  void knock(const IdMap& ids, const std::function<const std::string&()>& secret) override {
-    knock_ = knock_holder(squashfs_key(image_.rootfs, staging_, ids, secret()));
-  }
   void build(const MountPlan& plan, const std::function<const std::string&()>& secret) const override {
-    HeldTree tree = attach_squashfs([this]() -> squash::Image& { return opened(); }, plan, secret(), &knock_);
+    HeldTree tree = attach_squashfs([this]() -> squash::Image& { return opened(); }, plan, secret());
     util::timing("image server");
     build_tree(plan, &tree);
   }
@@ -132,7 +129,6 @@ private:
     return *opened_;
   }
   mutable std::unique_ptr<squash::Image> opened_;
-  mutable HolderKnock knock_;  // taken by build()
   SquashFacts facts_;
   std::string staging_;
 };

@@ -49,11 +49,6 @@ public:
   // `plan` there; a SquashFS image through its server, whose socket name
   // is keyed with `secret()` (the user's).
   virtual void build(const MountPlan& plan, const std::function<const std::string&()>& secret) const = 0;
-  // Host, as early as the ids are known: a SquashFS image's server, when
-  // one serves, is asked now for what build() takes from it later
-  // (holder.hpp, knock_holder), so that its answer is made while the plan
-  // is. Nothing is started or waited for.
-  virtual void knock(const IdMap&, const std::function<const std::string&()>& /*secret*/) {}
 
 protected:
   explicit ImageRoot(Image image) : image_(std::move(image)) {}

@@ -14,27 +14,22 @@ namespace rt::run {
 
 std::chrono::milliseconds squashfs_linger() { return configured_linger("RT_SQUASHFS_LINGER", "squashfs.linger", 30); }
 
-HolderKey squashfs_key(const std::string& rootfs, const std::string& staging, const IdMap& ids,
-                       const std::string& secret) {
+HeldTree attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan,
+                         const std::string& secret) {
   // One server per file version, mount point and id mapping.
   struct stat st;
-  if (::stat(rootfs.c_str(), &st) != 0) throw SysError{errno, "stat", rootfs};
+  if (::stat(plan.rootfs.c_str(), &st) != 0) throw SysError{errno, "stat", plan.rootfs};
   // "tree": servers that hand out a copy of their mount have names of their
   // own (an earlier rt's server handed out its mount namespace).
-  std::string text = std::string("tree") + '\0' + rootfs + '\0' + staging + '\0' + util::file_stamp(st) + '\0' +
-                     std::to_string(ids.outer_uid) + ':' + std::to_string(ids.inner_uid) + ':' +
-                     std::to_string(ids.outer_gid) + ':' + std::to_string(ids.inner_gid);
+  std::string text = std::string("tree") + '\0' + plan.rootfs + '\0' + plan.staging + '\0' + util::file_stamp(st) +
+                     '\0' + std::to_string(plan.outer_uid) + ':' + std::to_string(plan.inner_uid) + ':' +
+                     std::to_string(plan.outer_gid) + ':' + std::to_string(plan.inner_gid);
   // Before Linux 5.2 a container's mount namespace is a copy of its
   // server's (run/holder.hpp): one server per mount namespace then, so that
   // a job's own mounts (Slurm's job_container/tmpfs: a private /tmp) are
   // never another's. One call per start finds out.
   if (!kernel_copies_mounts()) text += std::string(1, '\0') + mount_namespace_of("self");
-  return HolderKey{"rt-sqfs", secret, text};
-}
-
-HeldTree attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan,
-                         const std::string& secret, HolderKnock* knock) {
-  HolderKey key = squashfs_key(plan.rootfs, plan.staging, plan, secret);
+  HolderKey key{"rt-sqfs", secret, text};
   HolderPolicy policy;
   policy.entry = HolderPolicy::Entry::Tree;
   policy.tree = plan.staging;
@@ -54,7 +49,7 @@ HeldTree attach_squashfs(const std::function<squash::Image&()>& image, const Mou
   // mounted in this container's namespace: a bind source that holds the
   // mount point (the home directory, with the store in it) cannot show it.
   HeldTree tree;
-  if (!enter_holder(key, policy, serve, &tree, knock)) {
+  if (!enter_holder(key, policy, serve, &tree)) {
     // Names nobody else has seen (keyed, like all): this process's own server.
     util::info("other users hold the server names of `" + plan.rootfs + "`: starting one for this container alone");
     key.text += std::string(1, '\0') + "private " + std::to_string(::getpid());

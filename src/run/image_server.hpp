@@ -37,13 +37,7 @@ std::chrono::milliseconds squashfs_linger();
 // is keyed with the user's `secret`; when other users hold every name of
 // it, a server of this container's own is started. Single-threaded callers
 // only.
-// `knock`: knock_holder's, for squashfs_key of the same image and ids.
 HeldTree attach_squashfs(const std::function<squash::Image&()>& image, const MountPlan& plan,
-                         const std::string& secret, HolderKnock* knock = nullptr);
-
-// The key of the server of `rootfs` mounted on `staging` for that id
-// mapping (the plan's).
-HolderKey squashfs_key(const std::string& rootfs, const std::string& staging, const IdMap& ids,
-                       const std::string& secret);
+                         const std::string& secret);
 
 }  // namespace rt::run

@@ -51,10 +51,6 @@ std::string home_inside(const ExecOptions& o, const HostInfo& h) {
   return o.no_home ? "/" : h.home;
 }
 
-IdMap id_map(const ExecOptions& o, const HostInfo& h) {
-  return {.outer_uid = h.uid, .inner_uid = o.uid.value_or(h.uid), .outer_gid = h.gid, .inner_gid = o.gid.value_or(h.gid)};
-}
-
 MountPlan build_plan(const PlanInputs& in) {
   const ExecOptions& o = *in.options;
   const HostInfo& h = *in.host;
@@ -103,7 +99,10 @@ MountPlan build_plan(const PlanInputs& in) {
     p.overlays.push_back(std::move(l));
   }
   if (o.write && !o.overlays.empty()) throw Error("--write and --overlay exclude each other");
-  static_cast<IdMap&>(p) = id_map(o, h);
+  p.outer_uid = h.uid;
+  p.outer_gid = h.gid;
+  p.inner_uid = o.uid.value_or(h.uid);
+  p.inner_gid = o.gid.value_or(h.gid);
 
   auto bind = [&](std::string src, std::string dst, const char* why, bool optional = false, bool ro = false) {
     p.mounts.push_back({.kind = Mount::Kind::Bind,

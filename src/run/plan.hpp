@@ -84,16 +84,7 @@ struct HostFilesTree {
   std::vector<Link> links;
 };
 
-// The container's ids and the host's they map to (one each).
-struct IdMap {
-  uid_t outer_uid = 0, inner_uid = 0;
-  gid_t outer_gid = 0, inner_gid = 0;
-};
-
-// The ids of a container of `o` started by the user of `h`.
-IdMap id_map(const ExecOptions& o, const HostInfo& h);
-
-struct MountPlan : IdMap {
+struct MountPlan {
   std::string rootfs;     // host path
   bool squashfs = false;  // rootfs is a SquashFS file, served over FUSE by its server (run/image_server)
   std::string staging;    // host directory the staging tmpfs covers (rootfs for directories)
@@ -115,6 +106,8 @@ struct MountPlan : IdMap {
   HostFilesTree host_files;
   std::string host_files_kept;
   std::vector<StagedFile> staged;
+  uid_t outer_uid = 0, inner_uid = 0;
+  gid_t outer_gid = 0, inner_gid = 0;
   std::string cwd;            // inside the container
   bool cwd_explicit = false;  // from --cd or the image's WorkingDir: failing is an error
 };

@@ -36,15 +36,6 @@ for img in deb "$T/deb.sqfs"; do
   [ "$(cat "$T/c")" != "$(tail -1 "$T/a")" ] || fail "--no-join got a mount namespace of its own"
   settle
 done
-# A rank that enters the image's server asks it as it starts; one that
-# joins its node's container does not (the container's holder does).
-RT_SQUASHFS_LINGER=1 "$RT" exec --no-join "$T/deb.sqfs" true
-expect_match "$(RT_SQUASHFS_LINGER=1 "$RT" exec -vv --no-join "$T/deb.sqfs" true 2>&1)" "had answered as asked early" \
-  "--no-join: the server is asked early"
-out=$(RT_SQUASHFS_LINGER=1 "$RT" exec -vv --join "$T/deb.sqfs" true 2>&1)
-expect_match "$out" "joined" "--join: the rank joined the node's container"
-[[ $out == *"rt-sqfs holder early"* ]] && fail "--join: the rank asked the image's server for a copy it does not use"
-settle
 expect_eq "$(leftovers)" "" "no holder outlives its ranks"
 
 # A joined rank starts where it was asked to, with the image's files.

@@ -42,8 +42,6 @@ expect_eq "$(readlink /proc/"$prog"/ns/pid)" "$(readlink /proc/"$init"/ns/pid 2>
   "the program shares its PID namespace with the init"
 [ "$(readlink /proc/"$prog"/ns/pid)" != "$(readlink /proc/self/ns/pid)" ] &&
   pass "a PID namespace of the instance's own" || fail "the instance runs in the caller's PID namespace"
-expect_match "$("$RT" exec -vv instance://svc true 2>&1)" "instance .svc. had answered as asked early" \
-  "the instance is asked as the start begins, its answer taken once the plan is made"
 expect_status 0 "rt run instance://svc" -- "$RT" run instance://svc cat /data/file
 expect_status 0 "rt shell instance://svc" -- sh -c "echo 'cat /data/file' | '$RT' shell instance://svc"
 expect_eq "$OUT" "from the host" "rt shell enters it too"
