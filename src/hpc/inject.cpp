@@ -595,24 +595,29 @@ public:
       }
   }
 
+  // The injected library `soname` (in kLibDir), or null.
+  const Injection::File* injected(const std::string& soname) const {
+    const std::string lib = std::string(kLibDir) + "/" + soname;
+    auto it = std::find_if(out.files.begin(), out.files.end(), [&](const Injection::File& f) { return f.container == lib; });
+    return it == out.files.end() ? nullptr : &*it;
+  }
+
   // A plugin directory the image lacks costs a mount point made in its
-  // parent (an overlay there) when bound at its own path. Two are found
+  // parent (an overlay there) when bound at its own path. Three are found
   // another way by the library injected beside them: UCX's modules in
   // DIR/ucx, where DIR is the directory libucs.so.0 was loaded from (a link
-  // ucx in kLibDir), and libibverbs' providers, loaded by name through the
+  // ucx in kLibDir), libibverbs' providers, loaded by name through the
   // library path when its provider directory is absent (a link each in
-  // kLibDir). The image's own directory, where it has one, is bound over
-  // instead: its plugins would not match the host's library.
+  // kLibDir), and libibverbs' configuration (verbs_drivers_by_name). The
+  // image's own directory, where it has one, is bound over instead: its
+  // plugins would not match the host's library.
   bool beside_library(const std::string& dir) {
     const std::string name = base_name(dir), parent = dir_name(dir);
     if (name == "libibverbs.d") return verbs_drivers_by_name(dir);
     const char* library = name == "ucx" ? "libucs.so.0" : name == "libibverbs" ? "libibverbs.so.1" : nullptr;
     if (!library || !image_.list(dir).empty()) return false;
-    const std::string lib = std::string(kLibDir) + "/" + library;
-    const bool beside = std::any_of(out.files.begin(), out.files.end(), [&](const Injection::File& f) {
-      return f.container == lib && dir_name(f.host) == parent;
-    });
-    if (!beside) return false;
+    const Injection::File* lib = injected(library);
+    if (!lib || dir_name(lib->host) != parent) return false;
     if (name == "ucx") {
       out.files.push_back({dir, std::string(kLibDir) + "/ucx"});
     } else {
@@ -641,10 +646,7 @@ public:
   // which changes it. Bound as before where a file names something else
   // (a path: the host's, not the container's).
   bool verbs_drivers_by_name(const std::string& dir) {
-    const std::string lib = std::string(kLibDir) + "/libibverbs.so.1";
-    if (!image_.stamp(dir).empty() ||
-        std::none_of(out.files.begin(), out.files.end(), [&](const Injection::File& f) { return f.container == lib; }))
-      return false;
+    if (!image_.stamp(dir).empty() || !injected("libibverbs.so.1")) return false;
     std::vector<std::string> names;
     DIR* d = ::opendir(dir.c_str());
     if (!d) return false;
