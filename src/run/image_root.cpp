@@ -106,7 +106,7 @@ public:
   std::string staging() const override { return staging_; }
   void close() override { opened_.reset(); }
   void build(const MountPlan& plan, const std::function<const std::string&()>& secret) const override {
-    HeldTree tree = attach_squashfs([this]() -> squash::Image& { return opened(); }, plan, secret());
+    HeldTree tree = attach_squashfs([this]() -> squash::Image& { return opened(true); }, plan, secret());
     util::timing("image server");
     build_tree(plan, &tree);
   }
@@ -122,10 +122,15 @@ private:
   }
 
   // Opened on first use only (a server that starts opens it for itself).
-  squash::Image& opened() const {
-    if (!opened_)
-      opened_ = std::make_unique<squash::Image>(
-          image_.rootfs, image_.lazy ? std::make_unique<squash::LazySource>(util::dir_name(image_.rootfs)) : nullptr);
+  // A server's lazy source gets ready to fetch (a process, a connection,
+  // the registry's authentication) while the image is checked.
+  squash::Image& opened(bool serving = false) const {
+    if (!opened_) {
+      std::unique_ptr<squash::LazySource> source;
+      if (image_.lazy) source = std::make_unique<squash::LazySource>(util::dir_name(image_.rootfs));
+      if (source && serving) source->serving();
+      opened_ = std::make_unique<squash::Image>(image_.rootfs, std::move(source));
+    }
     return *opened_;
   }
   mutable std::unique_ptr<squash::Image> opened_;

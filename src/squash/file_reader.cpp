@@ -129,21 +129,22 @@ FileReader::~FileReader() = default;
 
 void FileReader::prefetch(const FileMap& f) {
   if (source_) {
-    // A file still to fetch (a lazy image): all of it (up to kWantLimit)
-    // in a few large requests rather than a request per page fault. Its
-    // blocks lie one after another.
-    uint64_t lo = ~uint64_t{0}, hi = 0;
-    for (const auto& e : f.blocks)
-      if (e.hdr != 0) {
-        lo = std::min(lo, e.pos);
-        hi = std::max(hi, e.pos + (e.hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK));
-      }
-    if (lo < hi) source_->want(fs_->offset + lo, std::min(hi - lo, kWantLimit));
+    // A file still to fetch (a lazy image): all of it in a few large
+    // requests rather than a request per page fault (its blocks lie one
+    // after another); of a large file its ends first (want_rest).
+    const auto [lo, hi] = span(f);
+    if (lo < hi && hi - lo <= kWantWhole) {
+      source_->want(fs_->offset + lo, hi - lo);
+    } else if (lo < hi) {
+      source_->want(fs_->offset + lo, kWantEnd);
+      source_->want(fs_->offset + hi - kWantEnd, kWantEnd);
+    }
     if (f.has_fragment) source_->want(fs_->offset + f.fragment.pos, f.fragment.hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK);
   }
   // Half the cache per file, so that prefetched blocks are not evicted
   // before they are read; a bounded queue, so that a burst of opens does
-  // not queue work nobody waits for.
+  // not queue work nobody waits for. Of a file still to fetch, only what
+  // is there: this thread does not fetch (nor start a read-ahead stream).
   if (!prefetch_.serving() || prefetch_.size() > capacity_) return;
   const size_t per_file = capacity_ / 2;
   std::vector<FileMap::Extent> todo;
@@ -152,11 +153,32 @@ void FileReader::prefetch(const FileMap& f) {
     size_t n = 0;
     for (const auto& e : f.blocks) {
       if (n++ == per_file) break;
-      if (e.hdr != 0 && !cache_.count(e.pos)) todo.push_back(e);
+      if (e.hdr != 0 && !cache_.count(e.pos) && there(e)) todo.push_back(e);
     }
-    if (f.has_fragment && n < per_file && !cache_.count(f.fragment.pos)) todo.push_back(f.fragment);
+    if (f.has_fragment && n < per_file && !cache_.count(f.fragment.pos) && there(f.fragment))
+      todo.push_back(f.fragment);
   }
   prefetch_.push(todo);
+}
+
+void FileReader::want_rest(const FileMap& f, std::string_view head) {
+  const auto [lo, hi] = span(f);
+  if (!source_ || lo >= hi || hi - lo <= kWantWhole || head.starts_with("\x7f" "ELF")) return;
+  source_->want(fs_->offset + lo + kWantEnd, std::min(hi - lo - 2 * kWantEnd, kWantLimit));
+}
+
+bool FileReader::there(const FileMap::Extent& e) const {
+  return !source_ || source_->has(fs_->offset + e.pos, e.hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK);
+}
+
+std::pair<uint64_t, uint64_t> FileReader::span(const FileMap& f) {
+  uint64_t lo = ~uint64_t{0}, hi = 0;
+  for (const auto& e : f.blocks)
+    if (e.hdr != 0) {
+      lo = std::min(lo, e.pos);
+      hi = std::max(hi, e.pos + (e.hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK));
+    }
+  return {lo, hi};
 }
 
 bool FileReader::map(sqfs_inode* inode, FileMap& out) {

@@ -12,7 +12,9 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "util/work_queue.hpp"
@@ -51,10 +53,19 @@ public:
   FileReader(const FileReader&) = delete;
   FileReader& operator=(const FileReader&) = delete;
 
-  // Queues the first blocks of a file for decompression; of a file still
-  // to fetch, tells the source that all of it is wanted, up to this much.
+  // Queues the first blocks of a file for decompression. Of a file still
+  // to fetch, tells the source that all of it is wanted, or of a file
+  // larger than kWantWhole, its first and last kWantEnd bytes.
   void prefetch(const FileMap& f);
+  // The rest of such a file (up to kWantLimit) once its first bytes `head`
+  // are read, unless they are an ELF object's: the loader reads an
+  // object's headers, symbols and relocations at its start, its data at
+  // its end, and of its code what runs (most of a math library is kernels
+  // for other processors).
+  void want_rest(const FileMap& f, std::string_view head);
   static constexpr uint64_t kWantLimit = 32 << 20;
+  static constexpr uint64_t kWantWhole = 4 << 20;
+  static constexpr uint64_t kWantEnd = 1 << 20;
 
   // Metadata side (call under the lock that guards squashfuse's caches).
   // Returns false if the inode's block list cannot be read.
@@ -67,6 +78,10 @@ public:
 
 private:
   using Future = std::shared_future<std::shared_ptr<Block>>;
+  // Where a file's blocks lie in the image: [first byte, end).
+  static std::pair<uint64_t, uint64_t> span(const FileMap& f);
+  // Whether an extent is there to read without fetching it.
+  bool there(const FileMap::Extent& e) const;
   std::shared_ptr<Block> block(const FileMap::Extent& e);
 
   sqfs* fs_;

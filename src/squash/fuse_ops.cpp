@@ -133,7 +133,10 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
   std::vector<std::shared_ptr<Block>> hold;
   if (!err) err = g_reader->read(*map, static_cast<uint64_t>(off), size, iov, hold);
   std::vector<Pusher::Ino> next;
-  if (!err && off == 0) next = g_pusher->first_read(ino);
+  if (!err && off == 0) {
+    next = g_pusher->first_read(ino);
+    if (!iov.empty()) g_reader->want_rest(*map, {static_cast<const char*>(iov[0].iov_base), iov[0].iov_len});
+  }
   if (err)
     fuse_reply_err(req, err);
   else

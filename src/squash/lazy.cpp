@@ -283,10 +283,21 @@ bool LazySource::fetch(uint64_t first, uint64_t last, std::string* why) {
 
 void LazySource::serving() {
   std::lock_guard<std::mutex> g(mu_);
-  Fetcher& f = fetchers_[0];
-  std::string why;
-  if (count_ > 0 && f.pid <= 0 && !f.busy && !present(0, count_ - 1) && !start(f, &why))
-    util::debug("no fetcher yet (" + why + "): the first miss starts one");
+  if (count_ == 0 || present(0, count_ - 1)) return;
+  for (size_t i = 0; i < kReady; ++i) {
+    Fetcher& f = fetchers_[i];
+    std::string why;
+    if (f.pid <= 0 && !f.busy && !start(f, &why)) {
+      util::debug("no fetcher yet (" + why + "): the first miss starts one");
+      return;
+    }
+  }
+}
+
+bool LazySource::has(uint64_t offset, uint64_t length) const {
+  if (length == 0) return true;
+  if (offset >= size_ || length > size_ - offset) return false;
+  return present(offset / chunk_size_, (offset + length - 1) / chunk_size_);
 }
 
 void LazySource::want(uint64_t offset, uint64_t length) {

@@ -96,8 +96,10 @@ public:
   // A hint, which returns at once: [offset, offset + length) will likely
   // be needed soon (a file read from its start is read whole).
   virtual void want(uint64_t /*offset*/, uint64_t /*length*/) {}
-  // The image is being served: a source that fetches may get ready for
-  // the first read now, before any program waits on it.
+  // Whether [offset, offset + length) is there now, without asking for it.
+  virtual bool has(uint64_t /*offset*/, uint64_t /*length*/) const { return true; }
+  // The image is about to be served: a source that fetches may get ready
+  // for the first read now, before any program waits on it.
   virtual void serving() {}
 };
 
@@ -194,13 +196,17 @@ public:
   // at most kMaxAhead + 1 chunks; a read of a chunk in flight waits for
   // it instead of asking again. One fetcher stays free for reads.
   void want(uint64_t offset, uint64_t length) override;
-  // Starts the first fetcher, which connects while nothing is asked: the
-  // first miss does not wait for a process, a TLS handshake and the
-  // registry's authentication.
+  bool has(uint64_t offset, uint64_t length) const override;
+  // Starts the first kReady fetchers, which connect while nothing is
+  // asked: the first misses do not wait for a process, a TLS handshake and
+  // the registry's authentication.
   void serving() override;
 
   static constexpr size_t kFetchers = 4;
   static constexpr size_t kWanters = kFetchers - 1;
+  // Fetchers started by serving(): the first file's reads and its whole
+  // file wanted come at once.
+  static constexpr size_t kReady = 2;
   // The most chunks of one background request.
   static constexpr uint64_t kMaxAhead = 31;
 

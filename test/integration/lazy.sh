@@ -7,6 +7,8 @@
 #     of the layer; its digests are the file's (checked here in Python);
 #   - a lazy start runs python3 and fetches a fraction of the file (the
 #     registry's log counts the bytes), none of the padding;
+#   - of a large file first read, the rest is fetched ahead of the reads,
+#     unless it is an ELF object: then its ends only;
 #   - two containers at once share the cache; a later start with a fresh
 #     server fetches nothing; what is cached runs with the registry gone,
 #     what is not fails, and a new reference fails naming the registry;
@@ -33,7 +35,9 @@ sent() { blob_bytes_sent "$T/reg/log" "$1"; }
 # --- the image: Debian, padded ----------------------------------------------------
 mkdir -p "$T/pad/opt"
 head -c 48000000 /dev/urandom >"$T/pad/opt/padding"
-cp "$RT_DEBIAN_ROOTFS" "$T/deb.tar" && tar -rf "$T/deb.tar" -C "$T/pad" opt/padding
+{ printf '\177ELF'; head -c 12000000 /dev/urandom; } >"$T/pad/opt/elf-big"
+head -c 12000000 /dev/urandom >"$T/pad/opt/data-big"
+cp "$RT_DEBIAN_ROOTFS" "$T/deb.tar" && tar -rf "$T/deb.tar" -C "$T/pad" opt/padding opt/elf-big opt/data-big
 "$RT" import -q "$T/deb.tar" deb || fail "rt import"
 "$RT" convert -q deb "$T/deb.sif" || fail "rt convert deb deb.sif"
 size=$(stat -c %s "$T/deb.sif")
@@ -97,6 +101,35 @@ before=$(sent "$hex")
 wait $a && wait $b || fail "two containers of the lazy image at once"
 "$RT" exec "$REF" python3 -c 'import json' || fail "a later start"
 expect_eq "$(sent "$hex")" "$before" "two containers at once and a later start fetched nothing more"
+
+# A large file's first read: the rest of it is fetched ahead of the reads,
+# but of an ELF object only its ends (where the loader reads). Random bytes
+# lie in the image as they are, so the test finds them in the file.
+"$RT" exec "$REF" sh -c 'head -c 4096 /opt/elf-big && head -c 4096 /opt/data-big && exec sleep 60' >/dev/null & c=$!
+python3 - "$RT_STORAGE/lazy/$hex" "$T/deb.sif" "$T/pad/opt" <<'PY' || fail "a large file's first read"
+import sys, time
+entry, sif, pad = sys.argv[1:4]
+cs = int(open(entry + "/chunks").read().split("\n")[1].split()[1])
+image = open(sif, "rb").read()
+def chunk(name, at):
+    piece = open(f"{pad}/{name}", "rb").read()[at:at + 64]
+    i = image.find(piece)
+    assert i >= 0 and image.find(piece, i + 1) < 0, (name, at)
+    return i // cs
+have = lambda c: open(entry + "/have", "rb").read()[c] == 1
+data = [chunk("data-big", at) for at in (6000000, 11000000)]
+elf_end, elf_middle = chunk("elf-big", 11000000), chunk("elf-big", 6000000)
+for _ in range(300):
+    if all(have(c) for c in data + [elf_end]):
+        break
+    time.sleep(0.1)
+else:
+    sys.exit("never fetched ahead: the rest of /opt/data-big (%s), the end of /opt/elf-big (%s)" %
+             ([have(c) for c in data], have(elf_end)))
+assert not have(elf_middle), "the ELF object's middle was fetched, unread"
+PY
+kill $c 2>/dev/null; wait $c 2>/dev/null || true
+pass "a large file read from its start comes ahead of the reads; of an ELF object only its ends"
 
 # The registry's requests: a blob read by range, not whole.
 grep -q "response completed.*/blobs/sha256:$hex.*http.response.status=206" "$T/reg/log" &&
