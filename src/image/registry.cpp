@@ -504,6 +504,12 @@ Registry::Response Registry::request(const std::string& url, const std::string& 
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method.c_str());
   }
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  // HTTP/1.1, not libcurl's default HTTP/2 over TLS: a blob is one
+  // stream, and Debian's docker-registry (Go) sends it a third slower over
+  // HTTP/2 (877 MB: 1.80 s, 1.19 s over HTTP/1.1; 8 MiB ranges: 28 ms,
+  // 22). Nothing here needs HTTP/2's streams: concurrent transfers each
+  // take a connection of the shared pool.
+  curl_easy_setopt(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
   if (share_->sh) curl_easy_setopt(h, CURLOPT_SHARE, share_->sh);
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
   curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
