@@ -148,7 +148,9 @@ void evict(const store::Root& root, const std::string& keep) {
 // checked against the index first.
 class Fetcher {
 public:
-  explicit Fetcher(const std::string& dir) : dir_(dir) {
+  // `registry`, when given, is the entry's registry already connected and
+  // authenticated (rt-image lazy-open's own), kept by the caller.
+  explicit Fetcher(const std::string& dir, image::Registry* registry = nullptr) : dir_(dir) {
     const std::string where = "cache entry `" + dir + "`";
     const auto source = nlohmann::json::parse(util::read_file_if_exists(dir + "/" + lz::kSource).value_or(""), nullptr,
                                               false);
@@ -160,7 +162,8 @@ public:
     layer_.media_type = image::oras::kSifLayer;
     image::RegistryOptions tls = image::registry_options(source.value("ca_file", std::string()),
                                                          source.value("insecure", false), source.value("plain_http", false));
-    registry_ = std::make_unique<image::Registry>(ref_, tls);
+    if (!registry) own_registry_ = std::make_unique<image::Registry>(ref_, tls);
+    registry_ = registry ? registry : own_registry_.get();
     index_ = squash::parse_chunk_index(util::read_file_if_exists(dir + "/" + lz::kChunks).value_or(""),
                                        where + ", " + lz::kChunks);
     if (layer_.size < 0 || index_.size != static_cast<uint64_t>(layer_.size))
@@ -318,7 +321,8 @@ private:
   std::string dir_;
   store::Reference ref_;
   image::Descriptor layer_;
-  std::unique_ptr<image::Registry> registry_;
+  std::unique_ptr<image::Registry> own_registry_;
+  image::Registry* registry_ = nullptr;
   squash::ChunkIndex index_;
   util::UniqueFd file_, have_;
   timespec mtime_{};
@@ -414,7 +418,7 @@ std::string lazy_open(const std::string& ref_text, const PullOptions& o) {
   // config and users), fetched now, once for the node.
   struct stat st;
   if (::stat((dir + "/" + lz::kComplete).c_str(), &st) != 0) {
-    Fetcher fetcher(dir);
+    Fetcher fetcher(dir, &reg);
     squash::Image img(dir + "/" + lz::kFile, std::make_unique<FetcherSource>(fetcher));
     for (const char* f : {squash::kConfigPath, "/etc/passwd", "/etc/group"}) img.read_file(f);
   }
