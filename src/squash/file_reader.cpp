@@ -162,8 +162,9 @@ void FileReader::prefetch(const FileMap& f) {
 }
 
 void FileReader::want_rest(const FileMap& f, std::string_view head) {
+  if (!source_) return;
   const auto [lo, hi] = span(f);
-  if (!source_ || lo >= hi || hi - lo <= kWantWhole || head.starts_with("\x7f" "ELF")) return;
+  if (lo >= hi || hi - lo <= kWantWhole || head.starts_with("\x7f" "ELF")) return;
   source_->want(fs_->offset + lo + kWantEnd, std::min(hi - lo - 2 * kWantEnd, kWantLimit));
 }
 
