@@ -139,7 +139,7 @@ void FileReader::prefetch(const FileMap& f) {
       source_->want(fs_->offset + lo, kWantEnd);
       source_->want(fs_->offset + hi - kWantEnd, kWantEnd);
     }
-    if (f.has_fragment) source_->want(fs_->offset + f.fragment.pos, f.fragment.hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK);
+    if (f.has_fragment) source_->want(fs_->offset + f.fragment.pos, f.fragment.bytes());
   }
   // Half the cache per file, so that prefetched blocks are not evicted
   // before they are read; a bounded queue, so that a burst of opens does
@@ -169,7 +169,7 @@ void FileReader::want_rest(const FileMap& f, std::string_view head) {
 }
 
 bool FileReader::there(const FileMap::Extent& e) const {
-  return !source_ || source_->has(fs_->offset + e.pos, e.hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK);
+  return !source_ || source_->has(fs_->offset + e.pos, e.bytes());
 }
 
 std::pair<uint64_t, uint64_t> FileReader::span(const FileMap& f) {
@@ -177,7 +177,7 @@ std::pair<uint64_t, uint64_t> FileReader::span(const FileMap& f) {
   for (const auto& e : f.blocks)
     if (e.hdr != 0) {
       lo = std::min(lo, e.pos);
-      hi = std::max(hi, e.pos + (e.hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK));
+      hi = std::max(hi, e.pos + e.bytes());
     }
   return {lo, hi};
 }
@@ -228,7 +228,7 @@ std::shared_ptr<Block> FileReader::block(const FileMap::Extent& e) {
   bool there = true;
   if (source_) {
     std::string why;
-    there = source_->need(fs_->offset + e.pos, e.hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK, &why);
+    there = source_->need(fs_->offset + e.pos, e.bytes(), &why);
     if (!there) util::warn("cannot read a block at byte " + std::to_string(fs_->offset + e.pos) + ": " + why);
   }
   bool ok = there && decompress_fast(fs_, e.pos, e.hdr, buffers_, *b, handled);

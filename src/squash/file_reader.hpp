@@ -35,6 +35,7 @@ struct FileMap {
   struct Extent {
     uint64_t pos;  // on disk
     uint32_t hdr;  // SquashFS size header; 0: a sparse block of zeros
+    uint32_t bytes() const { return hdr & ~SQUASHFS_COMPRESSED_BIT_BLOCK; }  // its length on disk
   };
   std::vector<Extent> blocks;
   bool has_fragment = false;
