@@ -6,8 +6,9 @@
 // named (a digest, or a tag the trust policy admitted); the SIF layer's
 // annotation in it names the chunk index by its digest, and the index
 // names every chunk by its SHA-256. A chunk is written into the file only
-// once its bytes hash to the index's digest, and a chunk the cache says it
-// has is hashed again before this process first vouches for it. So every
+// once its bytes hash to the index's digest, and a chunk the cache had
+// when this process started is hashed again before it first vouches for it
+// (one marked later was marked by a fetcher beside it, after its check). So every
 // byte the SquashFS server reads is a byte of the file the manifest names,
 // however the registry, the network or a crash behaved. A whole file is
 // checked once more against the layer's digest before it is marked
@@ -52,10 +53,13 @@ namespace lz = squash::lazy;
 
 constexpr uint64_t kDefaultCacheBytes = uint64_t{20} << 30;
 // One range request at most. A registry's cost is per request as much as
-// per byte: a whole read of the 877 MB benchmark image made half the
-// requests and took 5-10 % less time with 8 MiB than with 4 (16 MiB: no
-// better).
-constexpr uint64_t kMaxRequest = 8 << 20;
+// per byte (Debian's docker-registry here: some 12 ms of its processor a
+// request, whatever its length, against 1 ms a MB), and chunks are kept
+// as they come, so a long request keeps no read waiting for its end: the
+// server asks for up to 64 MiB at once when a file is read whole.
+constexpr uint64_t kMaxRequest = 64 << 20;
+// The background fill's piece: a read that comes meanwhile waits for it.
+constexpr uint64_t kFillRequest = 8 << 20;
 // A fetcher fills the file in the background once no read has come for
 // this long.
 constexpr int kIdleMs = 300;
@@ -150,7 +154,10 @@ class Fetcher {
 public:
   // `registry`, when given, is the entry's registry already connected and
   // authenticated (rt-image lazy-open's own), kept by the caller.
-  explicit Fetcher(const std::string& dir, image::Registry* registry = nullptr) : dir_(dir) {
+  // `kept`, when given, is told of each chunk as it is kept.
+  explicit Fetcher(const std::string& dir, image::Registry* registry = nullptr,
+                   std::function<void(uint64_t)> kept = {})
+      : dir_(dir), kept_(std::move(kept)) {
     const std::string where = "cache entry `" + dir + "`";
     const auto source = nlohmann::json::parse(util::read_file_if_exists(dir + "/" + lz::kSource).value_or(""), nullptr,
                                               false);
@@ -184,7 +191,14 @@ public:
       if (m == MAP_FAILED) throw SysError{errno, "mmap", have};
       have_map_ = static_cast<unsigned char*>(m);
     }
-    checked_.assign(index_.count(), false);
+    // A chunk `have` claims now may come from a process that crashed
+    // before its data reached the disk: checked once before it is vouched
+    // for. One missing now that turns up later was marked by a fetcher
+    // running beside this one, after it checked and wrote the chunk: not
+    // read and hashed again (the filling fetcher passes over every chunk).
+    buf_.reserve(index_.chunk_size);
+    checked_.resize(index_.count());
+    for (uint64_t i = 0; i < index_.count(); ++i) checked_[i] = __atomic_load_n(&have_map_[i], __ATOMIC_ACQUIRE) != 1;
   }
   ~Fetcher() {
     if (have_map_) ::munmap(have_map_, index_.count());
@@ -204,8 +218,9 @@ public:
     }
   }
 
-  // Chunks first..last there and checked; false with the reason.
-  bool ensure(uint64_t first, uint64_t last, std::string* why) {
+  // Chunks first..last there and checked, runs of missing ones fetched in
+  // requests of at most `most` bytes; false with the reason.
+  bool ensure(uint64_t first, uint64_t last, std::string* why, uint64_t most = kMaxRequest) {
     if (first > last || last >= index_.count()) {
       *why = "chunks " + std::to_string(first) + "-" + std::to_string(last) + " are not in the file";
       return false;
@@ -220,7 +235,7 @@ public:
         // (a file's blocks lie together: its next reads are likely there).
         uint64_t end = i;
         const uint64_t ahead = std::min(index_.count() - 1, last + kReadahead);
-        while (end + 1 <= ahead && !there(end + 1) && (end + 2 - i) * index_.chunk_size <= kMaxRequest) ++end;
+        while (end + 1 <= ahead && !there(end + 1) && (end + 2 - i) * index_.chunk_size <= most) ++end;
         fetch(i, end);
         i = end + 1;
       }
@@ -240,8 +255,8 @@ public:
       return false;
     }
     uint64_t last = next_;
-    while (last + 1 < index_.count() && (last + 2 - next_) * index_.chunk_size <= kMaxRequest) ++last;
-    return ensure(next_, last, why);
+    while (last + 1 < index_.count() && (last + 2 - next_) * index_.chunk_size <= kFillRequest) ++last;
+    return ensure(next_, last, why, kFillRequest);
   }
 
   // The whole file against the layer's digest, then `complete`. Hashed by
@@ -285,7 +300,7 @@ private:
   bool there(uint64_t i) {
     if (__atomic_load_n(&have_map_[i], __ATOMIC_ACQUIRE) != 1) return false;
     if (checked_[i]) return true;
-    // Written by an earlier process: checked once before it is vouched for.
+    // There when this process started: checked once before it is vouched for.
     const std::string bytes = util::read_at(file_.get(), index_.offset(i), index_.length(i), dir_ + "/" + lz::kFile);
     if (hex_of(image::sha256_digest(bytes)) == index_.digests[i]) return checked_[i] = true;
     util::warn("cache entry `" + dir_ + "`: chunk " + std::to_string(i) + " is not what the index says; fetching it again");
@@ -293,25 +308,38 @@ private:
     return false;
   }
 
+  // One request; each chunk kept as soon as it is whole.
   void fetch(uint64_t first, uint64_t last) {
     const uint64_t off = index_.offset(first);
     const uint64_t len = index_.offset(last) + index_.length(last) - off;
-    registry_->get_blob_range(layer_, off, len, buf_);
-    for (uint64_t i = first; i <= last; ++i) {
-      const std::string_view chunk = std::string_view(buf_).substr(index_.offset(i) - off, index_.length(i));
-      if (hex_of(image::sha256_digest(chunk)) != index_.digests[i])
-        throw Error("registry `" + ref_.registry + "` sent chunk " + std::to_string(i) + " (bytes " +
-                    std::to_string(index_.offset(i)) + "+" + std::to_string(index_.length(i)) + ") of `" + ref_.str() +
-                    "` (" + layer_.digest + ") with other bytes than its index says: nothing of it was kept");
-    }
-    util::pwrite_all(file_.get(), buf_, off, dir_ + "/" + lz::kFile);
+    uint64_t i = first;  // the chunk coming into buf_
+    buf_.clear();
+    registry_->get_blob_range(layer_, off, len, [&](std::string_view data) {
+      while (!data.empty()) {
+        const size_t take = static_cast<size_t>(std::min<uint64_t>(index_.length(i) - buf_.size(), data.size()));
+        buf_.append(data.substr(0, take));
+        data.remove_prefix(take);
+        if (buf_.size() == index_.length(i)) keep(i++);
+      }
+    });
+  }
+
+  // Chunk i, whole in buf_: checked, written, marked (buf_ emptied).
+  void keep(uint64_t i) {
+    if (hex_of(image::sha256_digest(buf_)) != index_.digests[i])
+      throw Error("registry `" + ref_.registry + "` sent chunk " + std::to_string(i) + " (bytes " +
+                  std::to_string(index_.offset(i)) + "+" + std::to_string(index_.length(i)) + ") of `" + ref_.str() +
+                  "` (" + layer_.digest + ") with other bytes than its index says: nothing of it was kept");
+    util::pwrite_all(file_.get(), buf_, index_.offset(i), dir_ + "/" + lz::kFile);
     // The file keeps its first modification time: caches keyed by the
     // file's identity (its server, its facts) stay valid as it fills.
     const timespec times[2] = {{0, UTIME_OMIT}, mtime_};
     ::futimens(file_.get(), times);
-    mark(first, last, 1);
-    std::fill(checked_.begin() + static_cast<int64_t>(first), checked_.begin() + static_cast<int64_t>(last) + 1, true);
-    fetched_ += len;
+    mark(i, i, 1);
+    checked_[i] = true;
+    fetched_ += buf_.size();
+    buf_.clear();
+    if (kept_) kept_(i);
   }
 
   void mark(uint64_t first, uint64_t last, unsigned char v) {
@@ -328,7 +356,8 @@ private:
   timespec mtime_{};
   unsigned char* have_map_ = nullptr;  // `have`, mapped shared
   std::vector<bool> checked_;
-  std::string buf_;  // a request's bytes: one buffer for all (registry.hpp)
+  std::function<void(uint64_t)> kept_;
+  std::string buf_;  // the chunk coming: one buffer for all
   uint64_t next_ = 0;
   uint64_t fetched_ = 0;
 };
@@ -432,8 +461,13 @@ std::string lazy_open(const std::string& ref_text, const PullOptions& o) {
 }
 
 int lazy_fetch(const std::string& dir, bool fill) {
-  // stdin: "FETCH FIRST LAST" lines; stdout: "OK" or "ERR why" for each.
-  Fetcher fetcher(dir);
+  // stdin: "FETCH FIRST LAST" lines; stdout: "OK" or "ERR why" for each,
+  // after a "GOT I" line for each chunk I below LAST kept meanwhile (a
+  // read waiting for it goes on before the request ends).
+  uint64_t answering = 0;  // LAST of the request being answered; 0: none
+  Fetcher fetcher(dir, nullptr, [&answering](uint64_t i) {
+    if (i < answering) util::write_all(1, "GOT " + std::to_string(i) + "\n", "the server's socket");
+  });
   const bool background = fill && lz::background_wanted();
   // Started as the image is served, before any read: connected meanwhile.
   if (pollfd p{0, POLLIN, 0}; ::poll(&p, 1, 0) == 0) fetcher.connect();
@@ -466,7 +500,9 @@ int lazy_fetch(const std::string& dir, bool fill) {
         reply = "ERR bad request";
       } else {
         std::string why;
+        answering = last;
         reply = fetcher.ensure(first, last, &why) ? "OK" : "ERR " + why;
+        answering = 0;
       }
       for (char& c : reply)
         if (c == '\n') c = ' ';

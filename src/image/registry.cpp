@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -359,6 +360,8 @@ struct Transfer {
   std::string error;
   const Send* send = nullptr;  // the body going out
   uint64_t sent = 0;
+  uint64_t seen = 0;           // a range's bytes come in this try
+  std::exception_ptr failed;   // what the sink threw
 };
 
 size_t on_read(char* data, size_t size, size_t n, void* user) {
@@ -417,16 +420,40 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
-// Where a response's body goes: the caller's buffer for a range, else
-// the response.
-std::string& body_of(const Transfer* t) { return t->send->into ? *t->send->into : t->resp->body; }
+// A range's body for the caller as it comes. A retry asks for the range
+// again from its start: what the caller had is passed over.
+size_t to_sink(Transfer* t, long status, const char* data, size_t len) {
+  Send::Sink& s = *t->send->sink;
+  if (status == 200 && !s.whole) {
+    t->error = "the registry ignores range requests (HTTP 200 for " + t->send->range + ")";
+    return 0;
+  }
+  if (status != 200 && status != 206) return len;  // an error's page
+  const uint64_t at = t->seen;
+  t->seen += len;
+  if (t->limit >= 0 && t->seen > static_cast<uint64_t>(t->limit)) {
+    t->error = "the server sends more than the " + std::to_string(t->limit) + " bytes asked for (" + t->send->range + ")";
+    return 0;
+  }
+  if (t->seen <= s.handed) return len;
+  const size_t skip = at < s.handed ? static_cast<size_t>(s.handed - at) : 0;
+  try {
+    s.take(std::string_view(data + skip, len - skip));
+  } catch (...) {
+    t->failed = std::current_exception();
+    return 0;
+  }
+  s.handed = t->seen;
+  return len;
+}
 
 size_t on_body(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
-  std::string& body = body_of(t);
+  std::string& body = t->resp->body;
   size_t len = size * n;
   long status = 0;
   curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (t->send->sink) return to_sink(t, status, data, len);
   const bool content = status == 200 || status == 206;
   if (content && t->limit >= 0 &&
       t->before + t->resp->written + body.size() + len > static_cast<uint64_t>(t->limit)) {
@@ -449,15 +476,11 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
     if (t->progress && *t->progress) (*t->progress)(len);
     return len;
   }
-  // A part of a blob asked for by range comes whole into memory, as long as
-  // asked (checked above); any other document is small.
-  const bool part = !t->send->range.empty() && t->limit >= 0;
-  const size_t most = part ? static_cast<size_t>(t->limit) : kMaxDocument;
-  if (body.size() + len > most) {
-    t->error = "response larger than " + std::to_string(most) + " bytes";
+  // Any other document is small.
+  if (body.size() + len > kMaxDocument) {
+    t->error = "response larger than " + std::to_string(kMaxDocument) + " bytes";
     return 0;
   }
-  if (part && body.empty()) body.reserve(most);
   body.append(data, len);
   return len;
 }
@@ -481,8 +504,7 @@ Registry::Response Registry::request(const std::string& url, const std::string& 
     if (!authorization_.empty()) add("Authorization: " + authorization_);
   }
   char errbuf[CURL_ERROR_SIZE] = "";
-  if (send.into) send.into->clear();  // a try's body, not an earlier one's
-  Transfer t{&r, out_fd, static_cast<image::Sha256*>(hasher), &progress, h, url, resume_from, limits.size, {}, &send};
+  Transfer t{&r, out_fd, static_cast<image::Sha256*>(hasher), &progress, h, url, resume_from, limits.size, {}, &send, 0, 0, {}};
   const std::string method = send.method ? send.method : "GET";
   if (method == "HEAD") {
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
@@ -535,6 +557,7 @@ Registry::Response Registry::request(const std::string& url, const std::string& 
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
   r.curl = curl_easy_perform(h);
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
+  if (t.failed) std::rethrow_exception(t.failed);
   if (!t.error.empty()) throw Error("`" + url + "`: " + t.error);
   if (r.curl != CURLE_OK) r.curl_error = errbuf[0] ? errbuf : curl_easy_strerror(r.curl);
   return r;
@@ -653,21 +676,23 @@ std::string Registry::get_blob(const Descriptor& d) {
   return r.body;
 }
 
-void Registry::get_blob_range(const Descriptor& d, uint64_t offset, uint64_t length, std::string& out) {
+void Registry::get_blob_range(const Descriptor& d, uint64_t offset, uint64_t length,
+                              const std::function<void(std::string_view)>& take) {
   const std::string url = base_url() + "/blobs/" + d.digest;
   const std::string where = "registry `" + ref_.registry + "`, blob `" + d.digest + "` of `" + ref_.str() + "`";
-  out.clear();
   if (length == 0) return;
   if (d.size >= 0 && (offset > static_cast<uint64_t>(d.size) || length > static_cast<uint64_t>(d.size) - offset))
     throw Error(where + ": bytes " + std::to_string(offset) + "+" + std::to_string(length) + " lie past its end");
+  // A registry may answer a range that is the whole blob with all of it.
+  Send::Sink sink{take, offset == 0 && d.size >= 0 && length == static_cast<uint64_t>(d.size)};
   Send get;
   get.range = "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1);
-  get.into = &out;
+  get.sink = &sink;
   Response r = request_with_retries(url, "", static_cast<int64_t>(length), get);
-  if (r.status == 200 && offset == 0 && out.size() == length) return;  // the whole blob, as asked
-  if (r.status == 200) throw Error(where + ": the registry ignores range requests (HTTP 200 for " + get.range + ")");
-  if (r.status != 206) throw Error(where + ": `" + url + "` answered HTTP " + std::to_string(r.status) + " for " + get.range);
-  if (out.size() != length) throw Error(where + ": " + std::to_string(out.size()) + " bytes for " + get.range);
+  if (r.status != 206 && !(r.status == 200 && sink.whole))
+    throw Error(where + ": `" + url + "` answered HTTP " + std::to_string(r.status) + " for " + get.range);
+  if (sink.handed != length)
+    throw Error(where + ": " + std::to_string(sink.handed) + " bytes for " + get.range);
 }
 
 void Registry::download_blob(const Descriptor& d, const std::string& file,

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "image/manifest.hpp"
@@ -43,9 +44,13 @@ struct Send {
   std::string content_type;
   const std::function<void(uint64_t)>* progress = nullptr;  // bytes sent
   std::string range;  // "bytes=A-B": a part of what a GET names
-  // A range's body goes here (emptied first) instead of the response: a
-  // caller that asks for many keeps one buffer and its pages.
-  std::string* into = nullptr;
+  // A range's body handed over as it comes, instead of kept.
+  struct Sink {
+    const std::function<void(std::string_view)>& take;
+    bool whole = false;   // the range is the whole blob: HTTP 200 will do
+    uint64_t handed = 0;  // bytes given to `take`, over all tries
+  };
+  Sink* sink = nullptr;
 };
 
 class Registry {
@@ -65,13 +70,14 @@ public:
   std::optional<Document> find_manifest(const std::string& reference);
   // A small blob (a config) into memory, verified.
   std::string get_blob(const Descriptor& d);
-  // The bytes [offset, offset + length) of the blob `d` (a range request)
-  // into `out`, unverified: the caller checks them. `out` keeps its
-  // capacity: a caller of many requests reuses one buffer (memory touched
-  // for the first time costs a page fault a page, more than the copy).
-  // Throws rt::Error naming the registry when it cannot have them, or
-  // gets other bytes than asked.
-  void get_blob_range(const Descriptor& d, uint64_t offset, uint64_t length, std::string& out);
+  // The bytes [offset, offset + length) of the blob `d` (one range
+  // request), handed to `take` as they come, in order and each once (a
+  // retry skips what an earlier try handed over), unverified: the caller
+  // checks them, and may throw to stop the transfer (its error is then
+  // this call's). Throws rt::Error naming the registry when it cannot have
+  // them all, or gets other bytes than asked.
+  void get_blob_range(const Descriptor& d, uint64_t offset, uint64_t length,
+                      const std::function<void(std::string_view)>& take);
   // A blob into `file`, hashed while streaming and verified; resumes a
   // partial file after a dropped connection. `progress` gets byte counts.
   void download_blob(const Descriptor& d, const std::string& file, const std::function<void(uint64_t)>& progress = {});

@@ -334,7 +334,7 @@ void LazySource::want_loop() {
     if (!wanted_.empty()) {
       std::tie(first, last) = wanted_.front();
       wanted_.pop_front();
-    } else if (auto piece = scan_.next(settled, kMaxAhead + 1)) {
+    } else if (auto piece = scan_.next(settled, std::max<uint64_t>(1, kMaxScanPiece / chunk_size_))) {
       std::tie(first, last) = *piece;
     } else {
       continue;
@@ -399,7 +399,9 @@ bool LazySource::ask(Fetcher& f, uint64_t first, uint64_t last, std::string* why
     if (nl != std::string::npos) {
       reply = f.pending.substr(0, nl);
       f.pending.erase(0, nl + 1);
-      break;
+      if (!reply.starts_with("GOT ")) break;
+      idle_.notify_all();  // a chunk of the request came: its readers go on
+      continue;
     }
     char buf[4096];
     const ssize_t n = ::read(f.fd, buf, sizeof buf);

@@ -209,6 +209,9 @@ public:
   static constexpr size_t kReady = 2;
   // The most chunks of one background request.
   static constexpr uint64_t kMaxAhead = 31;
+  // The most bytes of one request of a file read whole (chunks are kept
+  // as they come: a read waits for its own, not for the request's end).
+  static constexpr uint64_t kMaxScanPiece = 64 << 20;
 
 private:
   struct Fetcher {
@@ -232,7 +235,7 @@ private:
   int have_fd_ = -1;
   const unsigned char* have_ = nullptr;  // shared mapping of `have`
   std::mutex mu_;
-  std::condition_variable idle_;  // a fetcher is free again
+  std::condition_variable idle_;  // a fetcher is free again, or a chunk came
   ReadAhead ahead_;  // the reads in order, and what to fetch ahead of them
   std::vector<Fetcher> fetchers_ = std::vector<Fetcher>(kFetchers);
   std::vector<unsigned char> in_flight_;              // a byte a chunk: asked for

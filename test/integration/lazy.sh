@@ -135,6 +135,23 @@ pass "a large file read from its start comes ahead of the reads; of an ELF objec
 grep -q "response completed.*/blobs/sha256:$hex.*http.response.status=206" "$T/reg/log" &&
   pass "the file is read with range requests (HTTP 206)" || fail "no range request for the file"
 
+# --- a connection cut halfway -------------------------------------------------------
+# Through a proxy that cuts each blob's first answer halfway (the file's
+# first range, in lazy-open): the range is asked again, and the bytes
+# already handed over are not handed over twice (a chunk with bytes
+# doubled or missing would not match its digest, and the start fails).
+python3 "$RT_SOURCE_DIR/test/integration/flaky_proxy.py" "$T/pport" "$REG" "$REG_CA" 2>"$T/proxy.log" &
+REG_PIDS+=($!)
+wait_until 30 test -s "$T/pport" || fail "the proxy did not start"
+PROXY=127.0.0.1:$(cat "$T/pport")
+echo "$REG_PASS" | "$RT" login -q -u "$REG_USER" --password-stdin --plain-http "$PROXY" || fail "rt login to the proxy"
+expect_status 0 "lazy-open through a proxy that cuts the file's first answer" -- \
+  env RT_STORAGE="$T/store-cut" "$RT_IMAGE" lazy-open -q --plain-http "oras://$PROXY/lazy/deb:1"
+[ "$(grep -c "GET /v2/lazy/deb/blobs/sha256:$hex .* 206 " "$T/proxy.log")" -ge 2 ] ||
+  fail "the proxy did not see the file's first range twice: $(cat "$T/proxy.log")"
+expect_status 0 "a file read through it" -- env RT_STORAGE="$T/store-cut" "$RT" exec "oras://$PROXY/lazy/deb:1" sha256sum /opt/data-big
+expect_eq "${OUT%% *}" "$(sha "$T/pad/opt/data-big")" "the file read after a cut answer is the file pushed"
+
 # --- offline --------------------------------------------------------------------
 stop_registries
 expect_status 0 "with the registry gone, what is cached runs" -- "$RT" exec "$REF" python3 -c 'print(7)'
