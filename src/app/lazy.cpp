@@ -35,11 +35,13 @@
 #include "image/oras.hpp"
 #include "image/registry.hpp"
 #include "image/sha256.hpp"
+#include "run/sqfs_facts.hpp"
 #include "rt/error.hpp"
 #include "rt/image.hpp"
 #include "squash/lazy.hpp"
 #include "squash/sif.hpp"
 #include "squash/sqfs.hpp"
+#include "store/layout.hpp"
 #include "store/ref.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
@@ -444,12 +446,15 @@ std::string lazy_open(const std::string& ref_text, const PullOptions& o) {
   }
   const std::string dir = root.sub(entry_rel);
   // What every start reads first (the head, the tables, the image's
-  // config and users), fetched now, once for the node.
+  // config and users), fetched now, once for the node, and the image's
+  // facts remembered as rt exec keeps them: the first start need not open
+  // and check the image a second time (some 40 ms for a Python image).
   struct stat st;
   if (::stat((dir + "/" + lz::kComplete).c_str(), &st) != 0) {
     Fetcher fetcher(dir, &reg);
     squash::Image img(dir + "/" + lz::kFile, std::make_unique<FetcherSource>(fetcher));
-    for (const char* f : {squash::kConfigPath, "/etc/passwd", "/etc/group"}) img.read_file(f);
+    run::squash_facts(dir + "/" + lz::kFile, root.dir(store::kSqfsFactsDir, true).get(),
+                      [&img]() -> squash::Image& { return img; });
   }
   util::UniqueFd refs = root.dir(std::string(lz::kDir) + "/" + lz::kRefsDir, true);
   if (!util::write_file_atomic_at(refs.get(), ref_name, squash::lazy_ref_note(hex, doc.digest)))

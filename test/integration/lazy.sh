@@ -149,6 +149,10 @@ expect_status 0 "lazy-open through a proxy that cuts the file's first answer" --
   env RT_STORAGE="$T/store-cut" "$RT_IMAGE" lazy-open -q --plain-http "oras://$PROXY/lazy/deb:1"
 [ "$(grep -c "GET /v2/lazy/deb/blobs/sha256:$hex .* 206 " "$T/proxy.log")" -ge 2 ] ||
   fail "the proxy did not see the file's first range twice: $(cat "$T/proxy.log")"
+# What the first start would read and check, lazy-open has: the image's
+# facts, as rt exec keeps them.
+[ "$(sed -n 2p "$T/store-cut/sqfs-facts/"* 2>/dev/null)" = "$T/store-cut/lazy/$hex/image.sif" ] &&
+  pass "lazy-open keeps the image's facts for the first start" || fail "no facts of the image after lazy-open"
 expect_status 0 "a file read through it" -- env RT_STORAGE="$T/store-cut" "$RT" exec "oras://$PROXY/lazy/deb:1" sha256sum /opt/data-big
 expect_eq "${OUT%% *}" "$(sha "$T/pad/opt/data-big")" "the file read after a cut answer is the file pushed"
 
