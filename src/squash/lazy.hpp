@@ -193,8 +193,9 @@ public:
   ~LazySource() override;
   bool need(uint64_t offset, uint64_t length, std::string* why) override;
   // Fetched in the background by up to kWanters threads, in requests of
-  // at most kMaxAhead + 1 chunks; a read of a chunk in flight waits for
-  // it instead of asking again. One fetcher stays free for reads.
+  // at most kMaxAhead + 1 chunks (a file read whole: kMaxScanPiece bytes);
+  // a read of a chunk in flight waits for it instead of asking again. One
+  // fetcher stays free for reads.
   void want(uint64_t offset, uint64_t length) override;
   bool has(uint64_t offset, uint64_t length) const override;
   // Starts the first kReady fetchers, which connect while nothing is
@@ -207,7 +208,8 @@ public:
   // Fetchers started by serving(): the first file's reads and its whole
   // file wanted come at once.
   static constexpr size_t kReady = 2;
-  // The most chunks of one background request.
+  // The most chunks of one request for what reads want ahead (a file
+  // read from its start, an ordered stream's window).
   static constexpr uint64_t kMaxAhead = 31;
   // The most bytes of one request of a file read whole (chunks are kept
   // as they come: a read waits for its own, not for the request's end).
