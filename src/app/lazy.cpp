@@ -65,10 +65,6 @@ constexpr uint64_t kFillRequest = 8 << 20;
 // A fetcher fills the file in the background once no read has come for
 // this long.
 constexpr int kIdleMs = 300;
-// Chunks fetched past those asked for, when they are missing too: none.
-// Three halved the requests of a Python start here but doubled its bytes,
-// and its time stayed the same (the requests were not what it waited on).
-constexpr uint64_t kReadahead = 0;
 
 std::string hex_of(const std::string& digest) { return digest.substr(digest.find(':') + 1); }
 
@@ -233,11 +229,10 @@ public:
           ++i;
           continue;
         }
-        // A run of missing chunks, one request, and a few after it
-        // (a file's blocks lie together: its next reads are likely there).
+        // A run of missing chunks, one request (no chunk past `last`: see
+        // ARCHITECTURE, what a lazy start waits on).
         uint64_t end = i;
-        const uint64_t ahead = std::min(index_.count() - 1, last + kReadahead);
-        while (end + 1 <= ahead && !there(end + 1) && (end + 2 - i) * index_.chunk_size <= most) ++end;
+        while (end + 1 <= last && !there(end + 1) && (end + 2 - i) * index_.chunk_size <= most) ++end;
         fetch(i, end);
         i = end + 1;
       }
@@ -306,7 +301,7 @@ private:
     const std::string bytes = util::read_at(file_.get(), index_.offset(i), index_.length(i), dir_ + "/" + lz::kFile);
     if (hex_of(image::sha256_digest(bytes)) == index_.digests[i]) return checked_[i] = true;
     util::warn("cache entry `" + dir_ + "`: chunk " + std::to_string(i) + " is not what the index says; fetching it again");
-    mark(i, i, 0);
+    mark(i, 0);
     return false;
   }
 
@@ -337,16 +332,13 @@ private:
     // file's identity (its server, its facts) stay valid as it fills.
     const timespec times[2] = {{0, UTIME_OMIT}, mtime_};
     ::futimens(file_.get(), times);
-    mark(i, i, 1);
+    mark(i, 1);
     checked_[i] = true;
-    fetched_ += buf_.size();
     buf_.clear();
     if (kept_) kept_(i);
   }
 
-  void mark(uint64_t first, uint64_t last, unsigned char v) {
-    for (uint64_t i = first; i <= last; ++i) __atomic_store_n(&have_map_[i], v, __ATOMIC_RELEASE);
-  }
+  void mark(uint64_t i, unsigned char v) { __atomic_store_n(&have_map_[i], v, __ATOMIC_RELEASE); }
 
   std::string dir_;
   store::Reference ref_;
@@ -361,7 +353,6 @@ private:
   std::function<void(uint64_t)> kept_;
   std::string buf_;  // the chunk coming: one buffer for all
   uint64_t next_ = 0;
-  uint64_t fetched_ = 0;
 };
 
 // The in-process source of a fetcher (rt-image's own reads of an entry).

@@ -238,13 +238,19 @@ bool LazySource::present(uint64_t first, uint64_t last) const {
   return true;
 }
 
+std::optional<std::pair<uint64_t, uint64_t>> LazySource::chunks(uint64_t offset, uint64_t length) const {
+  if (offset >= size_ || length > size_ - offset) return std::nullopt;
+  return std::pair(offset / chunk_size_, (offset + length - 1) / chunk_size_);
+}
+
 bool LazySource::need(uint64_t offset, uint64_t length, std::string* why) {
   if (length == 0) return true;
-  if (offset >= size_ || length > size_ - offset) {
+  const auto range = chunks(offset, length);
+  if (!range) {
     *why = "bytes " + std::to_string(offset) + "+" + std::to_string(length) + " lie past the file";
     return false;
   }
-  const uint64_t first = offset / chunk_size_, last = (offset + length - 1) / chunk_size_;
+  const auto [first, last] = *range;
   const bool there = present(first, last);
   std::optional<std::pair<uint64_t, uint64_t>> ahead;
   {
@@ -296,14 +302,14 @@ void LazySource::serving() {
 
 bool LazySource::has(uint64_t offset, uint64_t length) const {
   if (length == 0) return true;
-  if (offset >= size_ || length > size_ - offset) return false;
-  return present(offset / chunk_size_, (offset + length - 1) / chunk_size_);
+  const auto range = chunks(offset, length);
+  return range && present(range->first, range->second);
 }
 
 void LazySource::want(uint64_t offset, uint64_t length) {
   if (length == 0 || offset >= size_) return;
-  length = std::min(length, size_ - offset);
-  want_chunks(offset / chunk_size_, (offset + length - 1) / chunk_size_);
+  const auto range = chunks(offset, std::min(length, size_ - offset));
+  want_chunks(range->first, range->second);
 }
 
 void LazySource::want_chunks(uint64_t first, uint64_t last) {

@@ -223,6 +223,9 @@ private:
     bool busy = false;
   };
   bool present(uint64_t first, uint64_t last) const;
+  // The chunks [first, last] that hold bytes [offset, offset + length)
+  // (length > 0); nullopt where those lie past the file.
+  std::optional<std::pair<uint64_t, uint64_t>> chunks(uint64_t offset, uint64_t length) const;
   // Chunks [first, last] there, fetched by this thread or another.
   bool fetch(uint64_t first, uint64_t last, std::string* why);
   // Chunks [first, last] to the wanters.

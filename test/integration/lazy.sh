@@ -9,6 +9,9 @@
 #     registry's log counts the bytes), none of the padding;
 #   - of a large file first read, the rest is fetched ahead of the reads,
 #     unless it is an ELF object: then its ends only;
+#   - through a proxy that cuts an answer halfway, the range is asked
+#     again and the file read is the pushed one; lazy-open leaves the
+#     image's facts for the first start;
 #   - two containers at once share the cache; a later start with a fresh
 #     server fetches nothing; what is cached runs with the registry gone,
 #     what is not fails, and a new reference fails naming the registry;
